@@ -1,0 +1,27 @@
+# CUDA is optional: the CPU parts always build, the CUDA parts build when nvcc is found.
+# Target: Hopper (sm_90) machine code plus compute_90 PTX for newer GPUs.
+
+set(RANKSCOPE_HAVE_CUDA OFF)
+if(NOT RANKSCOPE_CUDA STREQUAL "OFF")
+  if(NOT DEFINED CMAKE_CUDA_COMPILER AND NOT DEFINED ENV{CUDACXX})
+    find_program(RANKSCOPE_NVCC nvcc PATHS /usr/local/cuda/bin NO_CACHE)
+    if(RANKSCOPE_NVCC)
+      set(CMAKE_CUDA_COMPILER "${RANKSCOPE_NVCC}")
+    endif()
+  endif()
+  include(CheckLanguage)
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+      set(CMAKE_CUDA_ARCHITECTURES 90)  # "90" = sm_90 SASS + compute_90 PTX
+    endif()
+    enable_language(CUDA)
+    set(CMAKE_CUDA_STANDARD 20)
+    set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+    find_package(CUDAToolkit REQUIRED)
+    set(RANKSCOPE_HAVE_CUDA ON)
+  elseif(RANKSCOPE_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "RANKSCOPE_CUDA=ON but no CUDA compiler (nvcc) was found")
+  endif()
+endif()
+message(STATUS "rankscope: CUDA parts ${RANKSCOPE_HAVE_CUDA}")
