@@ -1,0 +1,136 @@
+#include "trace/run_dir.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <random>
+
+#include "trace/reader.h"
+
+namespace rankscope::trace {
+namespace fs = std::filesystem;
+
+namespace {
+constexpr std::string_view kPrefix = "rank-";
+constexpr std::string_view kUnknownPrefix = "rank-unknown-";
+constexpr std::string_view kSuffix = ".sqlite";
+
+bool AllDigits(std::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+}  // namespace
+
+std::string RankFileName(int rank) { return fmt::format("rank-{}.sqlite", rank); }
+std::string UnknownRankFileName(int64_t pid) { return fmt::format("rank-unknown-{}.sqlite", pid); }
+
+ParsedRankFileName ParseRankFileName(std::string_view name) {
+  if (!name.starts_with(kPrefix) || !name.ends_with(kSuffix)) return {};
+  if (name.starts_with(kUnknownPrefix)) {
+    std::string_view pid = name.substr(kUnknownPrefix.size(), name.size() - kUnknownPrefix.size() - kSuffix.size());
+    return AllDigits(pid) ? ParsedRankFileName{true, std::nullopt} : ParsedRankFileName{};
+  }
+  std::string_view digits = name.substr(kPrefix.size(), name.size() - kPrefix.size() - kSuffix.size());
+  int rank = 0;
+  auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), rank);
+  if (!AllDigits(digits) || ec != std::errc() || ptr != digits.data() + digits.size()) return {};
+  return {true, rank};
+}
+
+std::string GenerateRunId() {
+  std::random_device device;  // /dev/urandom on Linux
+  return fmt::format("{:08x}{:08x}{:08x}{:08x}", device(), device(), device(), device());
+}
+
+std::vector<std::string> Run::Warnings() const {
+  std::vector<std::string> lines;
+  auto join = [](const std::vector<int>& v) { return fmt::format("{}", fmt::join(v, ", ")); };
+  if (!missing_ranks.empty()) {
+    lines.push_back(fmt::format("{}: missing rank files for rank(s) {} of world size {}",
+                                directory.string(), join(missing_ranks), world_size.value_or(0)));
+  }
+  if (!extra_ranks.empty()) {
+    lines.push_back(fmt::format("{}: rank file(s) for rank(s) {} beyond world size {}",
+                                directory.string(), join(extra_ranks), world_size.value_or(0)));
+  }
+  for (const std::string& name : crashed) {
+    lines.push_back(fmt::format("{}: {} was not closed cleanly (the process died?); it holds "
+                                "every event committed before that",
+                                directory.string(), name));
+  }
+  return lines;
+}
+
+Result<Run> OpenRun(const fs::path& path) {
+  std::error_code ec;
+  const auto status = fs::status(path, ec);
+  if (!fs::exists(status)) return NotFound(fmt::format("{}: no such run directory or rank file", path.string()));
+
+  std::vector<fs::path> files;
+  Run run;
+  if (fs::is_directory(status)) {
+    run.directory = path;
+    for (const fs::directory_entry& entry : fs::directory_iterator(path, ec)) {
+      if (ParseRankFileName(entry.path().filename().string()).is_rank_file) files.push_back(entry.path());
+    }
+    if (ec) return IoError(fmt::format("{}: cannot list the directory: {}", path.string(), ec.message()));
+    if (files.empty()) {
+      return NotFound(fmt::format("{}: no rank files (rank-<R>.sqlite) in this directory", path.string()));
+    }
+  } else {
+    run.directory = path.has_parent_path() ? path.parent_path() : fs::path(".");
+    files.push_back(path);
+  }
+  std::sort(files.begin(), files.end());
+
+  std::string first_run_id, first_name;
+  for (const fs::path& file : files) {
+    RS_ASSIGN_OR_RETURN(std::unique_ptr<TraceReader> reader, TraceReader::Open(file));
+    RunFile run_file{file, reader->meta()};
+    const RankMeta& meta = run_file.meta;
+    const std::string name = file.filename().string();
+    const ParsedRankFileName parsed = ParseRankFileName(name);
+    if (parsed.is_rank_file && parsed.rank != meta.rank) {
+      return Inconsistent(fmt::format("{}: the file name says rank {} but the file records rank {}",
+                                      file.string(), parsed.rank ? std::to_string(*parsed.rank) : "unknown",
+                                      meta.rank ? std::to_string(*meta.rank) : "unknown"));
+    }
+    if (first_name.empty()) {
+      first_run_id = meta.run_id;
+      first_name = name;
+    } else if (meta.run_id != first_run_id) {
+      return Inconsistent(fmt::format(
+          "{}: belongs to run {}, but {} belongs to run {}: rank files of two different runs",
+          file.string(), meta.run_id, first_name, first_run_id));
+    }
+    if (meta.world_size) {
+      if (run.world_size && *run.world_size != *meta.world_size) {
+        return Inconsistent(fmt::format("{}: records world size {}, but other rank files record {}",
+                                        file.string(), *meta.world_size, *run.world_size));
+      }
+      run.world_size = meta.world_size;
+    }
+    if (!meta.closed_cleanly) run.crashed.push_back(name);
+    auto& list = meta.rank ? run.ranks : run.unranked;
+    list.push_back(std::move(run_file));
+  }
+  run.run_id = first_run_id;
+
+  std::sort(run.ranks.begin(), run.ranks.end(),
+            [](const RunFile& a, const RunFile& b) { return *a.meta.rank < *b.meta.rank; });
+  std::sort(run.unranked.begin(), run.unranked.end(),
+            [](const RunFile& a, const RunFile& b) { return a.meta.pid < b.meta.pid; });
+  if (run.world_size) {
+    size_t next = 0;
+    for (int rank = 0; rank < *run.world_size; ++rank) {
+      while (next < run.ranks.size() && *run.ranks[next].meta.rank < rank) ++next;
+      if (next == run.ranks.size() || *run.ranks[next].meta.rank != rank) run.missing_ranks.push_back(rank);
+    }
+    for (const RunFile& f : run.ranks) {
+      if (*f.meta.rank >= *run.world_size) run.extra_ranks.push_back(*f.meta.rank);
+    }
+  }
+  return run;
+}
+
+}  // namespace rankscope::trace

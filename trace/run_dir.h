@@ -1,0 +1,58 @@
+// A run directory holds one rank file per process of a run: `rank-<R>.sqlite`, or
+// `rank-unknown-<pid>.sqlite` for processes without a rank (e.g. data-loader workers).
+// OpenRun checks that the files belong together and reports what is missing.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+#include "trace/rank_meta.h"
+
+namespace rankscope::trace {
+
+std::string RankFileName(int rank);
+std::string UnknownRankFileName(int64_t pid);
+
+struct ParsedRankFileName {
+  bool is_rank_file = false;
+  std::optional<int> rank;  // nullopt for rank-unknown files
+};
+// Classifies a file name; other files in a run directory are ignored.
+ParsedRankFileName ParseRankFileName(std::string_view file_name);
+
+// A fresh random run id (32 hex digits).
+std::string GenerateRunId();
+
+struct RunFile {
+  std::filesystem::path path;
+  RankMeta meta;
+};
+
+struct Run {
+  std::filesystem::path directory;
+  std::string run_id;
+  std::optional<int> world_size;   // agreed by every rank file that states it
+  std::vector<RunFile> ranks;      // rank files, sorted by rank
+  std::vector<RunFile> unranked;   // rank-unknown files, sorted by pid
+  std::vector<int> missing_ranks;  // ranks below world_size with no file
+  std::vector<int> extra_ranks;    // ranks at or above world_size
+  std::vector<std::string> crashed;  // file names whose writer never closed them
+
+  bool complete() const { return missing_ranks.empty() && extra_ranks.empty(); }
+  // One line per problem worth telling a user (missing/extra ranks, unclosed files).
+  std::vector<std::string> Warnings() const;
+};
+
+// Opens a run directory, or a single rank file as a run of one file. Every rank file is
+// opened and validated. Errors (one line, naming the file): a missing or empty directory,
+// an unreadable or invalid rank file, files of different runs, a file whose name and
+// recorded rank disagree, and disagreeing world sizes. Missing and extra ranks are not
+// errors: they are listed in the Run.
+Result<Run> OpenRun(const std::filesystem::path& path);
+
+}  // namespace rankscope::trace

@@ -1,0 +1,587 @@
+#include "trace/writer.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <tuple>
+#include <unordered_map>
+
+#include "trace/event_codec.h"
+#include "trace/schema.h"
+#include "trace/sqlite_util.h"
+
+#ifndef RANKSCOPE_VERSION
+#define RANKSCOPE_VERSION "unknown"
+#endif
+
+namespace rankscope::trace {
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+bool ShouldCommit(size_t uncommitted_events, std::chrono::nanoseconds since_first_uncommitted,
+                  const WriterOptions& options) {
+  return uncommitted_events >= options.commit_max_events ||
+         since_first_uncommitted >= options.commit_interval;
+}
+
+namespace {
+
+struct StringHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+
+using LaneKey = std::tuple<LaneKind, LaneRole, int32_t, uint32_t, uint64_t, int64_t, int64_t, uint64_t>;
+LaneKey KeyOf(const Lane& l) {
+  return {l.kind, l.role, l.device, l.context, l.stream, l.pid, l.tid, l.comm_hash};
+}
+
+using DropKey = std::tuple<std::string, std::string, int32_t, uint32_t, uint64_t>;
+
+// Reasons the writer gives in `drops` (source "writer").
+constexpr const char* kReasonQueueFull = "queue full";
+constexpr const char* kReasonFailed = "writer failed";
+constexpr const char* kReasonClosed = "writer closed";
+constexpr const char* kReasonUnknownLane = "unknown lane";
+constexpr const char* kReasonNegativeDuration = "negative duration";
+
+Status Validate(const RankIdentity& id) {
+  if (id.run_id.empty()) return InvalidArgument("run id is empty");
+  if (id.rank && *id.rank < 0) return InvalidArgument(fmt::format("rank {} is negative", *id.rank));
+  if (id.world_size && *id.world_size <= 0) {
+    return InvalidArgument(fmt::format("world size {} is not positive", *id.world_size));
+  }
+  if (id.rank && id.world_size && *id.rank >= *id.world_size) {
+    return InvalidArgument(fmt::format("rank {} is not below world size {}", *id.rank, *id.world_size));
+  }
+  return Status::Ok();
+}
+
+void RemoveWithSidecars(const fs::path& path) {
+  std::error_code ignored;
+  for (const char* suffix : {"", "-wal", "-shm", "-journal"}) {
+    fs::remove(fs::path(path.string() + suffix), ignored);
+  }
+}
+
+}  // namespace
+
+class TraceWriter::Impl {
+ public:
+  Impl(fs::path path, WriterOptions options) : path_(std::move(path)), options_(std::move(options)) {}
+
+  Status Open(const RankIdentity& identity);
+  void Start() { thread_ = std::thread([this] { Run(); }); }
+  Status Close();
+
+  StringId Intern(std::string_view text);
+  LaneId AddLane(const Lane& lane);
+  void SetMeta(std::string_view key, std::string_view value);
+  bool Submit(EventTables&& batch);
+  void AddDrops(const DropRecord& drop, bool wake);
+  WriterStats Stats() const;
+  const fs::path& path() const { return path_; }
+
+ private:
+  void Run();
+  void WakeWriter();
+  void Begin();
+  void Commit();
+  void Fail(Status status);
+  void WriteAux();
+  void InsertBatch(const EventTables& batch);
+  template <typename Record>
+  bool InsertRecord(sql::Statement& stmt, const Record& record);
+  Status Sql(std::string_view sql) { return sql::Exec(db_.get(), sql); }
+
+  const fs::path path_;
+  const WriterOptions options_;
+  sql::DbHandle db_;
+
+  // Producer side: the queue.
+  mutable std::mutex queue_mu_;
+  std::condition_variable queue_cv_;
+  std::deque<EventTables> queue_;
+  size_t queued_events_ = 0;
+  bool stop_ = false;
+  bool aux_pending_ = false;
+  std::atomic<bool> failed_{false};
+
+  // Producer side: strings, lanes, meta and drop counts waiting for the next transaction.
+  std::mutex state_mu_;
+  std::unordered_map<std::string, StringId, StringHash, std::equal_to<>> string_ids_;
+  std::vector<std::pair<StringId, std::string>> new_strings_;
+  std::vector<Lane> lanes_;
+  std::map<LaneKey, LaneId> lane_ids_;
+  std::vector<Lane> new_lanes_, renamed_lanes_;
+  std::map<std::string, std::string> pending_meta_;
+  std::map<DropKey, uint64_t> drop_totals_;
+  bool drops_dirty_ = false;
+
+  std::atomic<uint64_t> submitted_{0}, committed_{0}, dropped_{0}, commits_{0};
+
+  // Writer thread only (and Close, after the thread has stopped).
+  std::thread thread_;
+  sql::Statement insert_[codec::kEventTableCount];
+  sql::Statement insert_string_, insert_lane_, rename_lane_, update_lane_max_, upsert_meta_,
+      upsert_drop_;
+  bool txn_open_ = false;
+  Clock::time_point txn_started_;
+  size_t uncommitted_ = 0;
+  size_t batch_inserted_ = 0;
+  LaneId known_lanes_ = 0;
+  std::vector<int64_t> lane_max_;  // index = lane id
+  std::vector<bool> lane_max_changed_;  // index = lane id
+  std::vector<LaneId> lane_max_dirty_;   // lanes whose maximum changed in this transaction
+  Status error_;
+  bool closed_ = false;
+  Status close_status_;
+};
+
+Status TraceWriter::Impl::Open(const RankIdentity& identity) {
+  sqlite3* raw = nullptr;
+  const int rc = sqlite3_open_v2(path_.c_str(), &raw,
+                                 SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                                 nullptr);
+  db_.reset(raw);
+  if (rc != SQLITE_OK) return sql::FromSqlite(raw, rc, "cannot create the rank file");
+  // page_size must precede WAL and the first table. synchronous=NORMAL in WAL mode keeps
+  // every commit across a process crash; only a power loss can cost the last commits.
+  RS_RETURN_IF_ERROR(Sql("PRAGMA page_size=8192; PRAGMA journal_mode=WAL; "
+                         "PRAGMA synchronous=NORMAL; PRAGMA cache_size=-32768; "
+                         "PRAGMA temp_store=MEMORY;"));
+  RS_RETURN_IF_ERROR(Sql("BEGIN"));
+  RS_RETURN_IF_ERROR(Sql(SchemaDdl()));
+  RS_RETURN_IF_ERROR(Sql(fmt::format("PRAGMA application_id={}; PRAGMA user_version={};",
+                                     kApplicationId, kSchemaVersion)));
+  {
+    RS_ASSIGN_OR_RETURN(sql::Statement insert_enum,
+                        sql::Statement::Prepare(db_.get(), "INSERT INTO enums VALUES(?, ?, ?)"));
+    for (const EnumValue& e : EnumValues()) {
+      insert_enum.BindText(1, e.type);
+      insert_enum.BindInt(2, e.value);
+      insert_enum.BindText(3, e.name);
+      RS_RETURN_IF_ERROR(insert_enum.StepDone("writing enums"));
+    }
+  }
+  RS_ASSIGN_OR_RETURN(upsert_meta_, sql::Statement::Prepare(
+                                        db_.get(), "INSERT OR REPLACE INTO meta VALUES(?, ?)"));
+  std::map<std::string, std::string> meta = IdentityToMeta(identity);
+  meta.merge(ClockToMeta("start", SampleClocks()));
+  meta[std::string(meta_key::kToolVersion)] = RANKSCOPE_VERSION;
+  meta[std::string(meta_key::kSchemaVersion)] = std::to_string(kSchemaVersion);
+  meta[std::string(meta_key::kCreatedRealtimeNs)] = std::to_string(RealtimeNs());
+  meta[std::string(meta_key::kClosedCleanly)] = "0";
+  for (const auto& [key, value] : meta) {
+    upsert_meta_.BindText(1, key);
+    upsert_meta_.BindText(2, value);
+    RS_RETURN_IF_ERROR(upsert_meta_.StepDone("writing meta"));
+  }
+  RS_RETURN_IF_ERROR(Sql("COMMIT"));
+
+  int index = 0;
+  Status status;
+  EventTables no_events;
+  codec::ForEachTable(no_events, [&](std::string_view name, const auto&) {
+    const TableDef* table = FindTable(name);
+    std::string columns = table->DataColumnList();
+    std::string params;
+    for (size_t i = 1; i < table->columns.size(); ++i) params += i > 1 ? ", ?" : "?";
+    auto stmt = sql::Statement::Prepare(
+        db_.get(), fmt::format("INSERT INTO {}({}) VALUES({})", name, columns, params));
+    if (!stmt.ok()) status = stmt.status();
+    else insert_[index] = std::move(stmt).value();
+    ++index;
+  });
+  RS_RETURN_IF_ERROR(status);
+  RS_ASSIGN_OR_RETURN(insert_string_,
+                      sql::Statement::Prepare(db_.get(), "INSERT INTO strings VALUES(?, ?)"));
+  RS_ASSIGN_OR_RETURN(insert_lane_, sql::Statement::Prepare(
+                                        db_.get(), "INSERT INTO lanes VALUES(?,?,?,?,?,?,?,?,?,?,0)"));
+  RS_ASSIGN_OR_RETURN(rename_lane_, sql::Statement::Prepare(
+                                        db_.get(), "UPDATE lanes SET name=? WHERE id=?"));
+  RS_ASSIGN_OR_RETURN(update_lane_max_,
+                      sql::Statement::Prepare(db_.get(),
+                                              "UPDATE lanes SET max_duration_ns=? WHERE id=?"));
+  RS_ASSIGN_OR_RETURN(
+      upsert_drop_,
+      sql::Statement::Prepare(db_.get(),
+                              "INSERT INTO drops(source, reason, device, context, stream, count) "
+                              "VALUES(?,?,?,?,?,?) ON CONFLICT(source, reason, device, context, "
+                              "stream) DO UPDATE SET count=excluded.count"));
+  return Status::Ok();
+}
+
+StringId TraceWriter::Impl::Intern(std::string_view text) {
+  if (text.empty()) return kEmptyString;
+  std::lock_guard lock(state_mu_);
+  auto it = string_ids_.find(text);
+  if (it != string_ids_.end()) return it->second;
+  const auto id = static_cast<StringId>(string_ids_.size() + 1);
+  string_ids_.emplace(std::string(text), id);
+  new_strings_.emplace_back(id, std::string(text));
+  return id;
+}
+
+LaneId TraceWriter::Impl::AddLane(const Lane& lane) {
+  std::lock_guard lock(state_mu_);
+  auto [it, inserted] = lane_ids_.emplace(KeyOf(lane), static_cast<LaneId>(lanes_.size() + 1));
+  if (inserted) {
+    Lane stored = lane;
+    stored.id = it->second;
+    stored.max_duration_ns = 0;
+    lanes_.push_back(stored);
+    new_lanes_.push_back(stored);
+  } else if (!lane.name.empty() && lanes_[it->second - 1].name != lane.name) {
+    lanes_[it->second - 1].name = lane.name;
+    renamed_lanes_.push_back(lanes_[it->second - 1]);
+  }
+  return it->second;
+}
+
+void TraceWriter::Impl::SetMeta(std::string_view key, std::string_view value) {
+  {
+    std::lock_guard lock(state_mu_);
+    pending_meta_[std::string(key)] = std::string(value);
+  }
+  WakeWriter();
+}
+
+void TraceWriter::Impl::WakeWriter() {
+  {
+    std::lock_guard lock(queue_mu_);
+    aux_pending_ = true;
+  }
+  queue_cv_.notify_one();
+}
+
+bool TraceWriter::Impl::Submit(EventTables&& batch) {
+  const size_t n = batch.size();
+  if (n == 0) return true;
+  const char* refused = nullptr;
+  {
+    std::lock_guard lock(queue_mu_);
+    if (stop_) {
+      refused = kReasonClosed;
+    } else if (failed_.load(std::memory_order_relaxed)) {
+      refused = kReasonFailed;
+    } else if (queued_events_ > 0 && queued_events_ + n > options_.queue_capacity_events) {
+      refused = kReasonQueueFull;
+    } else {
+      queue_.push_back(std::move(batch));
+      queued_events_ += n;
+    }
+  }
+  if (refused == nullptr) {
+    submitted_.fetch_add(n, std::memory_order_relaxed);
+    queue_cv_.notify_one();
+    return true;
+  }
+  // After Close the writer thread is gone; the count still shows in stats().
+  AddDrops(DropRecord{"writer", refused, -1, 0, 0, n}, /*wake=*/refused != kReasonClosed);
+  return false;
+}
+
+void TraceWriter::Impl::AddDrops(const DropRecord& drop, bool wake) {
+  if (drop.count == 0) return;
+  {
+    std::lock_guard lock(state_mu_);
+    drop_totals_[DropKey{drop.source, drop.reason, drop.device, drop.context, drop.stream}] +=
+        drop.count;
+    drops_dirty_ = true;
+  }
+  if (drop.source == "writer") dropped_.fetch_add(drop.count, std::memory_order_relaxed);
+  if (wake) WakeWriter();
+}
+
+WriterStats TraceWriter::Impl::Stats() const {
+  WriterStats s;
+  s.events_submitted = submitted_.load();
+  s.events_committed = committed_.load();
+  s.events_dropped = dropped_.load();
+  s.commits = commits_.load();
+  return s;
+}
+
+void TraceWriter::Impl::Run() {
+  std::deque<EventTables> work;
+  for (;;) {
+    bool stopping = false;
+    bool aux = false;
+    {
+      std::unique_lock lock(queue_mu_);
+      auto ready = [this] { return stop_ || aux_pending_ || !queue_.empty(); };
+      if (txn_open_) {
+        queue_cv_.wait_until(lock, txn_started_ + options_.commit_interval, ready);
+      } else {
+        queue_cv_.wait(lock, ready);
+      }
+      work.swap(queue_);
+      queued_events_ = 0;
+      aux = aux_pending_;
+      aux_pending_ = false;
+      stopping = stop_;
+    }
+    if (options_.writer_thread_hook) options_.writer_thread_hook();
+    if (aux && error_.ok()) {
+      Begin();
+      WriteAux();
+    }
+    for (const EventTables& batch : work) InsertBatch(batch);
+    work.clear();
+    if (txn_open_ && (stopping || ShouldCommit(uncommitted_, Clock::now() - txn_started_, options_))) {
+      Commit();
+    }
+    if (stopping) return;
+  }
+}
+
+void TraceWriter::Impl::Begin() {
+  if (txn_open_ || !error_.ok()) return;
+  if (Status s = Sql("BEGIN"); !s.ok()) return Fail(s);
+  txn_open_ = true;
+  txn_started_ = Clock::now();
+}
+
+void TraceWriter::Impl::Fail(Status status) {
+  if (!error_.ok()) return;
+  error_ = status.WithContext(path_.string());
+  failed_.store(true);
+  if (txn_open_) {
+    (void)Sql("ROLLBACK");
+    txn_open_ = false;
+  }
+  // Rolled-back events never reach the file: count them as lost.
+  AddDrops(DropRecord{"writer", kReasonFailed, -1, 0, 0, uncommitted_}, false);
+  uncommitted_ = 0;
+  lane_max_dirty_.clear();
+  std::fill(lane_max_changed_.begin(), lane_max_changed_.end(), false);
+}
+
+void TraceWriter::Impl::Commit() {
+  if (!txn_open_) return;
+  WriteAux();
+  for (LaneId lane : lane_max_dirty_) {
+    if (!error_.ok()) break;
+    update_lane_max_.BindInt(1, lane_max_[lane]);
+    update_lane_max_.BindInt(2, lane);
+    if (Status s = update_lane_max_.StepDone("updating lane durations"); !s.ok()) Fail(s);
+    lane_max_changed_[lane] = false;
+  }
+  lane_max_dirty_.clear();
+  if (!error_.ok()) return;
+  if (Status s = Sql("COMMIT"); !s.ok()) return Fail(s);
+  txn_open_ = false;
+  committed_.fetch_add(uncommitted_, std::memory_order_relaxed);
+  commits_.fetch_add(1, std::memory_order_relaxed);
+  uncommitted_ = 0;
+}
+
+// Writes strings, lanes, meta and drop totals created since the last call. Runs inside the
+// open transaction, before the events that may reference them.
+void TraceWriter::Impl::WriteAux() {
+  std::vector<std::pair<StringId, std::string>> strings;
+  std::vector<Lane> lanes, renamed;
+  std::map<std::string, std::string> meta;
+  std::vector<std::pair<DropKey, uint64_t>> drops;
+  {
+    std::lock_guard lock(state_mu_);
+    strings.swap(new_strings_);
+    lanes.swap(new_lanes_);
+    renamed.swap(renamed_lanes_);
+    meta.swap(pending_meta_);
+    if (drops_dirty_) drops.assign(drop_totals_.begin(), drop_totals_.end());
+    drops_dirty_ = false;
+  }
+  auto check = [this](Status s) {
+    if (!s.ok()) Fail(s);
+    return error_.ok();
+  };
+  for (const auto& [id, text] : strings) {
+    insert_string_.BindInt(1, id);
+    insert_string_.BindText(2, text);
+    if (!check(insert_string_.StepDone("writing strings"))) return;
+  }
+  for (const Lane& lane : lanes) {
+    sql::Statement& s = insert_lane_;
+    s.BindInt(1, lane.id);
+    s.BindInt(2, static_cast<int>(lane.kind));
+    s.BindInt(3, static_cast<int>(lane.role));
+    s.BindInt(4, lane.device);
+    s.BindInt(5, lane.context);
+    s.BindUint(6, lane.stream);
+    s.BindInt(7, lane.pid);
+    s.BindInt(8, lane.tid);
+    s.BindUint(9, lane.comm_hash);
+    s.BindText(10, lane.name);
+    if (!check(s.StepDone("writing lanes"))) return;
+    known_lanes_ = std::max(known_lanes_, lane.id);
+  }
+  lane_max_.resize(known_lanes_ + 1, 0);
+  lane_max_changed_.resize(known_lanes_ + 1, false);
+  for (const Lane& lane : renamed) {
+    rename_lane_.BindText(1, lane.name);
+    rename_lane_.BindInt(2, lane.id);
+    if (!check(rename_lane_.StepDone("renaming lanes"))) return;
+  }
+  for (const auto& [key, value] : meta) {
+    upsert_meta_.BindText(1, key);
+    upsert_meta_.BindText(2, value);
+    if (!check(upsert_meta_.StepDone("writing meta"))) return;
+  }
+  for (const auto& [key, count] : drops) {
+    upsert_drop_.BindText(1, std::get<0>(key));
+    upsert_drop_.BindText(2, std::get<1>(key));
+    upsert_drop_.BindInt(3, std::get<2>(key));
+    upsert_drop_.BindInt(4, std::get<3>(key));
+    upsert_drop_.BindUint(5, std::get<4>(key));
+    upsert_drop_.BindUint(6, count);
+    if (!check(upsert_drop_.StepDone("writing drops"))) return;
+  }
+}
+
+template <typename Record>
+bool TraceWriter::Impl::InsertRecord(sql::Statement& stmt, const Record& record) {
+  const LaneId lane = codec::LaneOf(record);
+  const TimestampNs duration = codec::DurationOf(record);
+  if (lane == kNoLane || lane > known_lanes_ || duration < 0) {
+    const bool bad_lane = lane == kNoLane || lane > known_lanes_;
+    AddDrops(DropRecord{"writer", bad_lane ? kReasonUnknownLane : kReasonNegativeDuration, -1, 0,
+                        0, 1},
+             false);
+    return true;
+  }
+  codec::Bind(stmt, record);
+  const int rc = sqlite3_step(stmt.get());
+  sqlite3_reset(stmt.get());
+  if (rc != SQLITE_DONE) {
+    Fail(sql::FromSqlite(db_.get(), rc, "inserting events"));
+    return false;
+  }
+  if (duration > lane_max_[lane]) {
+    lane_max_[lane] = duration;
+    if (!lane_max_changed_[lane]) {
+      lane_max_changed_[lane] = true;
+      lane_max_dirty_.push_back(lane);
+    }
+  }
+  ++uncommitted_;
+  ++batch_inserted_;
+  if (uncommitted_ >= options_.commit_max_events) {
+    Commit();
+    Begin();
+  }
+  return error_.ok();
+}
+
+void TraceWriter::Impl::InsertBatch(const EventTables& batch) {
+  const size_t total = batch.size();
+  batch_inserted_ = 0;
+  if (error_.ok()) {
+    Begin();
+    WriteAux();
+  }
+  int index = 0;
+  codec::ForEachTable(batch, [&](std::string_view, const auto& table) {
+    sql::Statement& stmt = insert_[index++];
+    for (const auto& record : table) {
+      if (!error_.ok() || !InsertRecord(stmt, record)) return;
+    }
+  });
+  if (!error_.ok()) {
+    const uint64_t lost = total - batch_inserted_;
+    AddDrops(DropRecord{"writer", kReasonFailed, -1, 0, 0, lost}, false);
+  }
+  batch_inserted_ = 0;
+}
+
+Status TraceWriter::Impl::Close() {
+  if (closed_) return close_status_;
+  closed_ = true;
+  {
+    std::lock_guard lock(queue_mu_);
+    stop_ = true;
+  }
+  queue_cv_.notify_one();
+  if (thread_.joinable()) thread_.join();
+  if (error_.ok()) {
+    std::map<std::string, std::string> end = ClockToMeta("end", SampleClocks());
+    end[std::string(meta_key::kClosedCleanly)] = "1";
+    {
+      std::lock_guard lock(state_mu_);
+      for (auto& [key, value] : end) pending_meta_[key] = value;
+    }
+    Begin();
+    WriteAux();
+    Commit();
+  }
+  if (error_.ok()) {
+    // Leave a self-contained file: fold the WAL back in and use a rollback journal, so the
+    // trace can be copied or opened from read-only media. Busy readers just keep it WAL.
+    (void)Sql("PRAGMA wal_checkpoint(TRUNCATE)");
+    (void)Sql("PRAGMA journal_mode=DELETE");
+  }
+  for (sql::Statement* s : {&insert_string_, &insert_lane_, &rename_lane_, &update_lane_max_,
+                           &upsert_meta_, &upsert_drop_}) {
+    *s = sql::Statement();
+  }
+  for (sql::Statement& s : insert_) s = sql::Statement();
+  const int rc = sqlite3_close(db_.release());
+  if (rc != SQLITE_OK && error_.ok()) {
+    error_ = IoError(fmt::format("{}: closing failed: {}", path_.string(), sqlite3_errstr(rc)));
+  }
+  close_status_ = error_;
+  return close_status_;
+}
+
+// ---- TraceWriter -------------------------------------------------------------------------
+
+TraceWriter::TraceWriter(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+TraceWriter::~TraceWriter() {
+  if (impl_) (void)impl_->Close();
+}
+
+Result<std::unique_ptr<TraceWriter>> TraceWriter::Create(const fs::path& path,
+                                                         const RankIdentity& identity,
+                                                         WriterOptions options) {
+  if (Status s = Validate(identity); !s.ok()) return s.WithContext(path.string());
+  if (options.commit_max_events == 0 || options.queue_capacity_events == 0) {
+    return InvalidArgument(fmt::format("{}: commit and queue sizes must be positive", path.string()));
+  }
+  std::error_code ec;
+  const bool exists = fs::exists(fs::symlink_status(path, ec));
+  if (exists && !options.overwrite) {
+    return AlreadyExists(fmt::format("{}: already exists; refusing to overwrite it", path.string()));
+  }
+  const fs::path parent = path.has_parent_path() ? path.parent_path() : fs::path(".");
+  if (!fs::is_directory(parent, ec)) {
+    return NotFound(fmt::format("{}: directory {} does not exist", path.string(), parent.string()));
+  }
+  if (exists) RemoveWithSidecars(path);
+
+  auto impl = std::make_unique<Impl>(path, std::move(options));
+  if (Status s = impl->Open(identity); !s.ok()) {
+    impl.reset();
+    RemoveWithSidecars(path);  // ours, half-made: leave nothing behind
+    return s.WithContext(path.string());
+  }
+  impl->Start();
+  return std::unique_ptr<TraceWriter>(new TraceWriter(std::move(impl)));
+}
+
+StringId TraceWriter::Intern(std::string_view text) { return impl_->Intern(text); }
+LaneId TraceWriter::AddLane(const Lane& lane) { return impl_->AddLane(lane); }
+void TraceWriter::SetMeta(std::string_view key, std::string_view value) { impl_->SetMeta(key, value); }
+bool TraceWriter::Submit(EventTables&& batch) { return impl_->Submit(std::move(batch)); }
+void TraceWriter::AddDrops(const DropRecord& drop) { impl_->AddDrops(drop, true); }
+Status TraceWriter::Close() { return impl_->Close(); }
+WriterStats TraceWriter::stats() const { return impl_->Stats(); }
+const fs::path& TraceWriter::path() const { return impl_->path(); }
+
+}  // namespace rankscope::trace

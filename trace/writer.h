@@ -1,0 +1,86 @@
+// TraceWriter: the API the collector records through. Producers hand batches to a bounded
+// queue and never block; one background thread inserts them into the rank file with
+// prepared statements inside transactions (WAL mode), committing at least every
+// `commit_interval` and every `commit_max_events` events, so a crash loses at most the
+// last uncommitted transaction.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "base/status.h"
+#include "trace/events.h"
+#include "trace/rank_meta.h"
+
+namespace rankscope::trace {
+
+struct WriterOptions {
+  // Events queued but not yet taken by the writer thread. A batch that would exceed it is
+  // dropped (and counted in `drops`), unless the queue is empty.
+  size_t queue_capacity_events = size_t{1} << 20;
+  std::chrono::milliseconds commit_interval{200};
+  size_t commit_max_events = 65536;
+  bool overwrite = false;  // replace an existing file instead of refusing
+  // Test seam: runs on the writer thread before each batch of work is inserted.
+  std::function<void()> writer_thread_hook;
+};
+
+struct WriterStats {
+  uint64_t events_submitted = 0;  // accepted into the queue
+  uint64_t events_committed = 0;  // durable in the file
+  uint64_t events_dropped = 0;    // refused (queue full, writer failed or closed)
+  uint64_t commits = 0;
+};
+
+// Commit policy, separate so it can be tested without a clock.
+bool ShouldCommit(size_t uncommitted_events, std::chrono::nanoseconds since_first_uncommitted,
+                  const WriterOptions& options);
+
+class TraceWriter {
+ public:
+  // Creates the rank file with schema, meta and start calibration, and starts the writer
+  // thread. Refuses an existing file unless options.overwrite.
+  static Result<std::unique_ptr<TraceWriter>> Create(const std::filesystem::path& path,
+                                                     const RankIdentity& identity,
+                                                     WriterOptions options = {});
+  ~TraceWriter();  // closes if Close() was not called; the error is lost then
+  TraceWriter(const TraceWriter&) = delete;
+  TraceWriter& operator=(const TraceWriter&) = delete;
+
+  // Thread-safe. The same text always gets the same id; "" is kEmptyString.
+  StringId Intern(std::string_view text);
+
+  // Thread-safe. Returns the id of the lane with the same identity (Lane::SameIdentity)
+  // if there is one, renaming it when `lane.name` is new and non-empty; else adds it.
+  LaneId AddLane(const Lane& lane);
+
+  // Thread-safe; written with the next commit. Replaces an earlier value.
+  void SetMeta(std::string_view key, std::string_view value);
+
+  // Thread-safe and non-blocking. Returns false when the batch was dropped; its events
+  // are then counted in `drops`.
+  bool Submit(EventTables&& batch);
+
+  // Thread-safe: adds `drop.count` lost events of an outside source (e.g. CUPTI).
+  void AddDrops(const DropRecord& drop);
+
+  // Flushes everything, records the end calibration, and closes the file. Returns the
+  // first error the writer met, if any. Later Submit calls drop their batches.
+  Status Close();
+
+  WriterStats stats() const;
+  const std::filesystem::path& path() const;
+
+  class Impl;
+
+ private:
+  explicit TraceWriter(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace rankscope::trace
