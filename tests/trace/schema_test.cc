@@ -1,0 +1,76 @@
+// The schema is defined once in trace/schema.cc; this checks the DDL applies and that
+// docs/schema.md documents exactly the same tables and columns, in order.
+#include "trace/schema.h"
+
+#include <sqlite3.h>
+
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+namespace rankscope::trace {
+namespace {
+
+TEST(Schema, DdlCreatesEveryTableAndIndex) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(":memory:", &db), SQLITE_OK);
+  char* error = nullptr;
+  ASSERT_EQ(sqlite3_exec(db, SchemaDdl().c_str(), nullptr, nullptr, &error), SQLITE_OK) << error;
+  for (const TableDef& table : SchemaTables()) {
+    const std::string sql = "SELECT " + table.DataColumnList() + " FROM " + std::string(table.name);
+    sqlite3_stmt* stmt = nullptr;
+    EXPECT_EQ(sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt, nullptr), SQLITE_OK) << sql;
+    sqlite3_finalize(stmt);
+  }
+  sqlite3_stmt* stmt = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(db, "SELECT count(*) FROM sqlite_schema WHERE type='index' AND name LIKE '%_lane_time'",
+                               -1, &stmt, nullptr),
+            SQLITE_OK);
+  ASSERT_EQ(sqlite3_step(stmt), SQLITE_ROW);
+  EXPECT_EQ(sqlite3_column_int(stmt, 0), 9);  // 8 event tables + counter_samples
+  sqlite3_finalize(stmt);
+  sqlite3_close(db);
+}
+
+TEST(Schema, EnumValuesAreUniquePerType) {
+  std::set<std::pair<std::string_view, int>> values;
+  std::set<std::pair<std::string_view, std::string_view>> names;
+  for (const EnumValue& e : EnumValues()) {
+    EXPECT_TRUE(values.emplace(e.type, e.value).second) << e.type << " " << e.value;
+    EXPECT_TRUE(names.emplace(e.type, e.name).second) << e.type << " " << e.name;
+  }
+}
+
+TEST(Schema, DocsDescribeEveryColumn) {
+  std::ifstream in(std::string(RANKSCOPE_SOURCE_DIR) + "/docs/schema.md");
+  ASSERT_TRUE(in) << "docs/schema.md is missing";
+  std::map<std::string, std::vector<std::string>> documented;
+  std::vector<std::string> order;
+  const std::regex heading(R"(^### `([a-z_]+)`\s*$)");
+  const std::regex row(R"(^\| `([a-z_]+)` \| (INTEGER|TEXT|REAL) \|)");
+  std::string line, current;
+  std::smatch m;
+  while (std::getline(in, line)) {
+    if (std::regex_match(line, m, heading)) {
+      current = m[1];
+      order.push_back(current);
+    } else if (!current.empty() && std::regex_search(line, m, row)) {
+      documented[current].push_back(m[1]);
+    }
+  }
+  std::vector<std::string> expected_order;
+  for (const TableDef& table : SchemaTables()) {
+    expected_order.emplace_back(table.name);
+    std::vector<std::string> columns;
+    for (const ColumnDef& c : table.columns) columns.emplace_back(c.name);
+    EXPECT_EQ(documented[std::string(table.name)], columns) << "table " << table.name;
+  }
+  EXPECT_EQ(order, expected_order);
+}
+
+}  // namespace
+}  // namespace rankscope::trace

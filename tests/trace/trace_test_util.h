@@ -1,0 +1,80 @@
+// Helpers shared by the trace/ tests: temporary directories and fully populated events.
+#pragma once
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "trace/events.h"
+#include "trace/rank_meta.h"
+#include "trace/writer.h"
+
+namespace rankscope::trace::testing {
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "rankscope-test-XXXXXX").string();
+    path_ = mkdtemp(pattern.data());
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  const std::filesystem::path& path() const { return path_; }
+  std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+inline RankIdentity MakeIdentity(std::string run_id, std::optional<int> rank, std::optional<int> world_size) {
+  RankIdentity id;
+  id.run_id = std::move(run_id);
+  id.rank = rank;
+  id.world_size = world_size;
+  id.local_rank = rank;
+  id.host = "testhost";
+  id.pid = getpid();
+  id.command_line = "trainer --steps 3";
+  id.backend = "gloo";
+  return id;
+}
+
+inline std::unique_ptr<TraceWriter> MustCreate(const std::filesystem::path& path,
+                                               const RankIdentity& identity,
+                                               WriterOptions options = {}) {
+  auto writer = TraceWriter::Create(path, identity, std::move(options));
+  EXPECT_TRUE(writer.ok()) << writer.status().message();
+  return writer.ok() ? std::move(writer).value() : nullptr;
+}
+
+// Writes a closed rank file holding `events` kernels on one GPU lane.
+inline void WriteRankFile(const std::filesystem::path& path, const RankIdentity& identity,
+                          int events = 10) {
+  auto writer = MustCreate(path, identity);
+  ASSERT_NE(writer, nullptr);
+  Lane lane;
+  lane.kind = LaneKind::kGpuStream;
+  lane.device = 0;
+  lane.stream = 7;
+  const LaneId id = writer->AddLane(lane);
+  EventTables batch;
+  for (int i = 0; i < events; ++i) {
+    KernelEvent k;
+    k.lane = id;
+    k.start_ns = 1000 * i;
+    k.end_ns = 1000 * i + 500;
+    k.name = writer->Intern("gemm");
+    batch.kernels.push_back(k);
+  }
+  ASSERT_TRUE(writer->Submit(std::move(batch)));
+  ASSERT_TRUE(writer->Close().ok());
+}
+
+}  // namespace rankscope::trace::testing

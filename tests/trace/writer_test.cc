@@ -1,0 +1,295 @@
+// Writer behaviour: commit cadence, non-blocking producers with counted drops, refusal to
+// overwrite, validation, and a database that fails under the writer.
+#include <sqlite3.h>
+
+#include <atomic>
+#include <chrono>
+#include <fstream>
+#include <latch>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "trace/reader.h"
+#include "trace_test_util.h"
+
+namespace rankscope::trace {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::MakeIdentity;
+using testing::MustCreate;
+using testing::TempDir;
+
+// Rows of `table` that a separate read-only connection can see (i.e. committed rows).
+int64_t CommittedRows(const std::filesystem::path& path, const char* table) {
+  sqlite3* db = nullptr;
+  int64_t rows = -1;
+  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK) {
+    sqlite3_busy_timeout(db, 1000);
+    sqlite3_stmt* stmt = nullptr;
+    const std::string sql = std::string("SELECT count(*) FROM ") + table;
+    if (sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt, nullptr) == SQLITE_OK &&
+        sqlite3_step(stmt) == SQLITE_ROW) {
+      rows = sqlite3_column_int64(stmt, 0);
+    }
+    sqlite3_finalize(stmt);
+  }
+  sqlite3_close(db);
+  return rows;
+}
+
+// Polls until `done` holds or 20 s pass. Not a timing assertion: it only bounds a hang.
+template <typename F>
+bool Eventually(F done) {
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (done()) return true;
+    std::this_thread::sleep_for(5ms);
+  }
+  return done();
+}
+
+LaneId AddStream(TraceWriter& w) {
+  Lane lane;
+  lane.kind = LaneKind::kGpuStream;
+  return w.AddLane(lane);
+}
+
+EventTables Kernels(LaneId lane, size_t n, TimestampNs t0 = 0) {
+  EventTables batch;
+  for (size_t i = 0; i < n; ++i) {
+    KernelEvent k;
+    k.lane = lane;
+    k.start_ns = t0 + static_cast<TimestampNs>(i) * 10;
+    k.end_ns = k.start_ns + 5;
+    batch.kernels.push_back(k);
+  }
+  return batch;
+}
+
+std::string FileBytes(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+TEST(CommitPolicy, CommitsOnCountOrAge) {
+  WriterOptions o;
+  o.commit_max_events = 100;
+  o.commit_interval = 200ms;
+  EXPECT_FALSE(ShouldCommit(99, 199ms, o));
+  EXPECT_TRUE(ShouldCommit(100, 0ms, o));
+  EXPECT_TRUE(ShouldCommit(1, 200ms, o));
+}
+
+TEST(Writer, CommitsEveryMaxEventsWithoutWaitingForTheClock) {
+  TempDir dir;
+  const auto path = dir / "rank-0.sqlite";
+  WriterOptions options;
+  options.commit_max_events = 1000;
+  options.commit_interval = std::chrono::hours(1);  // only the count can trigger a commit
+  auto writer = MustCreate(path, MakeIdentity("r", 0, 1), options);
+  ASSERT_NE(writer, nullptr);
+  const LaneId lane = AddStream(*writer);
+  ASSERT_TRUE(writer->Submit(Kernels(lane, 2500)));
+  ASSERT_TRUE(Eventually([&] { return writer->stats().events_committed == 2000; }));
+  EXPECT_EQ(CommittedRows(path, "kernels"), 2000);  // durable, visible to other processes
+  EXPECT_EQ(writer->stats().events_committed, 2000u);  // the last 500 wait for a commit
+  ASSERT_TRUE(writer->Close().ok());
+  EXPECT_EQ(CommittedRows(path, "kernels"), 2500);
+}
+
+TEST(Writer, CommitsAfterTheIntervalWithoutMoreEvents) {
+  TempDir dir;
+  const auto path = dir / "rank-0.sqlite";
+  WriterOptions options;
+  options.commit_interval = 50ms;
+  auto writer = MustCreate(path, MakeIdentity("r", 0, 1), options);
+  ASSERT_NE(writer, nullptr);
+  ASSERT_TRUE(writer->Submit(Kernels(AddStream(*writer), 10)));
+  EXPECT_TRUE(Eventually([&] { return CommittedRows(path, "kernels") == 10; }));
+  ASSERT_TRUE(writer->Close().ok());
+}
+
+TEST(Writer, FullQueueDropsAndCountsWithoutBlocking) {
+  TempDir dir;
+  const auto path = dir / "rank-0.sqlite";
+  std::latch writer_stalled(1), release(1);
+  std::atomic<int> calls{0};
+  WriterOptions options;
+  options.queue_capacity_events = 100;
+  options.writer_thread_hook = [&] {
+    if (calls.fetch_add(1) == 0) {
+      writer_stalled.count_down();
+      release.wait();  // the writer thread is stuck: the queue can only fill up
+    }
+  };
+  auto writer = MustCreate(path, MakeIdentity("r", 0, 1), options);
+  ASSERT_NE(writer, nullptr);
+  const LaneId lane = AddStream(*writer);
+  ASSERT_TRUE(writer->Submit(Kernels(lane, 100)));  // taken by the writer, which then stalls
+  writer_stalled.wait();
+  EXPECT_TRUE(writer->Submit(Kernels(lane, 100, 10000)));  // fills the queue
+  // Each of these returns at once (a blocking Submit would hang this test) and is dropped.
+  EXPECT_FALSE(writer->Submit(Kernels(lane, 1, 20000)));
+  EXPECT_FALSE(writer->Submit(Kernels(lane, 50, 30000)));
+  EXPECT_EQ(writer->stats().events_dropped, 51u);
+  release.count_down();
+  ASSERT_TRUE(writer->Close().ok());
+  EXPECT_EQ(writer->stats().events_committed, 200u);
+
+  auto reader = TraceReader::Open(path);
+  ASSERT_TRUE(reader.ok());
+  auto drops = (*reader)->ReadDrops();
+  ASSERT_TRUE(drops.ok());
+  ASSERT_EQ(drops->size(), 1u);
+  EXPECT_EQ((*drops)[0].source, "writer");
+  EXPECT_EQ((*drops)[0].reason, "queue full");
+  EXPECT_EQ((*drops)[0].count, 51u);
+  EXPECT_EQ(CommittedRows(path, "kernels"), 200);
+}
+
+TEST(Writer, ManyProducersNeverLoseAcceptedEvents) {
+  TempDir dir;
+  const auto path = dir / "rank-0.sqlite";
+  WriterOptions options;
+  options.queue_capacity_events = 2000;
+  auto writer = MustCreate(path, MakeIdentity("r", 0, 1), options);
+  ASSERT_NE(writer, nullptr);
+  const LaneId lane = AddStream(*writer);
+  std::atomic<uint64_t> accepted{0}, refused{0};
+  std::vector<std::thread> producers;
+  for (int p = 0; p < 4; ++p) {
+    producers.emplace_back([&, p] {
+      for (int i = 0; i < 200; ++i) {
+        (writer->Submit(Kernels(lane, 50, (p * 1000 + i) * 1000)) ? accepted : refused) += 50;
+      }
+    });
+  }
+  for (auto& t : producers) t.join();
+  ASSERT_TRUE(writer->Close().ok());
+  EXPECT_EQ(accepted + refused, 4u * 200 * 50);
+  EXPECT_EQ(writer->stats().events_committed, accepted.load());
+  EXPECT_EQ(writer->stats().events_dropped, refused.load());
+  EXPECT_EQ(CommittedRows(path, "kernels"), static_cast<int64_t>(accepted.load()));
+}
+
+TEST(Writer, RefusesToOverwriteAndLeavesTheFileIntact) {
+  TempDir dir;
+  const auto path = dir / "rank-0.sqlite";
+  testing::WriteRankFile(path, MakeIdentity("first", 0, 1));
+  const std::string before = FileBytes(path);
+  auto again = TraceWriter::Create(path, MakeIdentity("second", 0, 1));
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.status().code(), StatusCode::kAlreadyExists);
+  EXPECT_NE(again.status().message().find(path.string()), std::string::npos);
+  EXPECT_EQ(FileBytes(path), before);
+
+  WriterOptions overwrite;
+  overwrite.overwrite = true;
+  auto replaced = TraceWriter::Create(path, MakeIdentity("second", 0, 1), overwrite);
+  ASSERT_TRUE(replaced.ok()) << replaced.status().message();
+  ASSERT_TRUE((*replaced)->Close().ok());
+  auto reader = TraceReader::Open(path);
+  ASSERT_TRUE(reader.ok());
+  EXPECT_EQ((*reader)->meta().run_id, "second");
+}
+
+TEST(Writer, RejectsBadIdentityAndMissingDirectory) {
+  TempDir dir;
+  auto no_run = TraceWriter::Create(dir / "a.sqlite", MakeIdentity("", 0, 1));
+  EXPECT_EQ(no_run.status().code(), StatusCode::kInvalidArgument);
+  auto rank_too_big = TraceWriter::Create(dir / "b.sqlite", MakeIdentity("r", 4, 4));
+  EXPECT_EQ(rank_too_big.status().code(), StatusCode::kInvalidArgument);
+  auto no_dir = TraceWriter::Create(dir / "missing" / "c.sqlite", MakeIdentity("r", 0, 1));
+  EXPECT_EQ(no_dir.status().code(), StatusCode::kNotFound);
+  EXPECT_FALSE(std::filesystem::exists(dir / "a.sqlite"));
+  EXPECT_FALSE(std::filesystem::exists(dir / "b.sqlite"));
+}
+
+TEST(Writer, DropsEventsOnUnknownLanesOrWithNegativeDuration) {
+  TempDir dir;
+  const auto path = dir / "rank-0.sqlite";
+  auto writer = MustCreate(path, MakeIdentity("r", 0, 1));
+  ASSERT_NE(writer, nullptr);
+  const LaneId lane = AddStream(*writer);
+  EventTables batch = Kernels(lane, 3);
+  batch.kernels[1].lane = 99;
+  batch.kernels[2].end_ns = batch.kernels[2].start_ns - 1;
+  ASSERT_TRUE(writer->Submit(std::move(batch)));
+  ASSERT_TRUE(writer->Close().ok());
+  EXPECT_EQ(CommittedRows(path, "kernels"), 1);
+  EXPECT_EQ(writer->stats().events_dropped, 2u);
+  auto reader = TraceReader::Open(path);
+  ASSERT_TRUE(reader.ok());
+  auto drops = (*reader)->ReadDrops();
+  ASSERT_TRUE(drops.ok());
+  std::set<std::string> reasons;
+  for (const DropRecord& d : *drops) {
+    EXPECT_EQ(d.count, 1u);
+    reasons.insert(d.reason);
+  }
+  EXPECT_EQ(reasons, (std::set<std::string>{"unknown lane", "negative duration"}));
+}
+
+TEST(Writer, SubmitAfterCloseIsDroppedAndCloseIsIdempotent) {
+  TempDir dir;
+  auto writer = MustCreate(dir / "rank-0.sqlite", MakeIdentity("r", 0, 1));
+  ASSERT_NE(writer, nullptr);
+  const LaneId lane = AddStream(*writer);
+  ASSERT_TRUE(writer->Close().ok());
+  EXPECT_FALSE(writer->Submit(Kernels(lane, 4)));
+  EXPECT_EQ(writer->stats().events_dropped, 4u);
+  EXPECT_TRUE(writer->Close().ok());
+}
+
+TEST(Writer, DatabaseFailureIsReportedAndCommittedDataSurvives) {
+  TempDir dir;
+  const auto path = dir / "rank-0.sqlite";
+  auto writer = MustCreate(path, MakeIdentity("r", 0, 1));
+  ASSERT_NE(writer, nullptr);
+  const LaneId lane = AddStream(*writer);
+  ASSERT_TRUE(writer->Submit(Kernels(lane, 10)));
+  ASSERT_TRUE(Eventually([&] { return writer->stats().events_committed == 10; }));
+
+  // Another connection makes every further insert fail, as a full disk would.
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  sqlite3_busy_timeout(db, 5000);
+  ASSERT_EQ(sqlite3_exec(db,
+                         "CREATE TRIGGER fail BEFORE INSERT ON kernels "
+                         "BEGIN SELECT RAISE(ABORT, 'simulated disk failure'); END;",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+
+  uint64_t offered = 10;
+  offered += 5;
+  writer->Submit(Kernels(lane, 5, 1000));
+  ASSERT_TRUE(Eventually([&] {
+    ++offered;
+    return !writer->Submit(Kernels(lane, 1, 5000));
+  }));
+  Status closed = writer->Close();
+  EXPECT_FALSE(closed.ok());
+  EXPECT_NE(closed.message().find("simulated disk failure"), std::string::npos) << closed.message();
+  EXPECT_NE(closed.message().find(path.string()), std::string::npos);
+  const WriterStats stats = writer->stats();
+  EXPECT_EQ(stats.events_committed, 10u);
+  // Every event offered is either in the file or counted as dropped.
+  EXPECT_EQ(stats.events_committed + stats.events_dropped, offered);
+
+  auto reader = TraceReader::Open(path);
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  EXPECT_FALSE((*reader)->meta().closed_cleanly);
+  auto trace = (*reader)->LoadAll();
+  ASSERT_TRUE(trace.ok());
+  EXPECT_EQ(trace->events.kernels.size(), 10u);
+}
+
+}  // namespace
+}  // namespace rankscope::trace
