@@ -46,6 +46,20 @@ void ForEachTable(Tables& tables, F&& f) {
   f(std::string_view("counter_samples"), tables.counter_samples);
 }
 
+// Calls f(a_vector, b_vector) for each pair of same-kind tables, in schema order.
+template <typename F>
+void ForEachTablePair(EventTables& a, EventTables& b, F&& f) {
+  f(a.kernels, b.kernels);
+  f(a.memcpys, b.memcpys);
+  f(a.memsets, b.memsets);
+  f(a.api_calls, b.api_calls);
+  f(a.syncs, b.syncs);
+  f(a.nvtx_ranges, b.nvtx_ranges);
+  f(a.nvtx_marks, b.nvtx_marks);
+  f(a.collectives, b.collectives);
+  f(a.counter_samples, b.counter_samples);
+}
+
 inline constexpr int kEventTableCount = 9;
 
 // Lane, start and duration of any record, for index bookkeeping.

@@ -2,10 +2,13 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <thread>
 
 #include "trace/event_codec.h"
 #include "trace/schema.h"
@@ -62,6 +65,19 @@ Status CheckFileHeader(const fs::path& path) {
   return Status::Ok();
 }
 
+Result<sql::DbHandle> OpenReadOnly(const fs::path& path) {
+  sqlite3* raw = nullptr;
+  const int rc = sqlite3_open_v2(path.c_str(), &raw, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, nullptr);
+  sql::DbHandle db(raw);
+  if (rc != SQLITE_OK) return sql::FromSqlite(raw, rc, "cannot open");
+  // Defensive: the file may come from anywhere; its schema must not run functions or
+  // touch anything but its own pages.
+  sqlite3_db_config(raw, SQLITE_DBCONFIG_DEFENSIVE, 1, nullptr);
+  sqlite3_db_config(raw, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, nullptr);
+  sqlite3_busy_timeout(raw, 2000);  // a live writer may hold the WAL lock briefly
+  return db;
+}
+
 // Wraps every event table with a prepared "all rows" and "rows of a lane in a window" query.
 struct TableQueries {
   sql::Statement all;
@@ -86,15 +102,9 @@ class TraceReader::Impl {
 
 Status TraceReader::Impl::Open() {
   RS_RETURN_IF_ERROR(CheckFileHeader(path_));
-  sqlite3* raw = nullptr;
-  int rc = sqlite3_open_v2(path_.c_str(), &raw, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, nullptr);
-  db_.reset(raw);
-  if (rc != SQLITE_OK) return sql::FromSqlite(raw, rc, "cannot open");
-  // Defensive: the file may come from anywhere; its schema must not run functions or
-  // touch anything but its own pages.
-  sqlite3_db_config(raw, SQLITE_DBCONFIG_DEFENSIVE, 1, nullptr);
-  sqlite3_db_config(raw, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, nullptr);
-  sqlite3_busy_timeout(raw, 2000);  // a live writer may hold the WAL lock briefly
+  RS_ASSIGN_OR_RETURN(db_, OpenReadOnly(path_));
+  sqlite3* raw = db_.get();
+  int rc = SQLITE_OK;
 
   RS_ASSIGN_OR_RETURN(sql::Statement ids, sql::Statement::Prepare(raw, "PRAGMA application_id"));
   rc = sqlite3_step(ids.get());
@@ -280,20 +290,153 @@ Result<EventTables> TraceReader::ReadLaneRange(LaneId lane, TimestampNs t0, Time
   return out;
 }
 
-Result<RankTrace> TraceReader::LoadAll() const {
+namespace {
+
+// A range of row ids of one event table: the unit of work of a parallel load. Its rows go
+// to slots [slot, slot + capacity) of the table's array.
+struct Chunk {
+  int table;
+  int64_t first_id;
+  int64_t last_id;
+  size_t slot;
+  size_t capacity;
+  size_t rows = 0;  // filled in by the worker
+};
+constexpr int64_t kChunkRows = 65536;
+
+// Calls f(name, vector) on the `index`-th table of `tables` (schema order).
+template <typename F>
+void WithTable(EventTables& tables, int index, F&& f) {
+  int i = 0;
+  codec::ForEachTable(tables, [&](std::string_view name, auto& table) {
+    if (i++ == index) f(name, table);
+  });
+}
+
+// Steps `stmt` to the end, decoding at most `capacity` rows into `out`.
+template <typename Record>
+Status ReadRowsInto(sql::Statement& stmt, Record* out, size_t capacity, size_t* rows,
+                    std::string_view table) {
+  int rc;
+  size_t n = 0;
+  while ((rc = sqlite3_step(stmt.get())) == SQLITE_ROW && n < capacity) codec::Read(stmt, &out[n++]);
+  sqlite3_reset(stmt.get());
+  *rows = n;
+  if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
+    return sql::FromSqlite(sqlite3_db_handle(stmt.get()), rc, fmt::format("reading table '{}'", table));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<RankTrace> TraceReader::LoadAll(LoadOptions options) const {
   RankTrace trace;
   trace.path = impl_->path_;
   trace.meta = impl_->meta_;
   RS_ASSIGN_OR_RETURN(trace.strings, ReadStrings());
   RS_ASSIGN_OR_RETURN(trace.lanes, ReadLanes());
   RS_ASSIGN_OR_RETURN(trace.drops, ReadDrops());
+
+  // Plan: row ids are dense (the writer never deletes), so every table is sized to its id
+  // range and split into chunks that workers decode straight into place.
+  std::vector<Chunk> chunks;
   Status status;
-  int index = 0;
+  int table_index = 0;
   codec::ForEachTable(trace.events, [&](std::string_view name, auto& table) {
-    sql::Statement& stmt = impl_->queries_[index++].all;
-    if (status.ok()) status = ReadRows(stmt, &table, name);
+    const int index = table_index++;
+    if (!status.ok()) return;
+    // Two subqueries: SQLite answers a lone min() or max() from the b-tree's edge, but
+    // `SELECT min(id), max(id)` scans the whole table.
+    auto bounds = sql::Statement::Prepare(impl_->db_.get(), fmt::format("SELECT (SELECT min(id) FROM {0}), (SELECT max(id) FROM {0})", name));
+    if (!bounds.ok()) {
+      status = bounds.status();
+      return;
+    }
+    const int rc = sqlite3_step(bounds->get());
+    if (rc != SQLITE_ROW) {
+      status = sql::FromSqlite(impl_->db_.get(), rc, fmt::format("reading table '{}'", name));
+      return;
+    }
+    if (sqlite3_column_type(bounds->get(), 0) == SQLITE_NULL) return;  // empty table
+    const int64_t first = bounds->ColumnInt(0), last = bounds->ColumnInt(1);
+    if (first < 1 || last - first >= (int64_t{1} << 34)) {
+      status = Corrupt(fmt::format("table '{}' has row ids {}..{}, not 1..N", name, first, last));
+      return;
+    }
+    size_t slot = 0;
+    for (int64_t lo = first; lo <= last; lo += kChunkRows) {
+      const int64_t hi = std::min(last, lo + kChunkRows - 1);
+      const auto capacity = static_cast<size_t>(hi - lo + 1);
+      chunks.push_back({index, lo, hi, slot, capacity});
+      slot += capacity;
+    }
+    table.resize(slot);
   });
   if (!status.ok()) return impl_->Fail(status);
+
+  const int hardware = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int workers = static_cast<int>(std::clamp<size_t>(
+      static_cast<size_t>(options.threads > 0 ? options.threads : hardware), 1, std::max<size_t>(1, chunks.size())));
+  std::vector<Status> worker_status(static_cast<size_t>(workers));
+  std::atomic<size_t> next{0};
+  auto work = [&](int worker) {
+    auto db = OpenReadOnly(impl_->path_);
+    if (!db.ok()) {
+      worker_status[static_cast<size_t>(worker)] = db.status();
+      return;
+    }
+    std::array<sql::Statement, codec::kEventTableCount> select;
+    for (size_t c; (c = next.fetch_add(1)) < chunks.size();) {
+      Chunk& chunk = chunks[c];
+      Status s;
+      WithTable(trace.events, chunk.table, [&](std::string_view name, auto& table) {
+        sql::Statement& stmt = select[static_cast<size_t>(chunk.table)];
+        if (!stmt) {
+          auto prepared = sql::Statement::Prepare(
+              db->get(), fmt::format("SELECT {} FROM {} WHERE id BETWEEN ?1 AND ?2",
+                                     FindTable(name)->DataColumnList(), name));
+          if (!prepared.ok()) {
+            s = prepared.status();
+            return;
+          }
+          stmt = std::move(prepared).value();
+        }
+        stmt.BindInt(1, chunk.first_id);
+        stmt.BindInt(2, chunk.last_id);
+        s = ReadRowsInto(stmt, table.data() + chunk.slot, chunk.capacity, &chunk.rows, name);
+      });
+      if (!s.ok()) {
+        worker_status[static_cast<size_t>(worker)] = s;
+        next.store(chunks.size());  // stop the others early
+        return;
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int w = 1; w < workers; ++w) threads.emplace_back(work, w);
+  work(0);
+  for (std::thread& t : threads) t.join();
+  for (const Status& s : worker_status) {
+    if (!s.ok()) return impl_->Fail(s);
+  }
+
+  // Close the holes that missing row ids left (only in files edited by other tools).
+  for (int t = 0; t < codec::kEventTableCount; ++t) {
+    WithTable(trace.events, t, [&](std::string_view, auto& table) {
+      size_t end = 0;
+      for (const Chunk& chunk : chunks) {
+        if (chunk.table != t) continue;
+        if (end != chunk.slot) {
+          std::move(table.begin() + static_cast<ptrdiff_t>(chunk.slot),
+                    table.begin() + static_cast<ptrdiff_t>(chunk.slot + chunk.rows),
+                    table.begin() + static_cast<ptrdiff_t>(end));
+        }
+        end += chunk.rows;
+      }
+      table.resize(end);
+    });
+  }
   trace.events.SortByLaneAndTime();
   return trace;
 }

@@ -27,6 +27,12 @@ struct RankTrace {
   const Lane* lane(LaneId id) const;          // nullptr for ids out of range
 };
 
+struct LoadOptions {
+  // Threads reading the event tables (each with its own read-only connection).
+  // 0 = one per hardware thread.
+  int threads = 0;
+};
+
 class TraceReader {
  public:
   // Fails with a one-line message naming the file when it is missing, not SQLite,
@@ -48,8 +54,8 @@ class TraceReader {
   // start within each table.
   Result<EventTables> ReadLaneRange(LaneId lane, TimestampNs t0, TimestampNs t1) const;
 
-  // Loads everything into memory.
-  Result<RankTrace> LoadAll() const;
+  // Loads everything into memory, reading the tables in row-id chunks on several threads.
+  Result<RankTrace> LoadAll(LoadOptions options = {}) const;
 
   class Impl;
 

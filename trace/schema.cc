@@ -155,10 +155,16 @@ std::string SchemaDdl() {
     }
     if (!table.constraints.empty()) ddl += fmt::format(", {}", table.constraints);
     ddl += ");\n";
-    if (!table.lane_time_index.empty()) {
-      ddl += fmt::format("CREATE INDEX {0}_lane_time ON {0}({1});\n", table.name,
-                         table.lane_time_index);
-    }
+  }
+  return ddl;
+}
+
+std::string IndexDdl() {
+  std::string ddl;
+  for (const TableDef& table : SchemaTables()) {
+    if (table.lane_time_index.empty()) continue;
+    ddl += fmt::format("CREATE INDEX IF NOT EXISTS {0}_lane_time ON {0}({1});\n", table.name,
+                       table.lane_time_index);
   }
   return ddl;
 }

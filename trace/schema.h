@@ -13,6 +13,15 @@ namespace rankscope::trace {
 inline constexpr int kSchemaVersion = 1;            // PRAGMA user_version
 inline constexpr int32_t kApplicationId = 0x524b5343;  // PRAGMA application_id: "RKSC"
 
+// Larger pages mean fewer b-tree splits per inserted row (bench/trace_bench.cc); 16 KiB
+// keeps a nearly empty rank file (a data-loader process) near 250 KB.
+inline constexpr int kPageSize = 16384;
+// How the writer's connection runs. synchronous=NORMAL in WAL mode keeps every commit
+// across a process crash; only a power loss can cost the last commits.
+inline constexpr const char* kWriterPragmas =
+    "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA cache_size=-32768; "
+    "PRAGMA temp_store=MEMORY;";
+
 struct ColumnDef {
   std::string_view name;
   std::string_view type;  // SQL type and constraints
@@ -35,8 +44,13 @@ struct TableDef {
 const std::vector<TableDef>& SchemaTables();
 const TableDef* FindTable(std::string_view name);
 
-// CREATE TABLE / CREATE INDEX statements for a new rank file.
+// CREATE TABLE statements for a new rank file.
 std::string SchemaDdl();
+
+// CREATE INDEX statements for the lane/time indexes. The writer runs them when it closes:
+// one sort at the end costs far less than keeping the indexes up to date row by row
+// (bench/trace_bench.cc). A file whose writer died has none; range queries then scan.
+std::string IndexDdl();
 
 struct EnumValue {
   std::string_view type;  // e.g. "copy_kind"

@@ -153,9 +153,7 @@ Status TraceWriter::Impl::Open(const RankIdentity& identity) {
   if (rc != SQLITE_OK) return sql::FromSqlite(raw, rc, "cannot create the rank file");
   // page_size must precede WAL and the first table. synchronous=NORMAL in WAL mode keeps
   // every commit across a process crash; only a power loss can cost the last commits.
-  RS_RETURN_IF_ERROR(Sql("PRAGMA page_size=8192; PRAGMA journal_mode=WAL; "
-                         "PRAGMA synchronous=NORMAL; PRAGMA cache_size=-32768; "
-                         "PRAGMA temp_store=MEMORY;"));
+  RS_RETURN_IF_ERROR(Sql(fmt::format("PRAGMA page_size={}; {}", kPageSize, kWriterPragmas)));
   RS_RETURN_IF_ERROR(Sql("BEGIN"));
   RS_RETURN_IF_ERROR(Sql(SchemaDdl()));
   RS_RETURN_IF_ERROR(Sql(fmt::format("PRAGMA application_id={}; PRAGMA user_version={};",
@@ -520,6 +518,9 @@ Status TraceWriter::Impl::Close() {
     Begin();
     WriteAux();
     Commit();
+  }
+  if (error_.ok()) {
+    if (Status s = Sql(IndexDdl()); !s.ok()) Fail(s);
   }
   if (error_.ok()) {
     // Leave a self-contained file: fold the WAL back in and use a rollback journal, so the

@@ -82,6 +82,11 @@ TEST(CrashSafety, KilledWriterLeavesEveryCommittedBatch) {
   }
   for (const auto& [batch, count] : per_batch_count) EXPECT_LE(count, kPerBatch);
 
+  // No lane/time index (the writer builds them at close), yet range queries still answer.
+  auto range = (*reader)->ReadLaneRange(1, 1'000'000, 2'000'000);
+  ASSERT_TRUE(range.ok()) << range.status().message();
+  EXPECT_EQ(range->kernels.size(), static_cast<size_t>(kPerBatch));
+
   auto run = OpenRun(dir.path());
   ASSERT_TRUE(run.ok()) << run.status().message();
   ASSERT_EQ(run->crashed.size(), 1u);

@@ -2,6 +2,8 @@
 #include <cstring>
 #include <limits>
 
+#include <sqlite3.h>
+
 #include <gtest/gtest.h>
 
 #include "trace/reader.h"
@@ -440,6 +442,106 @@ TEST(RoundTrip, LoadAllSortsByLaneAndTime) {
   const std::vector<std::pair<LaneId, TimestampNs>> expected = {
       {a, 100}, {a, 200}, {a, 300}, {b, 100}, {b, 200}, {b, 300}};
   EXPECT_EQ(order, expected);
+}
+
+}  // namespace
+}  // namespace rankscope::trace
+
+namespace rankscope::trace {
+namespace {
+
+// Enough rows for several load chunks, spread over lanes out of order.
+std::filesystem::path WriteManyKernels(const testing::TempDir& dir, int rows) {
+  const auto path = dir / "rank-0.sqlite";
+  auto writer = testing::MustCreate(path, testing::MakeIdentity("r", 0, 1));
+  if (!writer) return path;
+  LaneId lanes[3];
+  for (uint64_t s = 0; s < 3; ++s) {
+    Lane lane;
+    lane.kind = LaneKind::kGpuStream;
+    lane.stream = s;
+    lanes[s] = writer->AddLane(lane);
+  }
+  EventTables batch;
+  for (int i = 0; i < rows; ++i) {
+    KernelEvent k;
+    k.lane = lanes[(i * 7) % 3];
+    k.start_ns = i;
+    k.end_ns = i + 1;
+    k.correlation_id = static_cast<uint64_t>(i);
+    batch.kernels.push_back(k);
+  }
+  EXPECT_TRUE(writer->Submit(std::move(batch)));
+  EXPECT_TRUE(writer->Close().ok());
+  return path;
+}
+
+std::vector<uint64_t> Correlations(const EventTables& t) {
+  std::vector<uint64_t> ids;
+  for (const KernelEvent& k : t.kernels) ids.push_back(k.correlation_id);
+  return ids;
+}
+
+TEST(Load, ParallelChunkedLoadEqualsSingleThreaded) {
+  testing::TempDir dir;
+  const auto path = WriteManyKernels(dir, 200000);
+  auto reader = TraceReader::Open(path);
+  ASSERT_TRUE(reader.ok());
+  auto one = (*reader)->LoadAll(LoadOptions{1});
+  auto four = (*reader)->LoadAll(LoadOptions{4});
+  ASSERT_TRUE(one.ok() && four.ok());
+  ASSERT_EQ(one->events.kernels.size(), 200000u);
+  EXPECT_EQ(Correlations(one->events), Correlations(four->events));
+  for (size_t i = 1; i < one->events.kernels.size(); ++i) {
+    const KernelEvent& a = one->events.kernels[i - 1];
+    const KernelEvent& b = one->events.kernels[i];
+    ASSERT_TRUE(a.lane < b.lane || (a.lane == b.lane && a.start_ns <= b.start_ns)) << i;
+  }
+}
+
+TEST(Load, RowIdGapsFromOtherToolsAreClosed) {
+  testing::TempDir dir;
+  const auto path = WriteManyKernels(dir, 150000);
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "DELETE FROM kernels WHERE id % 3 = 0 OR id BETWEEN 60000 AND 70000",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  auto reader = TraceReader::Open(path);
+  ASSERT_TRUE(reader.ok());
+  auto trace = (*reader)->LoadAll(LoadOptions{2});
+  ASSERT_TRUE(trace.ok()) << trace.status().message();
+  size_t expected = 0;
+  for (int id = 1; id <= 150000; ++id) expected += (id % 3 != 0 && (id < 60000 || id > 70000));
+  EXPECT_EQ(trace->events.kernels.size(), expected);
+  for (const KernelEvent& k : trace->events.kernels) {
+    const int64_t id = static_cast<int64_t>(k.correlation_id) + 1;
+    ASSERT_TRUE(id % 3 != 0 && (id < 60000 || id > 70000)) << "row " << id << " was deleted";
+  }
+}
+
+TEST(Load, CleanCloseBuildsTheLaneTimeIndexes) {
+  testing::TempDir dir;
+  const auto path = WriteManyKernels(dir, 10);
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+  sqlite3_stmt* stmt = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(db, "SELECT count(*) FROM sqlite_schema WHERE type='index' AND name LIKE '%_lane_time'",
+                               -1, &stmt, nullptr),
+            SQLITE_OK);
+  ASSERT_EQ(sqlite3_step(stmt), SQLITE_ROW);
+  EXPECT_EQ(sqlite3_column_int(stmt, 0), 9);
+  sqlite3_finalize(stmt);
+  // The range query uses it.
+  ASSERT_EQ(sqlite3_prepare_v2(db, "EXPLAIN QUERY PLAN SELECT * FROM kernels WHERE lane = 1 AND start_ns >= 0 AND start_ns < 5",
+                               -1, &stmt, nullptr),
+            SQLITE_OK);
+  std::string plan;
+  while (sqlite3_step(stmt) == SQLITE_ROW) plan += reinterpret_cast<const char*>(sqlite3_column_text(stmt, 3));
+  EXPECT_NE(plan.find("kernels_lane_time"), std::string::npos) << plan;
+  sqlite3_finalize(stmt);
+  sqlite3_close(db);
 }
 
 }  // namespace

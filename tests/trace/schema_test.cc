@@ -20,6 +20,8 @@ TEST(Schema, DdlCreatesEveryTableAndIndex) {
   ASSERT_EQ(sqlite3_open(":memory:", &db), SQLITE_OK);
   char* error = nullptr;
   ASSERT_EQ(sqlite3_exec(db, SchemaDdl().c_str(), nullptr, nullptr, &error), SQLITE_OK) << error;
+  ASSERT_EQ(sqlite3_exec(db, IndexDdl().c_str(), nullptr, nullptr, &error), SQLITE_OK) << error;
+  ASSERT_EQ(sqlite3_exec(db, IndexDdl().c_str(), nullptr, nullptr, &error), SQLITE_OK) << error;
   for (const TableDef& table : SchemaTables()) {
     const std::string sql = "SELECT " + table.DataColumnList() + " FROM " + std::string(table.name);
     sqlite3_stmt* stmt = nullptr;
