@@ -292,15 +292,13 @@ Result<EventTables> TraceReader::ReadLaneRange(LaneId lane, TimestampNs t0, Time
 
 namespace {
 
-// A range of row ids of one event table: the unit of work of a parallel load. Its rows go
-// to slots [slot, slot + capacity) of the table's array.
+// A range of row ids of one event table: the unit of work of a parallel load.
 struct Chunk {
   int table;
   int64_t first_id;
   int64_t last_id;
-  size_t slot;
-  size_t capacity;
-  size_t rows = 0;  // filled in by the worker
+  std::vector<size_t> bucket_rows;  // rows per lane bucket (pass 1)
+  std::vector<size_t> next_slot;    // where the chunk's next row of each bucket goes (pass 2)
 };
 constexpr int64_t kChunkRows = 65536;
 
@@ -313,23 +311,43 @@ void WithTable(EventTables& tables, int index, F&& f) {
   });
 }
 
-// Steps `stmt` to the end, decoding at most `capacity` rows into `out`.
-template <typename Record>
-Status ReadRowsInto(sql::Statement& stmt, Record* out, size_t capacity, size_t* rows,
-                    std::string_view table) {
-  int rc;
-  size_t n = 0;
-  while ((rc = sqlite3_step(stmt.get())) == SQLITE_ROW && n < capacity) codec::Read(stmt, &out[n++]);
-  sqlite3_reset(stmt.get());
-  *rows = n;
-  if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
-    return sql::FromSqlite(sqlite3_db_handle(stmt.get()), rc, fmt::format("reading table '{}'", table));
-  }
+// Runs task(worker, i) for i in [0, count) on `workers` threads, each with its own
+// read-only connection. Stops at the first error.
+template <typename Task>
+Status RunParallel(const fs::path& path, int workers, size_t count, Task&& task) {
+  std::vector<Status> status(static_cast<size_t>(workers));
+  std::atomic<size_t> next{0};
+  auto work = [&](int worker) {
+    auto db = OpenReadOnly(path);
+    Status& s = status[static_cast<size_t>(worker)];
+    if (!db.ok()) {
+      s = db.status();
+      return;
+    }
+    for (size_t i; s.ok() && (i = next.fetch_add(1)) < count;) s = task(db->get(), i);
+    if (!s.ok()) next.store(count);  // stop the others early
+  };
+  std::vector<std::thread> threads;
+  for (int w = 1; w < workers; ++w) threads.emplace_back(work, w);
+  work(0);
+  for (std::thread& t : threads) t.join();
+  for (const Status& s : status) RS_RETURN_IF_ERROR(s);
   return Status::Ok();
 }
 
 }  // namespace
 
+// Loading a whole rank. Every table is split into blocks of kBlockRows row ids, and for
+// each block `lane_blocks` says how many rows each lane has there. That fixes every row's
+// final slot (lane by lane, row order within a lane) before anything is read, so the
+// workers decode each row straight into place: one pass, in parallel, no sort, no copy.
+// Row order within a lane is time order, as the writer receives each lane's events in
+// order; the last step checks that and sorts any lane where it is not.
+// Files edited by other tools may have no or stale block counts; blocks without counts are
+// counted first (a cheap pass over the lane column), and a stale count restarts the load
+// with every block counted.
+// Lane bucket b is lane id b for 1..L; bucket 0 collects lane ids outside 1..L (damaged or
+// foreign files), after which the table is sorted by (lane, start) as a whole.
 Result<RankTrace> TraceReader::LoadAll(LoadOptions options) const {
   RankTrace trace;
   trace.path = impl_->path_;
@@ -337,18 +355,33 @@ Result<RankTrace> TraceReader::LoadAll(LoadOptions options) const {
   RS_ASSIGN_OR_RETURN(trace.strings, ReadStrings());
   RS_ASSIGN_OR_RETURN(trace.lanes, ReadLanes());
   RS_ASSIGN_OR_RETURN(trace.drops, ReadDrops());
+  const size_t buckets = trace.lanes.size() + 1;
+  auto bucket_of = [buckets](int64_t lane) { return lane > 0 && static_cast<uint64_t>(lane) < buckets ? static_cast<size_t>(lane) : 0; };
 
-  // Plan: row ids are dense (the writer never deletes), so every table is sized to its id
-  // range and split into chunks that workers decode straight into place.
+  // The block directory: (table, block) -> rows per bucket.
+  std::map<std::pair<std::string, int64_t>, std::vector<size_t>> directory;
+  {
+    auto stmt = sql::Statement::Prepare(impl_->db_.get(), "SELECT event_table, block, lane, rows FROM lane_blocks");
+    if (!stmt.ok()) return impl_->Fail(Corrupt("table 'lane_blocks' is missing or malformed"));
+    int rc;
+    while ((rc = sqlite3_step(stmt->get())) == SQLITE_ROW) {
+      auto& rows = directory[{stmt->ColumnText(0), stmt->ColumnInt(1)}];
+      rows.resize(buckets, 0);
+      rows[bucket_of(stmt->ColumnInt(2))] += static_cast<size_t>(std::max<int64_t>(0, stmt->ColumnInt(3)));
+    }
+    if (rc != SQLITE_DONE) return impl_->Fail(sql::FromSqlite(impl_->db_.get(), rc, "reading lane_blocks"));
+  }
+
   std::vector<Chunk> chunks;
   Status status;
   int table_index = 0;
-  codec::ForEachTable(trace.events, [&](std::string_view name, auto& table) {
+  codec::ForEachTable(trace.events, [&](std::string_view name, auto&) {
     const int index = table_index++;
     if (!status.ok()) return;
     // Two subqueries: SQLite answers a lone min() or max() from the b-tree's edge, but
     // `SELECT min(id), max(id)` scans the whole table.
-    auto bounds = sql::Statement::Prepare(impl_->db_.get(), fmt::format("SELECT (SELECT min(id) FROM {0}), (SELECT max(id) FROM {0})", name));
+    auto bounds = sql::Statement::Prepare(
+        impl_->db_.get(), fmt::format("SELECT (SELECT min(id) FROM {0}), (SELECT max(id) FROM {0})", name));
     if (!bounds.ok()) {
       status = bounds.status();
       return;
@@ -360,84 +393,122 @@ Result<RankTrace> TraceReader::LoadAll(LoadOptions options) const {
     }
     if (sqlite3_column_type(bounds->get(), 0) == SQLITE_NULL) return;  // empty table
     const int64_t first = bounds->ColumnInt(0), last = bounds->ColumnInt(1);
-    if (first < 1 || last - first >= (int64_t{1} << 34)) {
-      status = Corrupt(fmt::format("table '{}' has row ids {}..{}, not 1..N", name, first, last));
+    if (first < 1) {
+      status = Corrupt(fmt::format("table '{}' has row id {}", name, first));
       return;
     }
-    size_t slot = 0;
-    for (int64_t lo = first; lo <= last; lo += kChunkRows) {
-      const int64_t hi = std::min(last, lo + kChunkRows - 1);
-      const auto capacity = static_cast<size_t>(hi - lo + 1);
-      chunks.push_back({index, lo, hi, slot, capacity});
-      slot += capacity;
+    for (int64_t block = (first - 1) / kBlockRows; block <= (last - 1) / kBlockRows; ++block) {
+      Chunk chunk{index, std::max(first, block * kBlockRows + 1), std::min(last, (block + 1) * kBlockRows), {}, {}};
+      auto known = directory.find({std::string(name), block});
+      if (known != directory.end()) chunk.bucket_rows = known->second;
+      chunks.push_back(std::move(chunk));
     }
-    table.resize(slot);
   });
   if (!status.ok()) return impl_->Fail(status);
 
   const int hardware = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int workers = static_cast<int>(std::clamp<size_t>(
       static_cast<size_t>(options.threads > 0 ? options.threads : hardware), 1, std::max<size_t>(1, chunks.size())));
-  std::vector<Status> worker_status(static_cast<size_t>(workers));
-  std::atomic<size_t> next{0};
-  auto work = [&](int worker) {
-    auto db = OpenReadOnly(impl_->path_);
-    if (!db.ok()) {
-      worker_status[static_cast<size_t>(worker)] = db.status();
-      return;
+  auto chunk_query = [](sqlite3* db, const Chunk& chunk, const std::string& columns) {
+    std::string_view name;
+    EventTables none;
+    WithTable(none, chunk.table, [&](std::string_view n, auto&) { name = n; });
+    return sql::Statement::Prepare(
+        db, fmt::format("SELECT {} FROM {} WHERE id BETWEEN {} AND {}", columns, name, chunk.first_id, chunk.last_id));
+  };
+  // Counts rows per bucket for the chunks the directory does not cover.
+  auto count_missing = [&]() -> Status {
+    return RunParallel(impl_->path_, workers, chunks.size(), [&](sqlite3* db, size_t c) -> Status {
+      Chunk& chunk = chunks[c];
+      if (!chunk.bucket_rows.empty()) return Status::Ok();
+      RS_ASSIGN_OR_RETURN(sql::Statement stmt, chunk_query(db, chunk, "lane"));
+      chunk.bucket_rows.assign(buckets, 0);
+      int rc;
+      while ((rc = sqlite3_step(stmt.get())) == SQLITE_ROW) ++chunk.bucket_rows[bucket_of(stmt.ColumnInt(0))];
+      return rc == SQLITE_DONE ? Status::Ok() : sql::FromSqlite(db, rc, "counting rows per lane");
+    });
+  };
+
+  std::array<std::vector<size_t>, codec::kEventTableCount> bucket_start;
+  bool counted_all = false;
+  for (;;) {
+    if (Status s = count_missing(); !s.ok()) return impl_->Fail(s);
+    // Slots: bucket by bucket, and within a bucket chunk by chunk (row-id order).
+    for (int t = 0; t < codec::kEventTableCount; ++t) {
+      std::vector<size_t>& start = bucket_start[static_cast<size_t>(t)];
+      start.assign(buckets + 1, 0);
+      size_t slot = 0;
+      for (size_t b = 0; b < buckets; ++b) {
+        start[b] = slot;
+        for (Chunk& chunk : chunks) {
+          if (chunk.table != t) continue;
+          chunk.next_slot.resize(buckets);
+          chunk.next_slot[b] = slot;
+          slot += chunk.bucket_rows[b];
+        }
+      }
+      start[buckets] = slot;
+      WithTable(trace.events, t, [slot](std::string_view, auto& table) { table.resize(slot); });
     }
-    std::array<sql::Statement, codec::kEventTableCount> select;
-    for (size_t c; (c = next.fetch_add(1)) < chunks.size();) {
+
+    // Decode each row into its slot. A row beyond its bucket's count, or a bucket left
+    // short, means the counts were stale.
+    std::atomic<bool> stale{false};
+    status = RunParallel(impl_->path_, workers, chunks.size(), [&](sqlite3* db, size_t c) -> Status {
       Chunk& chunk = chunks[c];
       Status s;
       WithTable(trace.events, chunk.table, [&](std::string_view name, auto& table) {
-        sql::Statement& stmt = select[static_cast<size_t>(chunk.table)];
-        if (!stmt) {
-          auto prepared = sql::Statement::Prepare(
-              db->get(), fmt::format("SELECT {} FROM {} WHERE id BETWEEN ?1 AND ?2",
-                                     FindTable(name)->DataColumnList(), name));
-          if (!prepared.ok()) {
-            s = prepared.status();
+        auto stmt = chunk_query(db, chunk, FindTable(name)->DataColumnList());
+        if (!stmt.ok()) {
+          s = stmt.status();
+          return;
+        }
+        std::vector<size_t> end(buckets);
+        for (size_t b = 0; b < buckets; ++b) end[b] = chunk.next_slot[b] + chunk.bucket_rows[b];
+        int rc;
+        while ((rc = sqlite3_step(stmt->get())) == SQLITE_ROW) {
+          const size_t b = bucket_of(stmt->ColumnInt(0));
+          if (chunk.next_slot[b] == end[b]) {
+            stale = true;
             return;
           }
-          stmt = std::move(prepared).value();
+          codec::Read(*stmt, &table[chunk.next_slot[b]++]);
         }
-        stmt.BindInt(1, chunk.first_id);
-        stmt.BindInt(2, chunk.last_id);
-        s = ReadRowsInto(stmt, table.data() + chunk.slot, chunk.capacity, &chunk.rows, name);
+        if (rc != SQLITE_DONE) {
+          s = sql::FromSqlite(db, rc, fmt::format("reading table '{}'", name));
+          return;
+        }
+        if (chunk.next_slot != end) stale = true;
       });
-      if (!s.ok()) {
-        worker_status[static_cast<size_t>(worker)] = s;
-        next.store(chunks.size());  // stop the others early
-        return;
-      }
+      return s;
+    });
+    if (!status.ok()) return impl_->Fail(status);
+    if (!stale) break;
+    if (counted_all) {
+      return impl_->Fail(Inconsistent("the file changed while it was being loaded"));
     }
-  };
-  std::vector<std::thread> threads;
-  for (int w = 1; w < workers; ++w) threads.emplace_back(work, w);
-  work(0);
-  for (std::thread& t : threads) t.join();
-  for (const Status& s : worker_status) {
-    if (!s.ok()) return impl_->Fail(s);
+    counted_all = true;  // the directory lied (edited by another tool): count everything
+    for (Chunk& chunk : chunks) chunk.bucket_rows.clear();
   }
 
-  // Close the holes that missing row ids left (only in files edited by other tools).
+  // Check time order within each lane; sort where another tool broke it.
   for (int t = 0; t < codec::kEventTableCount; ++t) {
+    const std::vector<size_t>& start = bucket_start[static_cast<size_t>(t)];
     WithTable(trace.events, t, [&](std::string_view, auto& table) {
-      size_t end = 0;
-      for (const Chunk& chunk : chunks) {
-        if (chunk.table != t) continue;
-        if (end != chunk.slot) {
-          std::move(table.begin() + static_cast<ptrdiff_t>(chunk.slot),
-                    table.begin() + static_cast<ptrdiff_t>(chunk.slot + chunk.rows),
-                    table.begin() + static_cast<ptrdiff_t>(end));
-        }
-        end += chunk.rows;
+      auto by_time = [](const auto& a, const auto& b) { return codec::StartOf(a) < codec::StartOf(b); };
+      auto by_lane_time = [](const auto& a, const auto& b) {
+        const LaneId la = codec::LaneOf(a), lb = codec::LaneOf(b);
+        return la != lb ? la < lb : codec::StartOf(a) < codec::StartOf(b);
+      };
+      for (size_t b = 1; b < buckets; ++b) {
+        auto first = table.begin() + static_cast<ptrdiff_t>(start[b]);
+        auto last = table.begin() + static_cast<ptrdiff_t>(start[b + 1]);
+        if (!std::is_sorted(first, last, by_time)) std::stable_sort(first, last, by_time);
       }
-      table.resize(end);
+      // Rows on lanes the file never declared belong before or after the known lanes.
+      if (start[1] > 0) std::stable_sort(table.begin(), table.end(), by_lane_time);
     });
   }
-  trace.events.SortByLaneAndTime();
   return trace;
 }
 

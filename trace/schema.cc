@@ -59,6 +59,12 @@ std::vector<TableDef> BuildTables() {
                 {"stream", "INTEGER NOT NULL"},
                 {"count", "INTEGER NOT NULL"}},
                "UNIQUE(source, reason, device, context, stream)", "", false});
+  t.push_back({"lane_blocks",
+               {{"event_table", "TEXT NOT NULL"},
+                {"block", "INTEGER NOT NULL"},
+                {"lane", "INTEGER NOT NULL"},
+                {"rows", "INTEGER NOT NULL"}},
+               "PRIMARY KEY(event_table, block, lane)", "", false});
   t.push_back({"kernels",
                EventColumns({{"grid_x", "INTEGER NOT NULL"},
                              {"grid_y", "INTEGER NOT NULL"},

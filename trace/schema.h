@@ -13,6 +13,11 @@ namespace rankscope::trace {
 inline constexpr int kSchemaVersion = 1;            // PRAGMA user_version
 inline constexpr int32_t kApplicationId = 0x524b5343;  // PRAGMA application_id: "RKSC"
 
+// Rows of an event table are grouped in blocks of consecutive row ids; `lane_blocks`
+// records how many rows of each lane every block holds, so a reader knows where each row
+// goes before it reads it.
+inline constexpr int64_t kBlockRows = 65536;
+
 // Larger pages mean fewer b-tree splits per inserted row (bench/trace_bench.cc); 16 KiB
 // keeps a nearly empty rank file (a data-loader process) near 250 KB.
 inline constexpr int kPageSize = 16384;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <deque>
@@ -97,7 +98,8 @@ class TraceWriter::Impl {
   void WriteAux();
   void InsertBatch(const EventTables& batch);
   template <typename Record>
-  bool InsertRecord(sql::Statement& stmt, const Record& record);
+  bool InsertRecord(int table, const Record& record);
+  void WriteBlock(int table);
   Status Sql(std::string_view sql) { return sql::Exec(db_.get(), sql); }
 
   const fs::path path_;
@@ -137,6 +139,15 @@ class TraceWriter::Impl {
   size_t batch_inserted_ = 0;
   LaneId known_lanes_ = 0;
   std::vector<int64_t> lane_max_;  // index = lane id
+  // Rows per lane of the block of row ids each event table is filling (`lane_blocks`).
+  struct BlockCounts {
+    int64_t block = -1;
+    std::vector<uint64_t> rows;  // index = lane id
+    bool dirty = false;          // changed since last written
+  };
+  std::array<BlockCounts, codec::kEventTableCount> blocks_;
+  std::array<std::string, codec::kEventTableCount> table_names_;
+  sql::Statement upsert_block_;
   std::vector<bool> lane_max_changed_;  // index = lane id
   std::vector<LaneId> lane_max_dirty_;   // lanes whose maximum changed in this transaction
   Status error_;
@@ -191,6 +202,7 @@ Status TraceWriter::Impl::Open(const RankIdentity& identity) {
     std::string columns = table->DataColumnList();
     std::string params;
     for (size_t i = 1; i < table->columns.size(); ++i) params += i > 1 ? ", ?" : "?";
+    table_names_[static_cast<size_t>(index)] = std::string(name);
     auto stmt = sql::Statement::Prepare(
         db_.get(), fmt::format("INSERT INTO {}({}) VALUES({})", name, columns, params));
     if (!stmt.ok()) status = stmt.status();
@@ -198,6 +210,8 @@ Status TraceWriter::Impl::Open(const RankIdentity& identity) {
     ++index;
   });
   RS_RETURN_IF_ERROR(status);
+  RS_ASSIGN_OR_RETURN(upsert_block_,
+                      sql::Statement::Prepare(db_.get(), "INSERT OR REPLACE INTO lane_blocks VALUES(?, ?, ?, ?)"));
   RS_ASSIGN_OR_RETURN(insert_string_,
                       sql::Statement::Prepare(db_.get(), "INSERT INTO strings VALUES(?, ?)"));
   RS_ASSIGN_OR_RETURN(insert_lane_, sql::Statement::Prepare(
@@ -373,6 +387,7 @@ void TraceWriter::Impl::Commit() {
     lane_max_changed_[lane] = false;
   }
   lane_max_dirty_.clear();
+  for (int table = 0; table < codec::kEventTableCount; ++table) WriteBlock(table);
   if (!error_.ok()) return;
   if (Status s = Sql("COMMIT"); !s.ok()) return Fail(s);
   txn_open_ = false;
@@ -445,7 +460,8 @@ void TraceWriter::Impl::WriteAux() {
 }
 
 template <typename Record>
-bool TraceWriter::Impl::InsertRecord(sql::Statement& stmt, const Record& record) {
+bool TraceWriter::Impl::InsertRecord(int table, const Record& record) {
+  sql::Statement& stmt = insert_[table];
   const LaneId lane = codec::LaneOf(record);
   const TimestampNs duration = codec::DurationOf(record);
   if (lane == kNoLane || lane > known_lanes_ || duration < 0) {
@@ -462,6 +478,17 @@ bool TraceWriter::Impl::InsertRecord(sql::Statement& stmt, const Record& record)
     Fail(sql::FromSqlite(db_.get(), rc, "inserting events"));
     return false;
   }
+  BlockCounts& block = blocks_[static_cast<size_t>(table)];
+  const int64_t block_index = (sqlite3_last_insert_rowid(db_.get()) - 1) / kBlockRows;
+  if (block_index != block.block) {
+    WriteBlock(table);
+    block.block = block_index;
+    block.rows.assign(known_lanes_ + 1, 0);
+  } else if (block.rows.size() <= lane) {
+    block.rows.resize(known_lanes_ + 1, 0);
+  }
+  ++block.rows[lane];
+  block.dirty = true;
   if (duration > lane_max_[lane]) {
     lane_max_[lane] = duration;
     if (!lane_max_changed_[lane]) {
@@ -478,6 +505,22 @@ bool TraceWriter::Impl::InsertRecord(sql::Statement& stmt, const Record& record)
   return error_.ok();
 }
 
+// Writes the row counts of `table`'s current block if they changed (absolute values, so
+// a block filled across several transactions is rewritten, never double counted).
+void TraceWriter::Impl::WriteBlock(int table) {
+  BlockCounts& block = blocks_[static_cast<size_t>(table)];
+  if (!block.dirty || !error_.ok()) return;
+  block.dirty = false;
+  for (LaneId lane = 1; lane < block.rows.size(); ++lane) {
+    if (block.rows[lane] == 0) continue;
+    upsert_block_.BindText(1, table_names_[static_cast<size_t>(table)]);
+    upsert_block_.BindInt(2, block.block);
+    upsert_block_.BindInt(3, lane);
+    upsert_block_.BindUint(4, block.rows[lane]);
+    if (Status s = upsert_block_.StepDone("writing lane blocks"); !s.ok()) return Fail(s);
+  }
+}
+
 void TraceWriter::Impl::InsertBatch(const EventTables& batch) {
   const size_t total = batch.size();
   batch_inserted_ = 0;
@@ -487,9 +530,9 @@ void TraceWriter::Impl::InsertBatch(const EventTables& batch) {
   }
   int index = 0;
   codec::ForEachTable(batch, [&](std::string_view, const auto& table) {
-    sql::Statement& stmt = insert_[index++];
+    const int table_index = index++;
     for (const auto& record : table) {
-      if (!error_.ok() || !InsertRecord(stmt, record)) return;
+      if (!error_.ok() || !InsertRecord(table_index, record)) return;
     }
   });
   if (!error_.ok()) {
@@ -528,7 +571,7 @@ Status TraceWriter::Impl::Close() {
     (void)Sql("PRAGMA wal_checkpoint(TRUNCATE)");
     (void)Sql("PRAGMA journal_mode=DELETE");
   }
-  for (sql::Statement* s : {&insert_string_, &insert_lane_, &rename_lane_, &update_lane_max_,
+  for (sql::Statement* s : {&upsert_block_, &insert_string_, &insert_lane_, &rename_lane_, &update_lane_max_,
                            &upsert_meta_, &upsert_drop_}) {
     *s = sql::Statement();
   }

@@ -546,3 +546,77 @@ TEST(Load, CleanCloseBuildsTheLaneTimeIndexes) {
 
 }  // namespace
 }  // namespace rankscope::trace
+
+namespace rankscope::trace {
+namespace {
+
+void Exec(const std::filesystem::path& path, const char* sql) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, sql, nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
+  sqlite3_close(db);
+}
+
+std::vector<std::pair<LaneId, uint64_t>> LaneAndCorrelation(const std::filesystem::path& path) {
+  auto reader = TraceReader::Open(path);
+  EXPECT_TRUE(reader.ok()) << reader.status().message();
+  if (!reader.ok()) return {};
+  auto trace = (*reader)->LoadAll(LoadOptions{2});
+  EXPECT_TRUE(trace.ok()) << trace.status().message();
+  std::vector<std::pair<LaneId, uint64_t>> rows;
+  if (trace.ok()) {
+    for (const KernelEvent& k : trace->events.kernels) rows.emplace_back(k.lane, k.correlation_id);
+  }
+  return rows;
+}
+
+TEST(Load, MissingOrWrongBlockCountsFallBackToCounting) {
+  testing::TempDir dir;
+  const auto path = WriteManyKernels(dir, 140000);
+  const auto expected = LaneAndCorrelation(path);
+  ASSERT_EQ(expected.size(), 140000u);
+
+  Exec(path, "DELETE FROM lane_blocks WHERE block = 1");  // one block not counted
+  EXPECT_EQ(LaneAndCorrelation(path), expected);
+  // Same total, wrong distribution over lanes.
+  Exec(path, "UPDATE lane_blocks SET rows = rows + 1 WHERE lane = 1 AND block = 0;"
+             "UPDATE lane_blocks SET rows = rows - 1 WHERE lane = 2 AND block = 0");
+  EXPECT_EQ(LaneAndCorrelation(path), expected);
+  Exec(path, "UPDATE lane_blocks SET lane = lane + 10");  // counts for lanes that do not exist
+  EXPECT_EQ(LaneAndCorrelation(path), expected);
+  Exec(path, "DELETE FROM lane_blocks");
+  EXPECT_EQ(LaneAndCorrelation(path), expected);
+}
+
+TEST(Load, RowsOnUndeclaredLanesAreKeptInLaneOrder) {
+  testing::TempDir dir;
+  const auto path = WriteManyKernels(dir, 1000);
+  Exec(path, "UPDATE kernels SET lane = 99 WHERE id <= 5; UPDATE kernels SET lane = 0 WHERE id > 995");
+  const auto rows = LaneAndCorrelation(path);
+  ASSERT_EQ(rows.size(), 1000u);
+  for (size_t i = 0; i < 5; ++i) EXPECT_EQ(rows[i].first, 0u);
+  for (size_t i = 995; i < 1000; ++i) EXPECT_EQ(rows[i].first, 99u);
+  EXPECT_TRUE(std::is_sorted(rows.begin(), rows.end(),
+                             [](const auto& a, const auto& b) { return a.first < b.first; }));
+}
+
+TEST(Load, SortByLaneAndTimeOrdersBatches) {
+  EventTables t;
+  for (auto [lane, start] : {std::pair{2u, 5}, {1u, 9}, {2u, 1}, {1u, 3}}) {
+    NvtxMarkEvent m;
+    m.lane = lane;
+    m.start_ns = m.end_ns = start;
+    t.nvtx_marks.push_back(m);
+    t.counter_samples.push_back({lane, start, 0.0});
+  }
+  t.SortByLaneAndTime();
+  std::vector<std::pair<LaneId, TimestampNs>> marks, samples;
+  for (const auto& m : t.nvtx_marks) marks.emplace_back(m.lane, m.start_ns);
+  for (const auto& c : t.counter_samples) samples.emplace_back(c.lane, c.ts_ns);
+  const std::vector<std::pair<LaneId, TimestampNs>> expected = {{1, 3}, {1, 9}, {2, 1}, {2, 5}};
+  EXPECT_EQ(marks, expected);
+  EXPECT_EQ(samples, expected);
+}
+
+}  // namespace
+}  // namespace rankscope::trace
