@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs the Debian packages rankscope needs and the machine lacks. Safe to run again.
+# The CUDA 13 toolkit (nvcc, CUPTI, NVTX, NCCL) is not a Debian package: when nvcc is
+# missing, the CPU parts still build and this script says so.
+set -euo pipefail
+
+packages=(
+  cmake ninja-build g++ ccache pkg-config python3
+  libsqlite3-dev   # trace store
+  libfmt-dev       # formatting
+  libgtest-dev     # tests
+  libbenchmark-dev # bench/
+)
+
+missing=()
+for package in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$package")
+  fi
+done
+
+if ((${#missing[@]} > 0)); then
+  echo "install-deps: installing ${missing[*]}"
+  sudo=""
+  if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+if ! command -v nvcc >/dev/null 2>&1 && [ ! -x /usr/local/cuda/bin/nvcc ]; then
+  echo "install-deps: no CUDA toolkit (nvcc) found; building the CPU parts only"
+fi
