@@ -42,7 +42,7 @@ struct Lane {
   int64_t pid = 0;
   int64_t tid = 0;          // OS thread id (CPU lanes)
   uint64_t comm_hash = 0;   // communicator hash (communicator lanes)
-  std::string name;         // thread name, "stream 7", communicator or counter name
+  std::string name{};       // thread name, "stream 7", communicator or counter name
   // Longest event ever recorded on the lane; bounds the index scan of range queries.
   int64_t max_duration_ns = 0;
 

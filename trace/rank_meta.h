@@ -13,14 +13,15 @@
 namespace rankscope::trace {
 
 struct RankIdentity {
-  std::string run_id;              // the same in every rank file of one run
-  std::optional<int> rank;         // nullopt: the process had no rank (e.g. a data loader)
-  std::optional<int> world_size;
-  std::optional<int> local_rank;
-  std::string host;
+  // Every member has a default, so designated initializers may name only some.
+  std::string run_id{};              // the same in every rank file of one run
+  std::optional<int> rank{};         // nullopt: the process had no rank (e.g. a data loader)
+  std::optional<int> world_size{};
+  std::optional<int> local_rank{};
+  std::string host{};
   int64_t pid = 0;
-  std::string command_line;
-  std::string backend;             // "nccl", "gloo", ... empty when unknown
+  std::string command_line{};
+  std::string backend{};             // "nccl", "gloo", ... empty when unknown
 };
 
 struct RankMeta : RankIdentity {
