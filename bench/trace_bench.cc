@@ -71,6 +71,13 @@ EventTables MakeEvents(size_t n, TimestampNs t0) {
   return t;
 }
 
+// `n` events (rounded up to whole batches) as kBatch-event batches.
+std::vector<EventTables> MakeBatches(size_t n) {
+  std::vector<EventTables> batches;
+  for (size_t i = 0; i < n; i += kBatch) batches.push_back(MakeEvents(kBatch, static_cast<TimestampNs>(i) * 700));
+  return batches;
+}
+
 void SetUpLanesAndStrings(TraceWriter& w) {
   for (uint64_t s = 1; s <= 4; ++s) {
     Lane lane;
@@ -103,8 +110,7 @@ RankIdentity Identity() {
 void BM_Writer(benchmark::State& state) {
   const size_t n = static_cast<size_t>(state.range(0));
   const fs::path path = BenchDir() / "writer.sqlite";
-  std::vector<EventTables> batches;
-  for (size_t i = 0; i < n; i += kBatch) batches.push_back(MakeEvents(kBatch, static_cast<TimestampNs>(i) * 700));
+  const std::vector<EventTables> batches = MakeBatches(n);
   for (auto _ : state) {
     state.PauseTiming();
     Remove(path);
@@ -128,8 +134,7 @@ void BM_Writer(benchmark::State& state) {
 void BM_BareInsert(benchmark::State& state) {
   const size_t n = static_cast<size_t>(state.range(0));
   const fs::path path = BenchDir() / "bare.sqlite";
-  std::vector<EventTables> batches;
-  for (size_t i = 0; i < n; i += kBatch) batches.push_back(MakeEvents(kBatch, static_cast<TimestampNs>(i) * 700));
+  const std::vector<EventTables> batches = MakeBatches(n);
   for (auto _ : state) {
     state.PauseTiming();
     Remove(path);
@@ -142,12 +147,7 @@ void BM_BareInsert(benchmark::State& state) {
     sqlite3_exec(db, SchemaDdl().c_str(), nullptr, nullptr, nullptr);
     std::vector<sql::Statement> inserts;
     codec::ForEachTable(batches[0], [&](std::string_view name, const auto&) {
-      const TableDef* table = FindTable(name);
-      std::string params;
-      for (size_t i = 1; i < table->columns.size(); ++i) params += i > 1 ? ",?" : "?";
-      inserts.push_back(std::move(sql::Statement::Prepare(db, "INSERT INTO " + std::string(name) + "(" +
-                                                                  table->DataColumnList() + ") VALUES(" +
-                                                                  params + ")")).value());
+      inserts.push_back(std::move(sql::Statement::Prepare(db, FindTable(name)->InsertSql())).value());
     });
     size_t in_txn = 0;
     sqlite3_exec(db, "BEGIN", nullptr, nullptr, nullptr);
@@ -186,9 +186,7 @@ void BM_ReaderLoadAll(benchmark::State& state) {
     auto writer = TraceWriter::Create(path, Identity());
     if (!writer.ok()) return state.SkipWithError(writer.status().message().c_str());
     SetUpLanesAndStrings(**writer);
-    for (size_t i = 0; i < n; i += kBatch) {
-      (*writer)->Submit(MakeEvents(kBatch, static_cast<TimestampNs>(i) * 700));
-    }
+    for (EventTables& batch : MakeBatches(n)) (*writer)->Submit(std::move(batch));
     if (!(*writer)->Close().ok()) return state.SkipWithError("writing the input failed");
   }
   size_t events = 0;

@@ -140,6 +140,12 @@ std::string TableDef::DataColumnList() const {
   return list;
 }
 
+std::string TableDef::InsertSql() const {
+  std::string params;
+  for (size_t i = 1; i < columns.size(); ++i) params += i > 1 ? ", ?" : "?";
+  return fmt::format("INSERT INTO {}({}) VALUES({})", name, DataColumnList(), params);
+}
+
 const std::vector<TableDef>& SchemaTables() {
   static const std::vector<TableDef> tables = BuildTables();
   return tables;

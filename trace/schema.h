@@ -43,6 +43,8 @@ struct TableDef {
 
   // The column names after `id`, joined with ", " (the order the codec binds them).
   std::string DataColumnList() const;
+  // "INSERT INTO table(<data columns>) VALUES(?, ...)": one parameter per data column.
+  std::string InsertSql() const;
 };
 
 // Every table of schema v1, in creation order.

@@ -198,13 +198,8 @@ Status TraceWriter::Impl::Open(const RankIdentity& identity) {
   Status status;
   EventTables no_events;
   codec::ForEachTable(no_events, [&](std::string_view name, const auto&) {
-    const TableDef* table = FindTable(name);
-    std::string columns = table->DataColumnList();
-    std::string params;
-    for (size_t i = 1; i < table->columns.size(); ++i) params += i > 1 ? ", ?" : "?";
     table_names_[static_cast<size_t>(index)] = std::string(name);
-    auto stmt = sql::Statement::Prepare(
-        db_.get(), fmt::format("INSERT INTO {}({}) VALUES({})", name, columns, params));
+    auto stmt = sql::Statement::Prepare(db_.get(), FindTable(name)->InsertSql());
     if (!stmt.ok()) status = stmt.status();
     else insert_[index] = std::move(stmt).value();
     ++index;

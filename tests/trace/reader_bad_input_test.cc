@@ -1,7 +1,5 @@
 // Each kind of bad rank file gives one clear error naming the file, never a crash, and
 // reading never changes the file.
-#include <sqlite3.h>
-
 #include <fstream>
 #include <sstream>
 
@@ -25,13 +23,6 @@ std::string ReadBytes(const std::filesystem::path& path) {
   std::ostringstream s;
   s << in.rdbuf();
   return s.str();
-}
-
-void ExecOn(const std::filesystem::path& path, const char* sql) {
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-  ASSERT_EQ(sqlite3_exec(db, sql, nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
-  sqlite3_close(db);
 }
 
 // Opening (and loading, when opening succeeds) must fail with `code` and a one-line
@@ -99,43 +90,42 @@ TEST(ReaderBadInput, DamagedPages) {
   ExpectError(path, StatusCode::kCorrupt, "damaged");
 }
 
-TEST(ReaderBadInput, NewerSchema) {
+// A valid rank file edited by another tool into each kind of bad file.
+struct EditCase {
+  const char* name;
+  const char* sql;
+  StatusCode code;
+  const char* words;
+};
+
+class EditedRankFile : public ::testing::TestWithParam<EditCase> {};
+
+TEST_P(EditedRankFile, IsRefusedWithOneLine) {
   TempDir dir;
   const auto path = dir / "rank-0.sqlite";
   testing::WriteRankFile(path, MakeIdentity("r", 0, 1));
-  ExecOn(path, "PRAGMA user_version=2");
-  ExpectError(path, StatusCode::kUnsupported, "schema version 2 is newer");
+  testing::ExecSql(path, GetParam().sql);
+  ExpectError(path, GetParam().code, GetParam().words);
 }
+
+INSTANTIATE_TEST_SUITE_P(
+    ReaderBadInput, EditedRankFile,
+    ::testing::Values(
+        EditCase{"NewerSchema", "PRAGMA user_version=2", StatusCode::kUnsupported, "schema version 2 is newer"},
+        EditCase{"MissingTable", "DROP TABLE memsets", StatusCode::kCorrupt,
+                 "table 'memsets' is missing or malformed"},
+        EditCase{"MetaWithoutRunId", "DELETE FROM meta WHERE key='run_id'", StatusCode::kCorrupt, "no run_id"},
+        EditCase{"MalformedMetaNumber", "UPDATE meta SET value='zero' WHERE key='rank'", StatusCode::kCorrupt,
+                 "meta key 'rank' is not a number"},
+        EditCase{"NegativeWorldSize", "UPDATE meta SET value='-2' WHERE key='world_size'", StatusCode::kCorrupt,
+                 "world_size is not positive"}),
+    [](const ::testing::TestParamInfo<EditCase>& param) { return param.param.name; });
 
 TEST(ReaderBadInput, ForeignSqliteDatabase) {
   TempDir dir;
   const auto path = dir / "report.sqlite";
-  ExecOn(path, "CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL(start INTEGER, end INTEGER)");
+  testing::ExecSql(path, "CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL(start INTEGER, end INTEGER)");
   ExpectError(path, StatusCode::kCorrupt, "not a rankscope trace");
-}
-
-TEST(ReaderBadInput, MissingTable) {
-  TempDir dir;
-  const auto path = dir / "rank-0.sqlite";
-  testing::WriteRankFile(path, MakeIdentity("r", 0, 1));
-  ExecOn(path, "DROP TABLE memsets");
-  ExpectError(path, StatusCode::kCorrupt, "table 'memsets' is missing or malformed");
-}
-
-TEST(ReaderBadInput, MetaWithoutRunId) {
-  TempDir dir;
-  const auto path = dir / "rank-0.sqlite";
-  testing::WriteRankFile(path, MakeIdentity("r", 0, 1));
-  ExecOn(path, "DELETE FROM meta WHERE key='run_id'");
-  ExpectError(path, StatusCode::kCorrupt, "no run_id");
-}
-
-TEST(ReaderBadInput, MalformedMetaNumber) {
-  TempDir dir;
-  const auto path = dir / "rank-0.sqlite";
-  testing::WriteRankFile(path, MakeIdentity("r", 0, 1));
-  ExecOn(path, "UPDATE meta SET value='zero' WHERE key='rank'");
-  ExpectError(path, StatusCode::kCorrupt, "meta key 'rank' is not a number");
 }
 
 TEST(ReaderBadInput, ReadingDoesNotModifyTheFile) {

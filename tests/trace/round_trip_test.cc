@@ -502,12 +502,7 @@ TEST(Load, ParallelChunkedLoadEqualsSingleThreaded) {
 TEST(Load, RowIdGapsFromOtherToolsAreClosed) {
   testing::TempDir dir;
   const auto path = WriteManyKernels(dir, 150000);
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-  ASSERT_EQ(sqlite3_exec(db, "DELETE FROM kernels WHERE id % 3 = 0 OR id BETWEEN 60000 AND 70000",
-                         nullptr, nullptr, nullptr),
-            SQLITE_OK);
-  sqlite3_close(db);
+  testing::ExecSql(path, "DELETE FROM kernels WHERE id % 3 = 0 OR id BETWEEN 60000 AND 70000");
   auto reader = TraceReader::Open(path);
   ASSERT_TRUE(reader.ok());
   auto trace = (*reader)->LoadAll(LoadOptions{2});
@@ -550,13 +545,6 @@ TEST(Load, CleanCloseBuildsTheLaneTimeIndexes) {
 namespace rankscope::trace {
 namespace {
 
-void Exec(const std::filesystem::path& path, const char* sql) {
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-  ASSERT_EQ(sqlite3_exec(db, sql, nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
-  sqlite3_close(db);
-}
-
 std::vector<std::pair<LaneId, uint64_t>> LaneAndCorrelation(const std::filesystem::path& path) {
   auto reader = TraceReader::Open(path);
   EXPECT_TRUE(reader.ok()) << reader.status().message();
@@ -576,22 +564,22 @@ TEST(Load, MissingOrWrongBlockCountsFallBackToCounting) {
   const auto expected = LaneAndCorrelation(path);
   ASSERT_EQ(expected.size(), 140000u);
 
-  Exec(path, "DELETE FROM lane_blocks WHERE block = 1");  // one block not counted
+  testing::ExecSql(path, "DELETE FROM lane_blocks WHERE block = 1");  // one block not counted
   EXPECT_EQ(LaneAndCorrelation(path), expected);
   // Same total, wrong distribution over lanes.
-  Exec(path, "UPDATE lane_blocks SET rows = rows + 1 WHERE lane = 1 AND block = 0;"
+  testing::ExecSql(path, "UPDATE lane_blocks SET rows = rows + 1 WHERE lane = 1 AND block = 0;"
              "UPDATE lane_blocks SET rows = rows - 1 WHERE lane = 2 AND block = 0");
   EXPECT_EQ(LaneAndCorrelation(path), expected);
-  Exec(path, "UPDATE lane_blocks SET lane = lane + 10");  // counts for lanes that do not exist
+  testing::ExecSql(path, "UPDATE lane_blocks SET lane = lane + 10");  // counts for lanes that do not exist
   EXPECT_EQ(LaneAndCorrelation(path), expected);
-  Exec(path, "DELETE FROM lane_blocks");
+  testing::ExecSql(path, "DELETE FROM lane_blocks");
   EXPECT_EQ(LaneAndCorrelation(path), expected);
 }
 
 TEST(Load, RowsOnUndeclaredLanesAreKeptInLaneOrder) {
   testing::TempDir dir;
   const auto path = WriteManyKernels(dir, 1000);
-  Exec(path, "UPDATE kernels SET lane = 99 WHERE id <= 5; UPDATE kernels SET lane = 0 WHERE id > 995");
+  testing::ExecSql(path, "UPDATE kernels SET lane = 99 WHERE id <= 5; UPDATE kernels SET lane = 0 WHERE id > 995");
   const auto rows = LaneAndCorrelation(path);
   ASSERT_EQ(rows.size(), 1000u);
   for (size_t i = 0; i < 5; ++i) EXPECT_EQ(rows[i].first, 0u);

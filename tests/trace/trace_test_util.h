@@ -1,6 +1,7 @@
 // Helpers shared by the trace/ tests: temporary directories and fully populated events.
 #pragma once
 
+#include <sqlite3.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -52,6 +53,15 @@ inline std::unique_ptr<TraceWriter> MustCreate(const std::filesystem::path& path
   auto writer = TraceWriter::Create(path, identity, std::move(options));
   EXPECT_TRUE(writer.ok()) << writer.status().message();
   return writer.ok() ? std::move(writer).value() : nullptr;
+}
+
+// Runs SQL on a database as another tool would (read-write, its own connection).
+inline void ExecSql(const std::filesystem::path& path, const char* sql) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  sqlite3_busy_timeout(db, 5000);
+  EXPECT_EQ(sqlite3_exec(db, sql, nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
+  sqlite3_close(db);
 }
 
 // Writes a closed rank file holding `events` kernels on one GPU lane.

@@ -257,15 +257,9 @@ TEST(Writer, DatabaseFailureIsReportedAndCommittedDataSurvives) {
   ASSERT_TRUE(Eventually([&] { return writer->stats().events_committed == 10; }));
 
   // Another connection makes every further insert fail, as a full disk would.
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-  sqlite3_busy_timeout(db, 5000);
-  ASSERT_EQ(sqlite3_exec(db,
-                         "CREATE TRIGGER fail BEFORE INSERT ON kernels "
-                         "BEGIN SELECT RAISE(ABORT, 'simulated disk failure'); END;",
-                         nullptr, nullptr, nullptr),
-            SQLITE_OK);
-  sqlite3_close(db);
+  testing::ExecSql(path,
+                   "CREATE TRIGGER fail BEFORE INSERT ON kernels "
+                   "BEGIN SELECT RAISE(ABORT, 'simulated disk failure'); END;");
 
   uint64_t offered = 10;
   offered += 5;
