@@ -78,12 +78,6 @@ Result<sql::DbHandle> OpenReadOnly(const fs::path& path) {
   return db;
 }
 
-// Wraps every event table with a prepared "all rows" and "rows of a lane in a window" query.
-struct TableQueries {
-  sql::Statement all;
-  sql::Statement range;
-};
-
 }  // namespace
 
 class TraceReader::Impl {
@@ -96,7 +90,8 @@ class TraceReader::Impl {
   fs::path path_;
   sql::DbHandle db_;
   RankMeta meta_;
-  std::array<TableQueries, codec::kEventTableCount> queries_;
+  // Per event table: rows of one lane overlapping a time window.
+  std::array<sql::Statement, codec::kEventTableCount> range_queries_;
   sql::Statement lane_max_;
 };
 
@@ -126,41 +121,42 @@ Status TraceReader::Impl::Open() {
     return Corrupt(fmt::format("invalid trace schema version {}", schema_version));
   }
 
-  // Every table must have the columns this version reads; preparing the queries checks it.
+  // Every table must have the columns this version reads.
+  for (const TableDef& table : SchemaTables()) {
+    std::string columns;
+    for (const ColumnDef& column : table.columns) {
+      columns += columns.empty() ? "" : ", ";
+      columns += column.name;
+    }
+    if (!sql::Statement::Prepare(raw, fmt::format("SELECT {} FROM {} LIMIT 0", columns, table.name)).ok()) {
+      return Corrupt(fmt::format("table '{}' is missing or malformed", table.name));
+    }
+  }
+
   int index = 0;
   Status status;
   EventTables none;
   codec::ForEachTable(none, [&](std::string_view name, const auto&) {
-    TableQueries& q = queries_[index++];
+    sql::Statement& range_query = range_queries_[static_cast<size_t>(index++)];
     if (!status.ok()) return;
     const TableDef* table = FindTable(name);
-    const std::string columns = table->DataColumnList();
     const bool instants = !table->is_event_table;
     const std::string start = instants ? "ts_ns" : "start_ns";
     const std::string end = instants ? "ts_ns" : "end_ns";
-    auto all = sql::Statement::Prepare(raw, fmt::format("SELECT {} FROM {}", columns, name));
     // ?1 lane, ?2 t0, ?3 t1, ?4 lowest start that can still reach t0 (t0 - longest event).
     auto range = sql::Statement::Prepare(
         raw, fmt::format("SELECT {0} FROM {1} WHERE lane = ?1 AND {2} >= ?4 AND {2} < ?3 "
                          "AND ({3} > ?2 OR {2} >= ?2) ORDER BY {2}",
-                         columns, name, start, end));
-    if (!all.ok() || !range.ok()) {
-      status = Corrupt(fmt::format("table '{}' is missing or malformed", name));
-      return;
-    }
-    q.all = std::move(all).value();
-    q.range = std::move(range).value();
+                         table->DataColumnList(), name, start, end));
+    if (!range.ok()) status = range.status();
+    else range_query = std::move(range).value();
   });
   RS_RETURN_IF_ERROR(status);
-  auto lane_max = sql::Statement::Prepare(raw, "SELECT max_duration_ns FROM lanes WHERE id = ?");
-  if (!lane_max.ok()) return Corrupt("table 'lanes' is missing or malformed");
-  lane_max_ = std::move(lane_max).value();
-
-  auto meta_stmt = sql::Statement::Prepare(raw, "SELECT key, value FROM meta");
-  if (!meta_stmt.ok()) return Corrupt("table 'meta' is missing or malformed");
+  RS_ASSIGN_OR_RETURN(lane_max_, sql::Statement::Prepare(raw, "SELECT max_duration_ns FROM lanes WHERE id = ?"));
+  RS_ASSIGN_OR_RETURN(sql::Statement meta_stmt, sql::Statement::Prepare(raw, "SELECT key, value FROM meta"));
   std::map<std::string, std::string> rows;
-  while ((rc = sqlite3_step(meta_stmt->get())) == SQLITE_ROW) {
-    rows[meta_stmt->ColumnText(0)] = meta_stmt->ColumnText(1);
+  while ((rc = sqlite3_step(meta_stmt.get())) == SQLITE_ROW) {
+    rows[meta_stmt.ColumnText(0)] = meta_stmt.ColumnText(1);
   }
   if (rc != SQLITE_DONE) return sql::FromSqlite(raw, rc, "reading meta");
   RS_ASSIGN_OR_RETURN(meta_, MetaFromRows(std::move(rows)));
@@ -278,7 +274,7 @@ Result<EventTables> TraceReader::ReadLaneRange(LaneId lane, TimestampNs t0, Time
   Status status;
   int index = 0;
   codec::ForEachTable(out, [&](std::string_view name, auto& table) {
-    sql::Statement& stmt = impl_->queries_[index++].range;
+    sql::Statement& stmt = impl_->range_queries_[static_cast<size_t>(index++)];
     if (!status.ok()) return;
     stmt.BindInt(1, lane);
     stmt.BindInt(2, t0);
@@ -362,7 +358,7 @@ Result<RankTrace> TraceReader::LoadAll(LoadOptions options) const {
   std::map<std::pair<std::string, int64_t>, std::vector<size_t>> directory;
   {
     auto stmt = sql::Statement::Prepare(impl_->db_.get(), "SELECT event_table, block, lane, rows FROM lane_blocks");
-    if (!stmt.ok()) return impl_->Fail(Corrupt("table 'lane_blocks' is missing or malformed"));
+    if (!stmt.ok()) return impl_->Fail(stmt.status());
     int rc;
     while ((rc = sqlite3_step(stmt->get())) == SQLITE_ROW) {
       auto& rows = directory[{stmt->ColumnText(0), stmt->ColumnInt(1)}];

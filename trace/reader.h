@@ -33,6 +33,8 @@ struct LoadOptions {
   int threads = 0;
 };
 
+// One TraceReader serves one thread at a time (LoadAll uses threads of its own inside).
+// Open one reader per thread to read a file from several.
 class TraceReader {
  public:
   // Fails with a one-line message naming the file when it is missing, not SQLite,

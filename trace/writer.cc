@@ -136,7 +136,7 @@ class TraceWriter::Impl {
   bool txn_open_ = false;
   Clock::time_point txn_started_;
   size_t uncommitted_ = 0;
-  size_t batch_inserted_ = 0;
+  size_t batch_handled_ = 0;  // rows of the current batch inserted or refused
   LaneId known_lanes_ = 0;
   std::vector<int64_t> lane_max_;  // index = lane id
   // Rows per lane of the block of row ids each event table is filling (`lane_blocks`).
@@ -464,6 +464,7 @@ bool TraceWriter::Impl::InsertRecord(int table, const Record& record) {
     AddDrops(DropRecord{"writer", bad_lane ? kReasonUnknownLane : kReasonNegativeDuration, -1, 0,
                         0, 1},
              false);
+    ++batch_handled_;
     return true;
   }
   codec::Bind(stmt, record);
@@ -492,7 +493,7 @@ bool TraceWriter::Impl::InsertRecord(int table, const Record& record) {
     }
   }
   ++uncommitted_;
-  ++batch_inserted_;
+  ++batch_handled_;
   if (uncommitted_ >= options_.commit_max_events) {
     Commit();
     Begin();
@@ -518,7 +519,7 @@ void TraceWriter::Impl::WriteBlock(int table) {
 
 void TraceWriter::Impl::InsertBatch(const EventTables& batch) {
   const size_t total = batch.size();
-  batch_inserted_ = 0;
+  batch_handled_ = 0;
   if (error_.ok()) {
     Begin();
     WriteAux();
@@ -531,10 +532,10 @@ void TraceWriter::Impl::InsertBatch(const EventTables& batch) {
     }
   });
   if (!error_.ok()) {
-    const uint64_t lost = total - batch_inserted_;
+    const uint64_t lost = total - batch_handled_;
     AddDrops(DropRecord{"writer", kReasonFailed, -1, 0, 0, lost}, false);
   }
-  batch_inserted_ = 0;
+  batch_handled_ = 0;
 }
 
 Status TraceWriter::Impl::Close() {
