@@ -70,8 +70,9 @@ Result<Run> OpenRun(const fs::path& path) {
   Run run;
   if (fs::is_directory(status)) {
     run.directory = path;
-    for (const fs::directory_entry& entry : fs::directory_iterator(path, ec)) {
-      if (ParseRankFileName(entry.path().filename().string()).is_rank_file) files.push_back(entry.path());
+    // increment(ec) rather than a range-for: the library reports errors, never throws.
+    for (fs::directory_iterator it(path, ec), end; !ec && it != end; it.increment(ec)) {
+      if (ParseRankFileName(it->path().filename().string()).is_rank_file) files.push_back(it->path());
     }
     if (ec) return IoError(fmt::format("{}: cannot list the directory: {}", path.string(), ec.message()));
     if (files.empty()) {
