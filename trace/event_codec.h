@@ -67,7 +67,8 @@ inline LaneId LaneOf(const EventCommon& e) { return e.lane; }
 inline LaneId LaneOf(const CounterSample& e) { return e.lane; }
 inline TimestampNs StartOf(const EventCommon& e) { return e.start_ns; }
 inline TimestampNs StartOf(const CounterSample& e) { return e.ts_ns; }
-inline TimestampNs DurationOf(const EventCommon& e) { return e.end_ns - e.start_ns; }
+// -1 for an invalid time range (see CheckedDuration).
+inline TimestampNs DurationOf(const EventCommon& e) { return CheckedDuration(e.start_ns, e.end_ns).value_or(-1); }
 inline TimestampNs DurationOf(const CounterSample&) { return 0; }
 
 }  // namespace rankscope::trace::codec

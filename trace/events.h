@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -95,6 +96,14 @@ enum class DataType : uint8_t {
 
 // ---- Events ------------------------------------------------------------------------------
 
+// end - start when end >= start and the difference fits in int64; nullopt otherwise (the
+// writer refuses such events, so only damaged or foreign files hold them).
+inline std::optional<TimestampNs> CheckedDuration(TimestampNs start, TimestampNs end) {
+  TimestampNs duration = 0;
+  if (__builtin_sub_overflow(end, start, &duration) || duration < 0) return std::nullopt;
+  return duration;
+}
+
 // Fields every event has. Intervals are half-open: [start_ns, end_ns).
 struct EventCommon {
   LaneId lane = kNoLane;
@@ -103,7 +112,7 @@ struct EventCommon {
   StringId name = kEmptyString;
   uint64_t correlation_id = 0;  // CUPTI correlation id (API call <-> device work); 0 if none
 
-  TimestampNs duration_ns() const { return end_ns - start_ns; }
+  TimestampNs duration_ns() const { return CheckedDuration(start_ns, end_ns).value_or(0); }
 };
 
 struct Dim3 {

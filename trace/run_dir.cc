@@ -42,6 +42,14 @@ std::string GenerateRunId() {
   return fmt::format("{:08x}{:08x}{:08x}{:08x}", device(), device(), device(), device());
 }
 
+bool IsValidRunId(std::string_view run_id) {
+  return !run_id.empty() && run_id.size() <= 128 &&
+         std::all_of(run_id.begin(), run_id.end(), [](char c) {
+           return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                  c == '.' || c == '_' || c == '-';
+         });
+}
+
 std::vector<std::string> Run::Warnings() const {
   std::vector<std::string> lines;
   auto join = [](const std::vector<int>& v) { return fmt::format("{}", fmt::join(v, ", ")); };

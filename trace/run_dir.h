@@ -27,6 +27,8 @@ ParsedRankFileName ParseRankFileName(std::string_view file_name);
 
 // A fresh random run id (32 hex digits).
 std::string GenerateRunId();
+// 1 to 128 characters of letters, digits, '.', '_' and '-'.
+bool IsValidRunId(std::string_view run_id);
 
 struct RunFile {
   std::filesystem::path path;

@@ -2,7 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <array>
 #include <atomic>
 #include <condition_variable>
@@ -14,6 +19,7 @@
 #include <unordered_map>
 
 #include "trace/event_codec.h"
+#include "trace/run_dir.h"
 #include "trace/schema.h"
 #include "trace/sqlite_util.h"
 
@@ -50,10 +56,12 @@ constexpr const char* kReasonQueueFull = "queue full";
 constexpr const char* kReasonFailed = "writer failed";
 constexpr const char* kReasonClosed = "writer closed";
 constexpr const char* kReasonUnknownLane = "unknown lane";
-constexpr const char* kReasonNegativeDuration = "negative duration";
+constexpr const char* kReasonInvalidTime = "invalid time range";
 
 Status Validate(const RankIdentity& id) {
-  if (id.run_id.empty()) return InvalidArgument("run id is empty");
+  if (!IsValidRunId(id.run_id)) {
+    return InvalidArgument("run id must be 1 to 128 characters of letters, digits, '.', '_' or '-'");
+  }
   if (id.rank && *id.rank < 0) return InvalidArgument(fmt::format("rank {} is negative", *id.rank));
   if (id.world_size && *id.world_size <= 0) {
     return InvalidArgument(fmt::format("world size {} is not positive", *id.world_size));
@@ -157,8 +165,8 @@ class TraceWriter::Impl {
 
 Status TraceWriter::Impl::Open(const RankIdentity& identity) {
   sqlite3* raw = nullptr;
-  const int rc = sqlite3_open_v2(path_.c_str(), &raw,
-                                 SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+  // The file exists (Create made it, empty); SQLite treats an empty file as a new database.
+  const int rc = sqlite3_open_v2(path_.c_str(), &raw, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX,
                                  nullptr);
   db_.reset(raw);
   if (rc != SQLITE_OK) return sql::FromSqlite(raw, rc, "cannot create the rank file");
@@ -374,14 +382,15 @@ void TraceWriter::Impl::Fail(Status status) {
 void TraceWriter::Impl::Commit() {
   if (!txn_open_) return;
   WriteAux();
-  for (LaneId lane : lane_max_dirty_) {
+  std::vector<LaneId> changed;
+  changed.swap(lane_max_dirty_);  // Fail() clears lane_max_dirty_: never iterate it directly
+  for (LaneId lane : changed) {
     if (!error_.ok()) break;
     update_lane_max_.BindInt(1, lane_max_[lane]);
     update_lane_max_.BindInt(2, lane);
     if (Status s = update_lane_max_.StepDone("updating lane durations"); !s.ok()) Fail(s);
     lane_max_changed_[lane] = false;
   }
-  lane_max_dirty_.clear();
   for (int table = 0; table < codec::kEventTableCount; ++table) WriteBlock(table);
   if (!error_.ok()) return;
   if (Status s = Sql("COMMIT"); !s.ok()) return Fail(s);
@@ -461,7 +470,7 @@ bool TraceWriter::Impl::InsertRecord(int table, const Record& record) {
   const TimestampNs duration = codec::DurationOf(record);
   if (lane == kNoLane || lane > known_lanes_ || duration < 0) {
     const bool bad_lane = lane == kNoLane || lane > known_lanes_;
-    AddDrops(DropRecord{"writer", bad_lane ? kReasonUnknownLane : kReasonNegativeDuration, -1, 0,
+    AddDrops(DropRecord{"writer", bad_lane ? kReasonUnknownLane : kReasonInvalidTime, -1, 0,
                         0, 1},
              false);
     ++batch_handled_;
@@ -595,15 +604,21 @@ Result<std::unique_ptr<TraceWriter>> TraceWriter::Create(const fs::path& path,
     return InvalidArgument(fmt::format("{}: commit and queue sizes must be positive", path.string()));
   }
   std::error_code ec;
-  const bool exists = fs::exists(fs::symlink_status(path, ec));
-  if (exists && !options.overwrite) {
-    return AlreadyExists(fmt::format("{}: already exists; refusing to overwrite it", path.string()));
-  }
   const fs::path parent = path.has_parent_path() ? path.parent_path() : fs::path(".");
   if (!fs::is_directory(parent, ec)) {
     return NotFound(fmt::format("{}: directory {} does not exist", path.string(), parent.string()));
   }
-  if (exists) RemoveWithSidecars(path);
+  if (options.overwrite) RemoveWithSidecars(path);
+  // O_EXCL: of two writers racing for one path, exactly one creates the file, and a
+  // failed Create only ever deletes a file it created itself.
+  const int fd = ::open(path.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    if (errno == EEXIST) {
+      return AlreadyExists(fmt::format("{}: already exists; refusing to overwrite it", path.string()));
+    }
+    return IoError(fmt::format("{}: cannot create: {}", path.string(), std::strerror(errno)));
+  }
+  ::close(fd);
 
   auto impl = std::make_unique<Impl>(path, std::move(options));
   if (Status s = impl->Open(identity); !s.ok()) {

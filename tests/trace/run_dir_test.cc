@@ -27,6 +27,10 @@ TEST(RunDir, FileNames) {
 
 TEST(RunDir, RunIdsAreRandomHex) {
   const std::string a = GenerateRunId(), b = GenerateRunId();
+  EXPECT_TRUE(IsValidRunId(a));
+  EXPECT_FALSE(IsValidRunId(""));
+  EXPECT_FALSE(IsValidRunId("has space"));
+  EXPECT_FALSE(IsValidRunId(std::string(129, 'a')));
   EXPECT_EQ(a.size(), 32u);
   EXPECT_NE(a, b);
   EXPECT_EQ(a.find_first_not_of("0123456789abcdef"), std::string::npos);

@@ -6,6 +6,8 @@
 #include <chrono>
 #include <fstream>
 #include <latch>
+#include <limits>
+#include <map>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -199,10 +201,24 @@ TEST(Writer, RefusesToOverwriteAndLeavesTheFileIntact) {
   EXPECT_EQ((*reader)->meta().run_id, "second");
 }
 
+TEST(Writer, OfTwoWritersForOnePathOnlyOneCreatesAndNeitherDeletesTheOther) {
+  TempDir dir;
+  const auto path = dir / "rank-0.sqlite";
+  auto first = MustCreate(path, MakeIdentity("first", 0, 1));
+  ASSERT_NE(first, nullptr);
+  ASSERT_TRUE(first->Submit(Kernels(AddStream(*first), 10)));
+  auto second = TraceWriter::Create(path, MakeIdentity("second", 0, 1));
+  EXPECT_EQ(second.status().code(), StatusCode::kAlreadyExists);
+  ASSERT_TRUE(first->Close().ok());
+  EXPECT_EQ(CommittedRows(path, "kernels"), 10);
+}
+
 TEST(Writer, RejectsBadIdentityAndMissingDirectory) {
   TempDir dir;
   auto no_run = TraceWriter::Create(dir / "a.sqlite", MakeIdentity("", 0, 1));
   EXPECT_EQ(no_run.status().code(), StatusCode::kInvalidArgument);
+  auto bad_run = TraceWriter::Create(dir / "a.sqlite", MakeIdentity("run\nid", 0, 1));
+  EXPECT_EQ(bad_run.status().code(), StatusCode::kInvalidArgument);
   auto rank_too_big = TraceWriter::Create(dir / "b.sqlite", MakeIdentity("r", 4, 4));
   EXPECT_EQ(rank_too_big.status().code(), StatusCode::kInvalidArgument);
   auto no_dir = TraceWriter::Create(dir / "missing" / "c.sqlite", MakeIdentity("r", 0, 1));
@@ -211,29 +227,28 @@ TEST(Writer, RejectsBadIdentityAndMissingDirectory) {
   EXPECT_FALSE(std::filesystem::exists(dir / "b.sqlite"));
 }
 
-TEST(Writer, DropsEventsOnUnknownLanesOrWithNegativeDuration) {
+TEST(Writer, DropsEventsOnUnknownLanesOrWithInvalidTimes) {
   TempDir dir;
   const auto path = dir / "rank-0.sqlite";
   auto writer = MustCreate(path, MakeIdentity("r", 0, 1));
   ASSERT_NE(writer, nullptr);
   const LaneId lane = AddStream(*writer);
-  EventTables batch = Kernels(lane, 3);
+  EventTables batch = Kernels(lane, 4);
   batch.kernels[1].lane = 99;
   batch.kernels[2].end_ns = batch.kernels[2].start_ns - 1;
+  batch.kernels[3].start_ns = std::numeric_limits<TimestampNs>::min();  // span overflows int64
+  batch.kernels[3].end_ns = std::numeric_limits<TimestampNs>::max();
   ASSERT_TRUE(writer->Submit(std::move(batch)));
   ASSERT_TRUE(writer->Close().ok());
   EXPECT_EQ(CommittedRows(path, "kernels"), 1);
-  EXPECT_EQ(writer->stats().events_dropped, 2u);
+  EXPECT_EQ(writer->stats().events_dropped, 3u);
   auto reader = TraceReader::Open(path);
   ASSERT_TRUE(reader.ok());
   auto drops = (*reader)->ReadDrops();
   ASSERT_TRUE(drops.ok());
-  std::set<std::string> reasons;
-  for (const DropRecord& d : *drops) {
-    EXPECT_EQ(d.count, 1u);
-    reasons.insert(d.reason);
-  }
-  EXPECT_EQ(reasons, (std::set<std::string>{"unknown lane", "negative duration"}));
+  std::map<std::string, uint64_t> reasons;
+  for (const DropRecord& d : *drops) reasons[d.reason] += d.count;
+  EXPECT_EQ(reasons, (std::map<std::string, uint64_t>{{"unknown lane", 1}, {"invalid time range", 2}}));
 }
 
 TEST(Writer, SubmitAfterCloseIsDroppedAndCloseIsIdempotent) {
