@@ -8,6 +8,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <set>
 #include <thread>
 
 #include "trace/event_codec.h"
@@ -121,8 +122,20 @@ Status TraceReader::Impl::Open() {
     return Corrupt(fmt::format("invalid trace schema version {}", schema_version));
   }
 
-  // Every table must have the columns this version reads.
+  // Every schema table must be a plain table (a view could run any query, e.g. an endless
+  // recursive one) with the columns this version reads.
+  std::set<std::string> plain_tables;
+  {
+    RS_ASSIGN_OR_RETURN(sql::Statement tables,
+                        sql::Statement::Prepare(raw, "SELECT name FROM sqlite_schema WHERE type = 'table' "
+                                                     "AND sql NOT LIKE 'CREATE VIRTUAL%'"));
+    while ((rc = sqlite3_step(tables.get())) == SQLITE_ROW) plain_tables.insert(tables.ColumnText(0));
+    if (rc != SQLITE_DONE) return sql::FromSqlite(raw, rc, "reading the schema");
+  }
   for (const TableDef& table : SchemaTables()) {
+    if (!plain_tables.contains(std::string(table.name))) {
+      return Corrupt(fmt::format("table '{}' is missing or malformed", table.name));
+    }
     std::string columns;
     for (const ColumnDef& column : table.columns) {
       columns += columns.empty() ? "" : ", ";
@@ -196,15 +209,15 @@ const RankMeta& TraceReader::meta() const { return impl_->meta_; }
 Result<std::vector<std::string>> TraceReader::ReadStrings() const {
   auto stmt = sql::Statement::Prepare(impl_->db_.get(), "SELECT id, value FROM strings ORDER BY id");
   if (!stmt.ok()) return impl_->Fail(stmt.status());
-  std::vector<std::string> strings(1);
+  std::vector<std::string> strings(1);  // id 0 is the empty string
   int rc;
   while ((rc = sqlite3_step(stmt->get())) == SQLITE_ROW) {
     const int64_t id = stmt->ColumnInt(0);
-    if (id < 1 || id > int64_t{1} << 32) {
-      return impl_->Fail(Corrupt(fmt::format("string id {} is out of range", id)));
+    if (id != static_cast<int64_t>(strings.size())) {
+      return impl_->Fail(Corrupt(fmt::format("string ids are not 1..N (found {} at position {})", id,
+                                             strings.size())));
     }
-    if (static_cast<size_t>(id) >= strings.size()) strings.resize(static_cast<size_t>(id) + 1);
-    strings[static_cast<size_t>(id)] = stmt->ColumnText(1);
+    strings.push_back(stmt->ColumnText(1));
   }
   if (rc != SQLITE_DONE) return impl_->Fail(sql::FromSqlite(impl_->db_.get(), rc, "reading strings"));
   return strings;
@@ -219,8 +232,13 @@ Result<std::vector<Lane>> TraceReader::ReadLanes() const {
   std::vector<Lane> lanes;
   int rc;
   while ((rc = sqlite3_step(stmt->get())) == SQLITE_ROW) {
+    const int64_t id = stmt->ColumnInt(0);
+    if (id != static_cast<int64_t>(lanes.size()) + 1) {
+      return impl_->Fail(Corrupt(fmt::format("lane ids are not 1..N (found {} at position {})", id,
+                                             lanes.size() + 1)));
+    }
     Lane lane;
-    lane.id = static_cast<LaneId>(stmt->ColumnInt(0));
+    lane.id = static_cast<LaneId>(id);
     lane.kind = static_cast<LaneKind>(stmt->ColumnInt(1));
     lane.role = static_cast<LaneRole>(stmt->ColumnInt(2));
     lane.device = static_cast<int32_t>(stmt->ColumnInt(3));
@@ -230,11 +248,7 @@ Result<std::vector<Lane>> TraceReader::ReadLanes() const {
     lane.tid = stmt->ColumnInt(7);
     lane.comm_hash = stmt->ColumnUint(8);
     lane.name = stmt->ColumnText(9);
-    lane.max_duration_ns = stmt->ColumnInt(10);
-    if (lane.id != lanes.size() + 1) {
-      return impl_->Fail(Corrupt(fmt::format("lane ids are not 1..N (found {} at position {})",
-                                             lane.id, lanes.size() + 1)));
-    }
+    lane.max_duration_ns = std::max<int64_t>(0, stmt->ColumnInt(10));
     lanes.push_back(std::move(lane));
   }
   if (rc != SQLITE_DONE) return impl_->Fail(sql::FromSqlite(impl_->db_.get(), rc, "reading lanes"));
@@ -258,7 +272,9 @@ Result<std::vector<DropRecord>> TraceReader::ReadDrops() const {
 }
 
 Result<EventTables> TraceReader::ReadLaneRange(LaneId lane, TimestampNs t0, TimestampNs t1) const {
-  if (t1 < t0) return InvalidArgument(fmt::format("empty time range [{}, {})", t0, t1));
+  if (t1 < t0) {
+    return impl_->Fail(InvalidArgument(fmt::format("time range [{}, {}) ends before it starts", t0, t1)));
+  }
   sql::Statement& lane_max = impl_->lane_max_;
   lane_max.BindInt(1, lane);
   int64_t longest = 0;
@@ -268,7 +284,8 @@ Result<EventTables> TraceReader::ReadLaneRange(LaneId lane, TimestampNs t0, Time
   if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
     return impl_->Fail(sql::FromSqlite(impl_->db_.get(), rc, "reading lanes"));
   }
-  const int64_t lowest_start = longest > 0 && t0 > INT64_MIN + longest ? t0 - longest : t0;
+  int64_t lowest_start = t0;  // no event starts earlier and still reaches t0
+  if (__builtin_sub_overflow(t0, longest, &lowest_start)) lowest_start = INT64_MIN;
 
   EventTables out;
   Status status;

@@ -24,14 +24,10 @@ Status FromSqlite(sqlite3* db, int rc, std::string_view what) {
 }
 
 Status Exec(sqlite3* db, std::string_view sql) {
-  char* error = nullptr;
   const std::string text(sql);
-  const int rc = sqlite3_exec(db, text.c_str(), nullptr, nullptr, &error);
+  const int rc = sqlite3_exec(db, text.c_str(), nullptr, nullptr, nullptr);
   if (rc == SQLITE_OK) return Status::Ok();
-  std::string message = error != nullptr ? error : sqlite3_errstr(rc);
-  sqlite3_free(error);
-  Status status = FromSqlite(db, rc, "SQL failed");
-  return Status(status.code(), fmt::format("{} ({})", status.message(), message));
+  return FromSqlite(db, rc, "SQL failed");
 }
 
 Result<Statement> Statement::Prepare(sqlite3* db, std::string_view sql) {
