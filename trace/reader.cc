@@ -8,8 +8,10 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 #include <thread>
+#include <tuple>
 
 #include "trace/event_codec.h"
 #include "trace/schema.h"
@@ -305,15 +307,18 @@ Result<EventTables> TraceReader::ReadLaneRange(LaneId lane, TimestampNs t0, Time
 
 namespace {
 
-// A range of row ids of one event table: the unit of work of a parallel load.
+// The row ids of one event table that fall in one block of kBlockRows ids: the unit of
+// work of a parallel load.
 struct Chunk {
   int table;
+  int64_t block;
   int64_t first_id;
   int64_t last_id;
-  std::vector<size_t> bucket_rows;  // rows per lane bucket (pass 1)
-  std::vector<size_t> next_slot;    // where the chunk's next row of each bucket goes (pass 2)
+  // (lane bucket, rows), ascending by bucket: from `lane_blocks`, or counted.
+  std::vector<std::pair<size_t, size_t>> counts;
+  bool known = false;
+  std::vector<size_t> first_slot;  // parallel to `counts`
 };
-constexpr int64_t kChunkRows = 65536;
 
 // Calls f(name, vector) on the `index`-th table of `tables` (schema order).
 template <typename F>
@@ -324,7 +329,14 @@ void WithTable(EventTables& tables, int index, F&& f) {
   });
 }
 
-// Runs task(worker, i) for i in [0, count) on `workers` threads, each with its own
+std::string_view TableName(int index) {
+  std::string_view name;
+  EventTables none;
+  WithTable(none, index, [&](std::string_view n, auto&) { name = n; });
+  return name;
+}
+
+// Runs task(db, worker, i) for i in [0, count) on `workers` threads, each with its own
 // read-only connection. Stops at the first error.
 template <typename Task>
 Status RunParallel(const fs::path& path, int workers, size_t count, Task&& task) {
@@ -337,7 +349,7 @@ Status RunParallel(const fs::path& path, int workers, size_t count, Task&& task)
       s = db.status();
       return;
     }
-    for (size_t i; s.ok() && (i = next.fetch_add(1)) < count;) s = task(db->get(), i);
+    for (size_t i; s.ok() && (i = next.fetch_add(1)) < count;) s = task(db->get(), worker, i);
     if (!s.ok()) next.store(count);  // stop the others early
   };
   std::vector<std::thread> threads;
@@ -348,160 +360,227 @@ Status RunParallel(const fs::path& path, int workers, size_t count, Task&& task)
   return Status::Ok();
 }
 
+// Keeps every read through one connection in one snapshot of a file that may be growing.
+class ReadTransaction {
+ public:
+  explicit ReadTransaction(sqlite3* db) : db_(db) { open_ = sql::Exec(db_, "BEGIN").ok(); }
+  ~ReadTransaction() {
+    if (open_) (void)sql::Exec(db_, "COMMIT");
+  }
+  ReadTransaction(const ReadTransaction&) = delete;
+  ReadTransaction& operator=(const ReadTransaction&) = delete;
+
+ private:
+  sqlite3* db_;
+  bool open_ = false;
+};
+
+Result<std::optional<int64_t>> QueryId(sqlite3* db, const std::string& sql) {
+  RS_ASSIGN_OR_RETURN(sql::Statement stmt, sql::Statement::Prepare(db, sql));
+  const int rc = sqlite3_step(stmt.get());
+  if (rc != SQLITE_ROW) return sql::FromSqlite(db, rc, "reading row ids");
+  if (sqlite3_column_type(stmt.get(), 0) == SQLITE_NULL) return std::optional<int64_t>();
+  return std::optional<int64_t>(stmt.ColumnInt(0));
+}
+
+// Chunks for the blocks of `table` that hold rows (a sparse id range costs nothing).
+Status PlanChunks(sqlite3* db, int table, std::vector<Chunk>* chunks) {
+  const std::string_view name = TableName(table);
+  RS_ASSIGN_OR_RETURN(std::optional<int64_t> last, QueryId(db, fmt::format("SELECT max(id) FROM {}", name)));
+  RS_ASSIGN_OR_RETURN(std::optional<int64_t> id, QueryId(db, fmt::format("SELECT min(id) FROM {}", name)));
+  if (id && *id < 1) return Corrupt(fmt::format("table '{}' has row id {}", name, *id));
+  while (id) {
+    const int64_t block = (*id - 1) / kBlockRows;
+    const int64_t block_last = block >= INT64_MAX / kBlockRows ? INT64_MAX : (block + 1) * kBlockRows;
+    chunks->push_back({table, block, *id, std::min(block_last, *last), {}, false, {}});
+    if (block_last >= *last) break;
+    RS_ASSIGN_OR_RETURN(id, QueryId(db, fmt::format("SELECT min(id) FROM {} WHERE id > {}", name, block_last)));
+  }
+  return Status::Ok();
+}
+
+// Per-worker scratch: where the next row of each lane bucket goes in the current chunk,
+// and where that bucket's slots end. Untouched buckets have next == end (no room).
+struct Placement {
+  std::vector<size_t> next, end;
+};
+
 }  // namespace
 
-// Loading a whole rank. Every table is split into blocks of kBlockRows row ids, and for
-// each block `lane_blocks` says how many rows each lane has there. That fixes every row's
-// final slot (lane by lane, row order within a lane) before anything is read, so the
+// Loading a whole rank. The event tables are split into blocks of kBlockRows row ids, and
+// for each block `lane_blocks` says how many rows each lane has there. That fixes every
+// row's final slot (lane by lane, row order within a lane) before anything is read, so the
 // workers decode each row straight into place: one pass, in parallel, no sort, no copy.
 // Row order within a lane is time order, as the writer receives each lane's events in
 // order; the last step checks that and sorts any lane where it is not.
-// Files edited by other tools may have no or stale block counts; blocks without counts are
-// counted first (a cheap pass over the lane column), and a stale count restarts the load
-// with every block counted.
-// Lane bucket b is lane id b for 1..L; bucket 0 collects lane ids outside 1..L (damaged or
-// foreign files), after which the table is sorted by (lane, start) as a whole.
+// Counts are only trusted within bounds the file itself sets (a chunk's id span; for all
+// tables, the file's size), so a hostile file cannot make the reader allocate more than a
+// small multiple of its size. Blocks without usable counts are counted first (a pass over
+// the lane column), and counts that turn out wrong restart the load with every block
+// counted. Lane bucket b is lane id b for 1..L; bucket 0 collects lane ids outside 1..L
+// (damaged or foreign files), after which the table is sorted by (lane, start) as a whole.
 Result<RankTrace> TraceReader::LoadAll(LoadOptions options) const {
+  sqlite3* db = impl_->db_.get();
+  ReadTransaction snapshot(db);
   RankTrace trace;
   trace.path = impl_->path_;
   trace.meta = impl_->meta_;
+  std::vector<Chunk> chunks;
+  for (int t = 0; t < codec::kEventTableCount; ++t) {
+    if (Status s = PlanChunks(db, t, &chunks); !s.ok()) return impl_->Fail(s);
+  }
+  // Strings and lanes are committed before the events that use them: read them after the
+  // event tables' extent, in the same snapshot.
   RS_ASSIGN_OR_RETURN(trace.strings, ReadStrings());
   RS_ASSIGN_OR_RETURN(trace.lanes, ReadLanes());
   RS_ASSIGN_OR_RETURN(trace.drops, ReadDrops());
   const size_t buckets = trace.lanes.size() + 1;
-  auto bucket_of = [buckets](int64_t lane) { return lane > 0 && static_cast<uint64_t>(lane) < buckets ? static_cast<size_t>(lane) : 0; };
+  auto bucket_of = [buckets](int64_t lane) {
+    return lane > 0 && static_cast<uint64_t>(lane) < buckets ? static_cast<size_t>(lane) : 0;
+  };
 
-  // The block directory: (table, block) -> rows per bucket.
-  std::map<std::pair<std::string, int64_t>, std::vector<size_t>> directory;
+  // The block directory, kept only where it is plausible.
   {
-    auto stmt = sql::Statement::Prepare(impl_->db_.get(), "SELECT event_table, block, lane, rows FROM lane_blocks");
+    std::map<std::pair<std::string, int64_t>, size_t> chunk_of;
+    for (size_t c = 0; c < chunks.size(); ++c) {
+      chunk_of[{std::string(TableName(chunks[c].table)), chunks[c].block}] = c;
+    }
+    std::vector<std::map<size_t, size_t>> claimed(chunks.size());
+    std::vector<bool> implausible(chunks.size(), false);
+    auto stmt = sql::Statement::Prepare(db, "SELECT event_table, block, lane, rows FROM lane_blocks");
     if (!stmt.ok()) return impl_->Fail(stmt.status());
     int rc;
     while ((rc = sqlite3_step(stmt->get())) == SQLITE_ROW) {
-      auto& rows = directory[{stmt->ColumnText(0), stmt->ColumnInt(1)}];
-      rows.resize(buckets, 0);
-      rows[bucket_of(stmt->ColumnInt(2))] += static_cast<size_t>(std::max<int64_t>(0, stmt->ColumnInt(3)));
+      auto it = chunk_of.find({stmt->ColumnText(0), stmt->ColumnInt(1)});
+      if (it == chunk_of.end()) continue;  // a block without rows, or no table of ours
+      const int64_t rows = stmt->ColumnInt(3);
+      const Chunk& chunk = chunks[it->second];
+      size_t& sum = claimed[it->second][bucket_of(stmt->ColumnInt(2))];
+      if (rows < 0 || rows > chunk.last_id - chunk.first_id + 1) implausible[it->second] = true;
+      else sum = std::min<size_t>(sum + static_cast<size_t>(rows), SIZE_MAX / 2);
     }
-    if (rc != SQLITE_DONE) return impl_->Fail(sql::FromSqlite(impl_->db_.get(), rc, "reading lane_blocks"));
+    if (rc != SQLITE_DONE) return impl_->Fail(sql::FromSqlite(db, rc, "reading lane_blocks"));
+    // A row takes at least 8 bytes of the file: more claimed rows than that means lies.
+    std::error_code ec;
+    uintmax_t file_bytes = fs::file_size(impl_->path_, ec);
+    file_bytes += fs::exists(impl_->path_.string() + "-wal", ec) ? fs::file_size(impl_->path_.string() + "-wal", ec) : 0;
+    size_t total = 0;
+    for (size_t c = 0; c < chunks.size(); ++c) {
+      size_t in_chunk = 0;
+      for (const auto& [bucket, rows] : claimed[c]) in_chunk += rows;
+      if (implausible[c] || claimed[c].empty() ||
+          in_chunk > static_cast<size_t>(chunks[c].last_id - chunks[c].first_id + 1)) {
+        continue;
+      }
+      chunks[c].counts.assign(claimed[c].begin(), claimed[c].end());
+      chunks[c].known = true;
+      total += in_chunk;
+    }
+    if (total > file_bytes / 8) {
+      for (Chunk& chunk : chunks) chunk.known = false;
+    }
   }
-
-  std::vector<Chunk> chunks;
-  Status status;
-  int table_index = 0;
-  codec::ForEachTable(trace.events, [&](std::string_view name, auto&) {
-    const int index = table_index++;
-    if (!status.ok()) return;
-    // Two subqueries: SQLite answers a lone min() or max() from the b-tree's edge, but
-    // `SELECT min(id), max(id)` scans the whole table.
-    auto bounds = sql::Statement::Prepare(
-        impl_->db_.get(), fmt::format("SELECT (SELECT min(id) FROM {0}), (SELECT max(id) FROM {0})", name));
-    if (!bounds.ok()) {
-      status = bounds.status();
-      return;
-    }
-    const int rc = sqlite3_step(bounds->get());
-    if (rc != SQLITE_ROW) {
-      status = sql::FromSqlite(impl_->db_.get(), rc, fmt::format("reading table '{}'", name));
-      return;
-    }
-    if (sqlite3_column_type(bounds->get(), 0) == SQLITE_NULL) return;  // empty table
-    const int64_t first = bounds->ColumnInt(0), last = bounds->ColumnInt(1);
-    if (first < 1) {
-      status = Corrupt(fmt::format("table '{}' has row id {}", name, first));
-      return;
-    }
-    for (int64_t block = (first - 1) / kBlockRows; block <= (last - 1) / kBlockRows; ++block) {
-      Chunk chunk{index, std::max(first, block * kBlockRows + 1), std::min(last, (block + 1) * kBlockRows), {}, {}};
-      auto known = directory.find({std::string(name), block});
-      if (known != directory.end()) chunk.bucket_rows = known->second;
-      chunks.push_back(std::move(chunk));
-    }
-  });
-  if (!status.ok()) return impl_->Fail(status);
 
   const int hardware = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int workers = static_cast<int>(std::clamp<size_t>(
       static_cast<size_t>(options.threads > 0 ? options.threads : hardware), 1, std::max<size_t>(1, chunks.size())));
-  auto chunk_query = [](sqlite3* db, const Chunk& chunk, const std::string& columns) {
-    std::string_view name;
-    EventTables none;
-    WithTable(none, chunk.table, [&](std::string_view n, auto&) { name = n; });
-    return sql::Statement::Prepare(
-        db, fmt::format("SELECT {} FROM {} WHERE id BETWEEN {} AND {}", columns, name, chunk.first_id, chunk.last_id));
+  std::vector<Placement> placement(static_cast<size_t>(workers));
+  auto chunk_query = [](sqlite3* conn, const Chunk& chunk, const std::string& columns) {
+    return sql::Statement::Prepare(conn, fmt::format("SELECT {} FROM {} WHERE id BETWEEN {} AND {}", columns,
+                                                     TableName(chunk.table), chunk.first_id, chunk.last_id));
   };
-  // Counts rows per bucket for the chunks the directory does not cover.
-  auto count_missing = [&]() -> Status {
-    return RunParallel(impl_->path_, workers, chunks.size(), [&](sqlite3* db, size_t c) -> Status {
-      Chunk& chunk = chunks[c];
-      if (!chunk.bucket_rows.empty()) return Status::Ok();
-      RS_ASSIGN_OR_RETURN(sql::Statement stmt, chunk_query(db, chunk, "lane"));
-      chunk.bucket_rows.assign(buckets, 0);
-      int rc;
-      while ((rc = sqlite3_step(stmt.get())) == SQLITE_ROW) ++chunk.bucket_rows[bucket_of(stmt.ColumnInt(0))];
-      return rc == SQLITE_DONE ? Status::Ok() : sql::FromSqlite(db, rc, "counting rows per lane");
-    });
+  auto scratch = [&](int worker) -> Placement& {
+    Placement& p = placement[static_cast<size_t>(worker)];
+    if (p.next.size() != buckets) {
+      p.next.assign(buckets, 0);
+      p.end.assign(buckets, 0);
+    }
+    return p;
   };
 
-  std::array<std::vector<size_t>, codec::kEventTableCount> bucket_start;
-  bool counted_all = false;
-  for (;;) {
-    if (Status s = count_missing(); !s.ok()) return impl_->Fail(s);
+  std::array<std::vector<size_t>, codec::kEventTableCount> bucket_start;  // first slot per bucket
+  for (int attempt = 0;; ++attempt) {
+    // Count the rows per lane of every chunk without usable counts.
+    Status counted = RunParallel(impl_->path_, workers, chunks.size(), [&](sqlite3* conn, int worker, size_t c) -> Status {
+      Chunk& chunk = chunks[c];
+      if (chunk.known) return Status::Ok();
+      RS_ASSIGN_OR_RETURN(sql::Statement stmt, chunk_query(conn, chunk, "lane"));
+      std::vector<size_t>& rows = scratch(worker).next;
+      int rc;
+      while ((rc = sqlite3_step(stmt.get())) == SQLITE_ROW) ++rows[bucket_of(stmt.ColumnInt(0))];
+      if (rc != SQLITE_DONE) return sql::FromSqlite(conn, rc, "counting rows per lane");
+      chunk.counts.clear();
+      for (size_t b = 0; b < buckets; ++b) {
+        if (rows[b] > 0) chunk.counts.emplace_back(b, rows[b]);
+        rows[b] = 0;
+      }
+      chunk.known = true;
+      return Status::Ok();
+    });
+    if (!counted.ok()) return impl_->Fail(counted);
+
     // Slots: bucket by bucket, and within a bucket chunk by chunk (row-id order).
     for (int t = 0; t < codec::kEventTableCount; ++t) {
+      std::vector<std::tuple<size_t, size_t, size_t>> entries;  // (bucket, chunk, index in counts)
+      for (size_t c = 0; c < chunks.size(); ++c) {
+        if (chunks[c].table != t) continue;
+        chunks[c].first_slot.assign(chunks[c].counts.size(), 0);
+        for (size_t i = 0; i < chunks[c].counts.size(); ++i) entries.emplace_back(chunks[c].counts[i].first, c, i);
+      }
+      std::sort(entries.begin(), entries.end());
       std::vector<size_t>& start = bucket_start[static_cast<size_t>(t)];
-      start.assign(buckets + 1, 0);
+      start.assign(buckets + 1, SIZE_MAX);
       size_t slot = 0;
-      for (size_t b = 0; b < buckets; ++b) {
-        start[b] = slot;
-        for (Chunk& chunk : chunks) {
-          if (chunk.table != t) continue;
-          chunk.next_slot.resize(buckets);
-          chunk.next_slot[b] = slot;
-          slot += chunk.bucket_rows[b];
-        }
+      for (const auto& [bucket, c, i] : entries) {
+        if (start[bucket] == SIZE_MAX) start[bucket] = slot;
+        chunks[c].first_slot[i] = slot;
+        slot += chunks[c].counts[i].second;
       }
       start[buckets] = slot;
+      for (size_t b = buckets; b-- > 0;) {
+        if (start[b] == SIZE_MAX) start[b] = start[b + 1];
+      }
       WithTable(trace.events, t, [slot](std::string_view, auto& table) { table.resize(slot); });
     }
 
-    // Decode each row into its slot. A row beyond its bucket's count, or a bucket left
-    // short, means the counts were stale.
-    std::atomic<bool> stale{false};
-    status = RunParallel(impl_->path_, workers, chunks.size(), [&](sqlite3* db, size_t c) -> Status {
+    // Decode each row into its slot. A row with no room left in its bucket, or a bucket
+    // left short, means the counts were wrong.
+    std::atomic<bool> wrong{false};
+    Status decoded = RunParallel(impl_->path_, workers, chunks.size(), [&](sqlite3* conn, int worker, size_t c) -> Status {
       Chunk& chunk = chunks[c];
+      Placement& p = scratch(worker);
+      for (size_t i = 0; i < chunk.counts.size(); ++i) {
+        p.next[chunk.counts[i].first] = chunk.first_slot[i];
+        p.end[chunk.counts[i].first] = chunk.first_slot[i] + chunk.counts[i].second;
+      }
       Status s;
       WithTable(trace.events, chunk.table, [&](std::string_view name, auto& table) {
-        auto stmt = chunk_query(db, chunk, FindTable(name)->DataColumnList());
+        auto stmt = chunk_query(conn, chunk, FindTable(name)->DataColumnList());
         if (!stmt.ok()) {
           s = stmt.status();
           return;
         }
-        std::vector<size_t> end(buckets);
-        for (size_t b = 0; b < buckets; ++b) end[b] = chunk.next_slot[b] + chunk.bucket_rows[b];
         int rc;
         while ((rc = sqlite3_step(stmt->get())) == SQLITE_ROW) {
           const size_t b = bucket_of(stmt->ColumnInt(0));
-          if (chunk.next_slot[b] == end[b]) {
-            stale = true;
+          if (p.next[b] == p.end[b]) {
+            wrong = true;
             return;
           }
-          codec::Read(*stmt, &table[chunk.next_slot[b]++]);
+          codec::Read(*stmt, &table[p.next[b]++]);
         }
-        if (rc != SQLITE_DONE) {
-          s = sql::FromSqlite(db, rc, fmt::format("reading table '{}'", name));
-          return;
-        }
-        if (chunk.next_slot != end) stale = true;
+        if (rc != SQLITE_DONE) s = sql::FromSqlite(conn, rc, fmt::format("reading table '{}'", name));
       });
+      for (const auto& [bucket, rows] : chunk.counts) {
+        if (p.next[bucket] != p.end[bucket]) wrong = true;
+        p.next[bucket] = p.end[bucket] = 0;
+      }
       return s;
     });
-    if (!status.ok()) return impl_->Fail(status);
-    if (!stale) break;
-    if (counted_all) {
-      return impl_->Fail(Inconsistent("the file changed while it was being loaded"));
-    }
-    counted_all = true;  // the directory lied (edited by another tool): count everything
-    for (Chunk& chunk : chunks) chunk.bucket_rows.clear();
+    if (!decoded.ok()) return impl_->Fail(decoded);
+    if (!wrong) break;
+    if (attempt > 0) return impl_->Fail(Inconsistent("the file changed while it was being loaded"));
+    for (Chunk& chunk : chunks) chunk.known = false;  // the directory lied: count everything
   }
 
   // Check time order within each lane; sort where another tool broke it.

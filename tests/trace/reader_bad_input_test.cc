@@ -156,3 +156,71 @@ TEST(ReaderBadInput, ReadingDoesNotModifyTheFile) {
 
 }  // namespace
 }  // namespace rankscope::trace
+
+namespace rankscope::trace {
+namespace {
+
+// Hostile files that stay loadable: the reader must neither crash nor allocate far more
+// than the file's size, and must return exactly the rows the file holds.
+size_t LoadedKernels(const std::filesystem::path& path) {
+  auto reader = TraceReader::Open(path);
+  EXPECT_TRUE(reader.ok()) << reader.status().message();
+  if (!reader.ok()) return SIZE_MAX;
+  auto trace = (*reader)->LoadAll(LoadOptions{2});
+  EXPECT_TRUE(trace.ok()) << trace.status().message();
+  return trace.ok() ? trace->events.kernels.size() : SIZE_MAX;
+}
+
+TEST(HostileFile, AbsurdBlockCountsAreNotTrusted) {
+  TempDir dir;
+  const auto path = dir / "rank-0.sqlite";
+  testing::WriteRankFile(path, MakeIdentity("r", 0, 1), 100);
+  testing::ExecSql(path, "UPDATE lane_blocks SET rows = 1000000000000");
+  EXPECT_EQ(LoadedKernels(path), 100u);
+  testing::ExecSql(path, "UPDATE lane_blocks SET rows = -5");
+  EXPECT_EQ(LoadedKernels(path), 100u);
+}
+
+TEST(HostileFile, ClaimsBeyondTheFileSizeAreNotTrusted) {
+  TempDir dir;
+  const auto path = dir / "rank-0.sqlite";
+  testing::WriteRankFile(path, MakeIdentity("r", 0, 1), 10);
+  // Rows at both ends of 2000 blocks: each block's claim of 65536 rows fits its id span, but
+  // together they claim 131M rows from a file of a few hundred KB.
+  const std::string columns =
+      "(id, lane, start_ns, end_ns, name, correlation_id, grid_x, grid_y, grid_z, block_x, block_y, "
+      "block_z, registers_per_thread, static_shared_bytes, dynamic_shared_bytes)";
+  for (const char* offset : {"1", "65536"}) {
+    const std::string sql =
+        "WITH RECURSIVE b(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM b WHERE i < 2000) INSERT INTO kernels" +
+        columns + " SELECT i * 65536 + " + offset + ", 1, i, i + 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 FROM b";
+    testing::ExecSql(path, sql.c_str());
+  }
+  testing::ExecSql(path,
+                   "WITH RECURSIVE b(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM b WHERE i < 2000) "
+                   "INSERT INTO lane_blocks SELECT 'kernels', i, 1, 65536 FROM b");
+  EXPECT_EQ(LoadedKernels(path), 4010u);
+}
+
+TEST(HostileFile, RowIdAtTheTopOfTheRange) {
+  TempDir dir;
+  const auto path = dir / "rank-0.sqlite";
+  testing::WriteRankFile(path, MakeIdentity("r", 0, 1), 10);
+  testing::ExecSql(path, "UPDATE kernels SET id = 9223372036854775807 WHERE id = 10");
+  EXPECT_EQ(LoadedKernels(path), 10u);
+}
+
+TEST(HostileFile, ManyLanesAndBogusDirectoryRows) {
+  TempDir dir;
+  const auto path = dir / "rank-0.sqlite";
+  testing::WriteRankFile(path, MakeIdentity("r", 0, 1), 10);
+  testing::ExecSql(path,
+                   "WITH RECURSIVE n(i) AS (SELECT 2 UNION ALL SELECT i + 1 FROM n WHERE i < 100000) "
+                   "INSERT INTO lanes SELECT i, 2, 0, -1, 0, 0, 0, i, 0, '', 0 FROM n; "
+                   "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 50000) "
+                   "INSERT INTO lane_blocks SELECT 'bogus', i, i, 1 FROM n");
+  EXPECT_EQ(LoadedKernels(path), 10u);
+}
+
+}  // namespace
+}  // namespace rankscope::trace
