@@ -4,6 +4,7 @@
 
 #include <charconv>
 
+#include "base/text.h"
 #include "trace/schema.h"
 
 namespace rankscope::trace {
@@ -30,7 +31,7 @@ Status ReadOptional(const std::map<std::string, std::string>& rows, std::string_
   const std::string* text = Find(rows, key);
   if (text == nullptr || text->empty() || *text == "unknown") return Status::Ok();
   *out = ParseNumber<T>(*text);
-  if (!*out) return Corrupt(fmt::format("meta key '{}' is not a number: '{}'", key, *text));
+  if (!*out) return Corrupt(fmt::format("meta key '{}' is not a number: {}", key, Printable(*text)));
   return Status::Ok();
 }
 
@@ -83,9 +84,11 @@ Result<RankMeta> MetaFromRows(std::map<std::string, std::string> rows) {
   RS_RETURN_IF_ERROR(ReadOptional(rows, meta_key::kRank, &meta.rank));
   RS_RETURN_IF_ERROR(ReadOptional(rows, meta_key::kWorldSize, &meta.world_size));
   RS_RETURN_IF_ERROR(ReadOptional(rows, meta_key::kLocalRank, &meta.local_rank));
-  if (meta.rank && *meta.rank < 0) return Corrupt(fmt::format("meta rank is negative: {}", *meta.rank));
-  if (meta.world_size && *meta.world_size <= 0) {
-    return Corrupt(fmt::format("meta world_size is not positive: {}", *meta.world_size));
+  if (meta.rank && (*meta.rank < 0 || *meta.rank >= kMaxWorldSize)) {
+    return Corrupt(fmt::format("meta rank {} is out of range (0 to {})", *meta.rank, kMaxWorldSize - 1));
+  }
+  if (meta.world_size && (*meta.world_size <= 0 || *meta.world_size > kMaxWorldSize)) {
+    return Corrupt(fmt::format("meta world_size {} is out of range (1 to {})", *meta.world_size, kMaxWorldSize));
   }
   std::optional<int64_t> pid;
   RS_RETURN_IF_ERROR(ReadOptional(rows, meta_key::kPid, &pid));

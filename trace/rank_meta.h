@@ -12,6 +12,9 @@
 
 namespace rankscope::trace {
 
+// Far above any real job; a larger rank or world size in a file is damage, not data.
+inline constexpr int kMaxWorldSize = 1 << 20;
+
 struct RankIdentity {
   // Every member has a default, so designated initializers may name only some.
   std::string run_id{};              // the same in every rank file of one run

@@ -6,6 +6,7 @@
 #include <charconv>
 #include <random>
 
+#include "base/text.h"
 #include "trace/reader.h"
 
 namespace rankscope::trace {
@@ -16,8 +17,23 @@ constexpr std::string_view kPrefix = "rank-";
 constexpr std::string_view kUnknownPrefix = "rank-unknown-";
 constexpr std::string_view kSuffix = ".sqlite";
 
-bool AllDigits(std::string_view s) {
-  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+// Decimal digits without padding: "0", "17", never "007".
+bool CanonicalNumber(std::string_view s) {
+  return !s.empty() && (s.size() == 1 || s[0] != '0') &&
+         std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// "1-3, 7, 9-10": consecutive ranks as ranges, so the line stays short.
+std::string RankRanges(const std::vector<int>& ranks) {
+  std::string text;
+  for (size_t i = 0; i < ranks.size();) {
+    size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    text += fmt::format("{}{}", text.empty() ? "" : ", ", ranks[i]);
+    if (j > i) text += fmt::format("-{}", ranks[j]);
+    i = j + 1;
+  }
+  return text;
 }
 }  // namespace
 
@@ -28,12 +44,12 @@ ParsedRankFileName ParseRankFileName(std::string_view name) {
   if (!name.starts_with(kPrefix) || !name.ends_with(kSuffix)) return {};
   if (name.starts_with(kUnknownPrefix)) {
     std::string_view pid = name.substr(kUnknownPrefix.size(), name.size() - kUnknownPrefix.size() - kSuffix.size());
-    return AllDigits(pid) ? ParsedRankFileName{true, std::nullopt} : ParsedRankFileName{};
+    return CanonicalNumber(pid) ? ParsedRankFileName{true, std::nullopt} : ParsedRankFileName{};
   }
   std::string_view digits = name.substr(kPrefix.size(), name.size() - kPrefix.size() - kSuffix.size());
   int rank = 0;
   auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), rank);
-  if (!AllDigits(digits) || ec != std::errc() || ptr != digits.data() + digits.size()) return {};
+  if (!CanonicalNumber(digits) || ec != std::errc() || ptr != digits.data() + digits.size()) return {};
   return {true, rank};
 }
 
@@ -52,14 +68,13 @@ bool IsValidRunId(std::string_view run_id) {
 
 std::vector<std::string> Run::Warnings() const {
   std::vector<std::string> lines;
-  auto join = [](const std::vector<int>& v) { return fmt::format("{}", fmt::join(v, ", ")); };
   if (!missing_ranks.empty()) {
     lines.push_back(fmt::format("{}: missing rank files for rank(s) {} of world size {}",
-                                directory.string(), join(missing_ranks), world_size.value_or(0)));
+                                directory.string(), RankRanges(missing_ranks), world_size.value_or(0)));
   }
   if (!extra_ranks.empty()) {
     lines.push_back(fmt::format("{}: rank file(s) for rank(s) {} beyond world size {}",
-                                directory.string(), join(extra_ranks), world_size.value_or(0)));
+                                directory.string(), RankRanges(extra_ranks), world_size.value_or(0)));
   }
   for (const std::string& name : crashed) {
     lines.push_back(fmt::format("{}: {} was not closed cleanly (the process died?); it holds "
@@ -110,7 +125,7 @@ Result<Run> OpenRun(const fs::path& path) {
     } else if (meta.run_id != first_run_id) {
       return Inconsistent(fmt::format(
           "{}: belongs to run {}, but {} belongs to run {}: rank files of two different runs",
-          file.string(), meta.run_id, first_name, first_run_id));
+          file.string(), Printable(meta.run_id), first_name, Printable(first_run_id)));
     }
     if (meta.world_size) {
       if (run.world_size && *run.world_size != *meta.world_size) {

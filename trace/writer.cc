@@ -62,9 +62,11 @@ Status Validate(const RankIdentity& id) {
   if (!IsValidRunId(id.run_id)) {
     return InvalidArgument("run id must be 1 to 128 characters of letters, digits, '.', '_' or '-'");
   }
-  if (id.rank && *id.rank < 0) return InvalidArgument(fmt::format("rank {} is negative", *id.rank));
-  if (id.world_size && *id.world_size <= 0) {
-    return InvalidArgument(fmt::format("world size {} is not positive", *id.world_size));
+  if (id.rank && (*id.rank < 0 || *id.rank >= kMaxWorldSize)) {
+    return InvalidArgument(fmt::format("rank {} is out of range (0 to {})", *id.rank, kMaxWorldSize - 1));
+  }
+  if (id.world_size && (*id.world_size <= 0 || *id.world_size > kMaxWorldSize)) {
+    return InvalidArgument(fmt::format("world size {} is out of range (1 to {})", *id.world_size, kMaxWorldSize));
   }
   if (id.rank && id.world_size && *id.rank >= *id.world_size) {
     return InvalidArgument(fmt::format("rank {} is not below world size {}", *id.rank, *id.world_size));

@@ -1,8 +1,8 @@
 // TraceWriter: the API the collector records through. Producers hand batches to a bounded
 // queue and never block; one background thread inserts them into the rank file with
 // prepared statements inside transactions (WAL mode), committing at least every
-// `commit_interval` and every `commit_max_events` events, so a crash loses at most the
-// last uncommitted transaction.
+// `commit_interval` and every `commit_max_events` events. A crash loses the open
+// transaction and whatever still waits in the queue; every commit survives.
 #pragma once
 
 #include <chrono>

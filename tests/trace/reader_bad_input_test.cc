@@ -130,7 +130,12 @@ INSTANTIATE_TEST_SUITE_P(
         EditCase{"MalformedMetaNumber", "UPDATE meta SET value='zero' WHERE key='rank'", StatusCode::kCorrupt,
                  "meta key 'rank' is not a number"},
         EditCase{"NegativeWorldSize", "UPDATE meta SET value='-2' WHERE key='world_size'", StatusCode::kCorrupt,
-                 "world_size is not positive"}),
+                 "world_size -2 is out of range"},
+        EditCase{"HugeWorldSize", "UPDATE meta SET value='2147483647' WHERE key='world_size'",
+                 StatusCode::kCorrupt, "world_size 2147483647 is out of range"},
+        // The file's text is escaped, so the message stays on one line.
+        EditCase{"MultiLineMetaValue", "UPDATE meta SET value='1' || char(10) || '2' WHERE key='rank'",
+                 StatusCode::kCorrupt, "meta key 'rank' is not a number: '1\\x0a2'"}),
     [](const ::testing::TestParamInfo<EditCase>& param) { return param.param.name; });
 
 TEST(ReaderBadInput, ForeignSqliteDatabase) {

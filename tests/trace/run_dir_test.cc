@@ -19,7 +19,8 @@ TEST(RunDir, FileNames) {
   EXPECT_EQ(ParseRankFileName("rank-12.sqlite").rank, 12);
   EXPECT_TRUE(ParseRankFileName("rank-unknown-4711.sqlite").is_rank_file);
   EXPECT_FALSE(ParseRankFileName("rank-unknown-4711.sqlite").rank.has_value());
-  for (const char* other : {"rank-.sqlite", "rank-1.sqlite-wal", "rank-x.sqlite", "rank--1.sqlite",
+  for (const char* other : {"rank-.sqlite", "rank-1.sqlite-wal", "rank-x.sqlite", "rank--1.sqlite", "rank-00.sqlite",
+                            "rank-07.sqlite", "rank-unknown-012.sqlite",
                             "report.json", "rank-99999999999.sqlite", "rank-unknown-.sqlite"}) {
     EXPECT_FALSE(ParseRankFileName(other).is_rank_file) << other;
   }
@@ -66,6 +67,17 @@ TEST(RunDir, MissingAndExtraRanksAreReported) {
       << run->Warnings()[0];
 }
 
+TEST(RunDir, ManyMissingRanksAreReportedAsRanges) {
+  TempDir dir;
+  WriteRankFile(dir / RankFileName(5), MakeIdentity("run1", 5, 1000));
+  auto run = OpenRun(dir.path());
+  ASSERT_TRUE(run.ok()) << run.status().message();
+  EXPECT_EQ(run->missing_ranks.size(), 999u);
+  ASSERT_EQ(run->Warnings().size(), 1u);
+  EXPECT_NE(run->Warnings()[0].find("rank(s) 0-4, 6-999 of world size 1000"), std::string::npos)
+      << run->Warnings()[0];
+}
+
 TEST(RunDir, SingleFileIsARunOfOne) {
   TempDir dir;
   WriteRankFile(dir / RankFileName(1), MakeIdentity("run1", 1, 2));
@@ -99,7 +111,7 @@ TEST(RunDir, FilesOfTwoRuns) {
   WriteRankFile(dir / RankFileName(0), MakeIdentity("run-a", 0, 2));
   WriteRankFile(dir / RankFileName(1), MakeIdentity("run-b", 1, 2));
   ExpectRunError(dir.path(), StatusCode::kInconsistent, "rank files of two different runs");
-  ExpectRunError(dir.path(), StatusCode::kInconsistent, "rank-1.sqlite: belongs to run run-b");
+  ExpectRunError(dir.path(), StatusCode::kInconsistent, "rank-1.sqlite: belongs to run 'run-b'");
 }
 
 TEST(RunDir, FileNameDisagreesWithRecordedRank) {
