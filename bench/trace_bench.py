@@ -32,7 +32,8 @@ def main() -> int:
         try:
             subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
         except (OSError, subprocess.CalledProcessError) as error:
-            print(f"trace_bench.py: running {args.binary} failed: {error}", file=sys.stderr)
+            print(f"trace_bench.py: running {args.binary} failed: {error} "
+                  "(build it first: cmake --preset release && cmake --build --preset release)", file=sys.stderr)
             return 2
         report = json.load(open(out.name))
 
