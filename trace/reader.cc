@@ -21,8 +21,8 @@ namespace rankscope::trace {
 namespace fs = std::filesystem;
 
 const std::string& RankTrace::str(StringId id) const {
-  static const std::string empty;
-  return id < strings.size() ? strings[id] : empty;
+  static const auto* const empty = new std::string();  // never destroyed
+  return id < strings.size() ? strings[id] : *empty;
 }
 
 const Lane* RankTrace::lane(LaneId id) const {

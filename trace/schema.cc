@@ -147,8 +147,10 @@ std::string TableDef::InsertSql() const {
 }
 
 const std::vector<TableDef>& SchemaTables() {
-  static const std::vector<TableDef> tables = BuildTables();
-  return tables;
+  // Never destroyed: the collector closes its file from a library destructor, after
+  // function-local statics constructed later are already gone.
+  static const auto* const tables = new std::vector<TableDef>(BuildTables());
+  return *tables;
 }
 
 const TableDef* FindTable(std::string_view name) {
@@ -182,7 +184,7 @@ std::string IndexDdl() {
 }
 
 const std::vector<EnumValue>& EnumValues() {
-  static const std::vector<EnumValue> values = {
+  static const auto* const values = new std::vector<EnumValue>{  // never destroyed, as above
       {"lane_kind", 1, "gpu_stream"}, {"lane_kind", 2, "cpu_thread"},
       {"lane_kind", 3, "communicator"}, {"lane_kind", 4, "counter"},
       {"lane_role", 0, "none"}, {"lane_role", 1, "compute"}, {"lane_role", 2, "comm"},
@@ -217,7 +219,7 @@ const std::vector<EnumValue>& EnumValues() {
       {"datatype", 9, "float64"}, {"datatype", 10, "bfloat16"}, {"datatype", 11, "float8e4m3"},
       {"datatype", 12, "float8e5m2"},
   };
-  return values;
+  return *values;
 }
 
 }  // namespace rankscope::trace

@@ -90,6 +90,7 @@ class TraceWriter::Impl {
   Status Open(const RankIdentity& identity);
   void Start() { thread_ = std::thread([this] { Run(); }); }
   Status Close();
+  Status Flush(std::chrono::milliseconds timeout);
 
   StringId Intern(std::string_view text);
   LaneId AddLane(const Lane& lane);
@@ -123,6 +124,9 @@ class TraceWriter::Impl {
   size_t queued_events_ = 0;
   bool stop_ = false;
   bool aux_pending_ = false;
+  uint64_t flush_requested_ = 0;  // Flush tickets handed out
+  uint64_t flush_done_ = 0;       // tickets whose events are committed
+  std::condition_variable flush_cv_;
   std::atomic<bool> failed_{false};
 
   // Producer side: strings, lanes, meta and drop counts waiting for the next transaction.
@@ -331,9 +335,12 @@ void TraceWriter::Impl::Run() {
   for (;;) {
     bool stopping = false;
     bool aux = false;
+    uint64_t flush_ticket = 0;
     {
       std::unique_lock lock(queue_mu_);
-      auto ready = [this] { return stop_ || aux_pending_ || !queue_.empty(); };
+      auto ready = [this] {
+        return stop_ || aux_pending_ || !queue_.empty() || flush_requested_ > flush_done_;
+      };
       if (txn_open_) {
         queue_cv_.wait_until(lock, txn_started_ + options_.commit_interval, ready);
       } else {
@@ -344,6 +351,7 @@ void TraceWriter::Impl::Run() {
       aux = aux_pending_;
       aux_pending_ = false;
       stopping = stop_;
+      if (flush_requested_ > flush_done_) flush_ticket = flush_requested_;
     }
     if (options_.writer_thread_hook) options_.writer_thread_hook();
     if (aux && error_.ok()) {
@@ -352,8 +360,14 @@ void TraceWriter::Impl::Run() {
     }
     for (const EventTables& batch : work) InsertBatch(batch);
     work.clear();
-    if (txn_open_ && (stopping || ShouldCommit(uncommitted_, Clock::now() - txn_started_, options_))) {
+    if (txn_open_ && (stopping || flush_ticket != 0 ||
+                      ShouldCommit(uncommitted_, Clock::now() - txn_started_, options_))) {
       Commit();
+    }
+    if (flush_ticket != 0) {
+      std::lock_guard lock(queue_mu_);
+      flush_done_ = flush_ticket;
+      flush_cv_.notify_all();
     }
     if (stopping) return;
   }
@@ -638,6 +652,20 @@ void TraceWriter::SetMeta(std::string_view key, std::string_view value) { impl_-
 bool TraceWriter::Submit(EventTables&& batch) { return impl_->Submit(std::move(batch)); }
 void TraceWriter::AddDrops(const DropRecord& drop) { impl_->AddDrops(drop, true); }
 Status TraceWriter::Close() { return impl_->Close(); }
+
+Status TraceWriter::Flush(std::chrono::milliseconds timeout) { return impl_->Flush(timeout); }
+
+Status TraceWriter::Impl::Flush(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(queue_mu_);
+  if (stop_) return Unavailable("the writer is closed");
+  uint64_t ticket = ++flush_requested_;
+  queue_cv_.notify_one();
+  if (!flush_cv_.wait_for(lock, timeout, [&] { return flush_done_ >= ticket; })) {
+    return Unavailable(fmt::format("flush did not finish within {} ms", timeout.count()));
+  }
+  if (failed_.load()) return IoError("the writer failed; see Close() for the cause");
+  return Status::Ok();
+}
 WriterStats TraceWriter::stats() const { return impl_->Stats(); }
 const fs::path& TraceWriter::path() const { return impl_->path(); }
 

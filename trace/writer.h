@@ -69,6 +69,10 @@ class TraceWriter {
   // Thread-safe: adds `drop.count` lost events of an outside source (e.g. CUPTI).
   void AddDrops(const DropRecord& drop);
 
+  // Blocks until every batch submitted before the call is committed, or `timeout`
+  // passes. Thread-safe; for flush points (signals, exec) where the process may not return.
+  Status Flush(std::chrono::milliseconds timeout);
+
   // Flushes everything, records the end calibration, and closes the file. Returns the
   // first error the writer met, if any. Later Submit calls drop their batches.
   Status Close();
