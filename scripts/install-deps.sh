@@ -8,6 +8,8 @@ packages=(
   cmake ninja-build g++ ccache pkg-config python3
   libsqlite3-dev   # trace store
   libfmt-dev       # formatting
+  libcli11-dev     # command line
+  nlohmann-json3-dev # JSON
   libgtest-dev     # tests
   libbenchmark-dev # bench/
 )

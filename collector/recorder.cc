@@ -1,0 +1,716 @@
+#include "collector/recorder.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <bit>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <unordered_map>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "trace/rank_meta.h"
+#include "trace/run_dir.h"
+#include "trace/writer.h"
+
+namespace rankscope::collector {
+namespace {
+
+constexpr size_t kMaxPieces = 8;
+constexpr size_t kMaxPieceBytes = 4096;
+constexpr size_t kMaxTextBytes = 4096;
+constexpr size_t kDomainSlots = 8;
+// Events handed to the writer but not yet committed, beyond which the drain thread leaves
+// records in the thread buffers; half the writer's default queue, so Submit never refuses.
+constexpr uint64_t kMaxWriterBacklog = 512 * 1024;
+constexpr size_t kMaxRecordsPerPass = 256 * 1024;
+
+// The fixed part of every record in a thread buffer; text and payload pieces follow.
+struct RecordHeader {
+  uint32_t size = 0;  // whole record, unpadded; ThreadBuffer reads it first
+  RecordKind kind = RecordKind::kMark;
+  trace::PayloadKind payload_kind = trace::PayloadKind::kNone;
+  uint8_t has_registered = 0;
+  uint8_t piece_count = 0;
+  uint32_t depth = 0;
+  uint32_t category = 0;
+  uint32_t color = 0;
+  uint32_t text_size = 0;
+  uint64_t ticks = 0;
+  const NvtxDomain* domain = nullptr;
+  const NvtxString* registered = nullptr;
+  uint64_t payload_bits = 0;
+  uint64_t value = 0;
+};
+static_assert(sizeof(RecordHeader) == 64);
+
+struct PieceHeader {
+  uint64_t schema_id = 0;
+  uint32_t size = 0;
+  uint32_t padded = 0;
+};
+
+struct DomainDepth {
+  const NvtxDomain* domain;
+  uint32_t depth;
+};
+
+// Per-thread slot. Trivial, so access needs no TLS guard; initial-exec keeps it one
+// instruction away (the library is preloaded, so static TLS is available).
+struct ThreadSlot {
+  uint64_t generation;
+  ThreadBuffer* buffer;
+  DomainDepth depths[kDomainSlots];
+};
+thread_local ThreadSlot tls_slot __attribute__((tls_model("initial-exec")));
+
+std::atomic<uint64_t> g_recorder_generation{0};
+
+uint32_t& DepthOf(const NvtxDomain* domain) {
+  for (DomainDepth& slot : tls_slot.depths) {
+    if (slot.domain == domain) return slot.depth;
+    if (slot.domain == nullptr) {
+      slot.domain = domain;
+      slot.depth = 0;
+      return slot.depth;
+    }
+  }
+  return tls_slot.depths[kDomainSlots - 1].depth;  // shared by domains beyond the slots
+}
+
+pthread_key_t g_exit_key;
+pthread_once_t g_exit_key_once = PTHREAD_ONCE_INIT;
+void MarkBufferExited(void* buffer) { static_cast<ThreadBuffer*>(buffer)->MarkExited(); }
+void CreateExitKey() { pthread_key_create(&g_exit_key, &MarkBufferExited); }
+
+int64_t CurrentTid() { return static_cast<int64_t>(syscall(SYS_gettid)); }
+
+// The name the thread had at its first event; "thread <tid>" if it had none.
+std::string ThreadNameOf(const ThreadBuffer& buffer) {
+  std::string name = buffer.name();
+  return name.empty() ? fmt::format("thread {}", buffer.tid()) : name;
+}
+
+trace::Payload ToPayload(trace::PayloadKind kind, uint64_t bits) {
+  trace::Payload payload;
+  payload.kind = kind;
+  switch (kind) {
+    case trace::PayloadKind::kDouble: payload.real_value = std::bit_cast<double>(bits); break;
+    case trace::PayloadKind::kFloat:
+      payload.real_value = std::bit_cast<float>(static_cast<uint32_t>(bits));
+      break;
+    case trace::PayloadKind::kInt32:
+      payload.int_value = static_cast<int32_t>(static_cast<uint32_t>(bits));
+      break;
+    case trace::PayloadKind::kUint32: payload.int_value = static_cast<uint32_t>(bits); break;
+    default: payload.int_value = static_cast<int64_t>(bits); break;
+  }
+  return payload;
+}
+
+}  // namespace
+
+// ---- drain-thread state ----------------------------------------------------------------
+
+struct OpenRange {
+  int64_t start_ns = 0;
+  uint32_t depth = 0;
+  trace::LaneId lane = trace::kNoLane;
+  trace::StringId name = trace::kEmptyString;
+  const NvtxDomain* domain = nullptr;
+  uint32_t category = 0;
+  uint32_t color = 0;
+  trace::Payload payload;
+  std::vector<std::pair<uint64_t, std::vector<std::byte>>> pieces;  // schema id, bytes
+};
+
+struct Recorder::DrainState {
+  explicit DrainState(ClockSource source) : clock(source) {}
+  TickConverter clock;
+  std::unique_ptr<trace::TraceWriter> writer;
+  bool writer_failed = false;
+  trace::EventTables batch;
+  struct ThreadState {
+    int64_t tid = 0;
+    trace::LaneId lane = trace::kNoLane;
+    std::map<const NvtxDomain*, std::vector<OpenRange>> stacks;
+  };
+  std::unordered_map<uint64_t, ThreadState> threads;  // by buffer serial
+  std::unordered_map<uint64_t, OpenRange> started;     // start/end ranges by id
+  struct PendingEnd {
+    int64_t end_ns;
+    trace::LaneId lane;
+    std::vector<std::pair<uint64_t, std::vector<std::byte>>> pieces;
+  };
+  std::unordered_map<uint64_t, PendingEnd> pending_ends;  // ends drained before their start
+  std::unordered_map<int64_t, std::string> thread_names;  // from nvtxNameOsThread
+  std::unordered_map<const NvtxString*, trace::StringId> registered_ids;
+  std::unordered_map<const NvtxDomain*, trace::StringId> domain_ids;
+  RecorderStats stats;
+  uint64_t reported_drops = 0;
+};
+
+Recorder::Recorder(RecorderOptions options)
+    : options_(std::move(options)),
+      generation_(g_recorder_generation.fetch_add(1) + 1),
+      registry_(options_.config.trace),
+      buffers_(options_.config.buffer_bytes),
+      clock_source_(ChooseClockSource(options_.config.clock_override)),
+      drain_(std::make_unique<DrainState>(clock_source_)) {
+  pthread_once(&g_exit_key_once, &CreateExitKey);
+  drain_->clock.Calibrate();
+  drain_thread_ = std::thread([this] {
+    // Process-directed signals must reach an application thread, whose handler then
+    // waits for this one.
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, nullptr);
+    DrainLoop();
+  });
+}
+
+Recorder::~Recorder() {
+  if (abandoned_) return;
+  (void)Close(EndReason::kExit);
+  // The buffers go with us; this thread's exit must not mark a freed one. (The injected
+  // recorder is never destroyed; this is for recorders with a scope, as in tests.)
+  if (tls_slot.generation == generation_) {
+    pthread_setspecific(g_exit_key, nullptr);
+    tls_slot = ThreadSlot{};
+  }
+}
+
+// ---- application threads ---------------------------------------------------------------
+
+ThreadBuffer* Recorder::BufferForThisThread() {
+  if (tls_slot.generation == generation_) return tls_slot.buffer;
+  char name[16] = {};
+  prctl(PR_GET_NAME, name);  // now: the thread may be gone when the drain thread looks
+  ThreadBuffer* buffer = buffers_.Register(CurrentTid(), name);
+  tls_slot = ThreadSlot{generation_, buffer, {}};
+  if (buffer != nullptr) pthread_setspecific(g_exit_key, buffer);
+  return buffer;
+}
+
+bool Recorder::Append(const EventDraft& draft, RecordKind kind, uint32_t depth) {
+  ThreadBuffer* buffer = BufferForThisThread();
+  if (buffer == nullptr) return false;
+  RecordHeader header;
+  header.kind = kind;
+  header.payload_kind = draft.payload_kind;
+  header.depth = depth;
+  header.category = draft.category;
+  header.color = draft.color;
+  header.domain = draft.domain;
+  header.registered = draft.registered;
+  header.payload_bits = draft.payload_bits;
+  header.value = draft.value;
+  std::string_view text = draft.text.substr(0, kMaxTextBytes);
+  header.text_size = static_cast<uint32_t>(text.size());
+  size_t piece_count = std::min(draft.pieces.size(), kMaxPieces);
+  header.piece_count = static_cast<uint8_t>(piece_count);
+
+  std::array<PieceHeader, kMaxPieces> piece_headers;
+  std::array<std::span<const std::byte>, 2 + 3 * kMaxPieces> parts;
+  static constexpr std::byte kZeros[8] = {};
+  size_t part_count = 0, size = sizeof(RecordHeader) + text.size();
+  parts[part_count++] = std::as_bytes(std::span(&header, 1));
+  parts[part_count++] = std::as_bytes(std::span(text.data(), text.size()));
+  // Pieces start 8-aligned after the text so the drain thread can read them in place.
+  size_t text_pad = (8 - size % 8) % 8;
+  if (piece_count > 0) {
+    parts[part_count++] = std::span(kZeros, text_pad);
+    size += text_pad;
+  }
+  for (size_t i = 0; i < piece_count; ++i) {
+    const PayloadPiece& piece = draft.pieces[i];
+    size_t bytes = std::min(piece.bytes.size(), kMaxPieceBytes);
+    size_t padded = (bytes + 7) & ~size_t{7};
+    piece_headers[i] = {piece.schema_id, static_cast<uint32_t>(bytes), static_cast<uint32_t>(padded)};
+    parts[part_count++] = std::as_bytes(std::span(&piece_headers[i], 1));
+    parts[part_count++] = piece.bytes.first(bytes);
+    parts[part_count++] = std::span(kZeros, padded - bytes);
+    size += sizeof(PieceHeader) + padded;
+  }
+  header.size = static_cast<uint32_t>(size);
+  header.ticks = ReadTicks(clock_source_);
+  return buffer->Append(std::span(parts.data(), part_count));
+}
+
+int Recorder::Push(const EventDraft& draft) {
+  if (!recording()) return -1;
+  BufferForThisThread();  // a thread's first event resets its slot, depths included
+  uint32_t& depth = DepthOf(draft.domain);
+  uint32_t level = depth++;
+  Append(draft, RecordKind::kPush, depth);
+  return static_cast<int>(level);
+}
+
+int Recorder::Pop(const NvtxDomain* domain, std::span<const PayloadPiece> pieces) {
+  if (!recording()) return -1;
+  BufferForThisThread();
+  uint32_t& depth = DepthOf(domain);
+  if (depth == 0) return -1;
+  EventDraft draft;
+  draft.domain = domain;
+  draft.pieces = pieces;
+  Append(draft, RecordKind::kPop, depth);
+  return static_cast<int>(--depth);
+}
+
+uint64_t Recorder::Start(const EventDraft& draft) {
+  uint64_t id = next_range_id_.fetch_add(1, std::memory_order_relaxed);
+  if (!recording()) return id;
+  EventDraft copy = draft;
+  copy.value = id;
+  Append(copy, RecordKind::kStart, 0);
+  return id;
+}
+
+void Recorder::End(const NvtxDomain* domain, uint64_t range_id,
+                   std::span<const PayloadPiece> pieces) {
+  if (!recording()) return;
+  EventDraft draft;
+  draft.domain = domain;
+  draft.value = range_id;
+  draft.pieces = pieces;
+  Append(draft, RecordKind::kEnd, 0);
+}
+
+void Recorder::Mark(const EventDraft& draft) {
+  if (recording()) Append(draft, RecordKind::kMark, 0);
+}
+
+void Recorder::NameThread(int64_t tid, std::string_view name) {
+  if (!recording()) return;
+  EventDraft draft;
+  draft.text = name;
+  draft.value = static_cast<uint64_t>(tid);
+  Append(draft, RecordKind::kNameThread, 0);
+}
+
+// ---- drain thread ----------------------------------------------------------------------
+
+void Recorder::DrainLoop() {
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    wake_.wait_for(lock, options_.drain_interval,
+                   [&] { return close_requested_ || flush_requested_ > flush_done_; });
+    bool closing = close_requested_;
+    EndReason reason = close_reason_;
+    int close_signal = close_signal_;
+    uint64_t flush_ticket = flush_requested_;
+    int signal_request = signal_request_.exchange(0);
+    uint64_t signal_seq = signal_request_seq_.load();
+    lock.unlock();
+
+    if (closing || signal_request == 2) {
+      Status status = signal_request == 2 && !closing ? Finish(EndReason::kSignal, signal_number_.load())
+                                                      : Finish(reason, close_signal);
+      lock.lock();
+      close_status_ = status;
+      closed_ = true;
+      flush_done_ = flush_requested_;
+      flushed_.notify_all();
+      lock.unlock();
+      signal_done_seq_.store(signal_seq);
+      return;
+    }
+    DrainPass(/*final=*/false);
+    if ((flush_ticket > flush_done_ || signal_request == 1) && drain_->writer) {
+      (void)drain_->writer->Flush(std::chrono::seconds(10));
+    }
+    if (signal_request != 0) signal_done_seq_.store(signal_seq);
+    lock.lock();
+    flush_done_ = flush_ticket;
+    flushed_.notify_all();
+  }
+}
+
+void Recorder::EnsureWriter() {
+  DrainState& d = *drain_;
+  if (d.writer || d.writer_failed) return;
+  const CollectorConfig& config = options_.config;
+  trace::RankIdentity identity;
+  identity.run_id = config.run_id;
+  identity.rank = config.rank.rank;
+  identity.world_size = config.rank.world_size;
+  identity.local_rank = config.rank.local_rank;
+  identity.host = options_.host;
+  identity.pid = options_.pid;
+  identity.command_line = options_.command_line;
+  std::filesystem::path dir(config.run_dir);
+  std::filesystem::path path = identity.rank ? dir / trace::RankFileName(*identity.rank)
+                                             : dir / trace::UnknownRankFileName(options_.pid);
+  auto created = trace::TraceWriter::Create(path, identity);
+  if (!created.ok() && identity.rank && created.status().code() == StatusCode::kAlreadyExists) {
+    // Another process of this rank (a wrapper's child, a subprocess) claimed the file first.
+    std::fprintf(stderr, "rankscope: %s is taken; pid %lld records as rank-unknown\n",
+                 path.filename().c_str(), static_cast<long long>(options_.pid));
+    identity.rank.reset();
+    identity.world_size.reset();
+    identity.local_rank.reset();
+    path = dir / trace::UnknownRankFileName(options_.pid);
+    created = trace::TraceWriter::Create(path, identity);
+    if (created.ok()) (*created)->SetMeta("collector.claimed_rank", std::to_string(*config.rank.rank));
+  }
+  if (!created.ok()) {
+    std::fprintf(stderr, "rankscope: recording off: %s\n", created.status().message().c_str());
+    d.writer_failed = true;
+    recording_.store(false);
+    return;
+  }
+  d.writer = std::move(*created);
+  d.writer->SetMeta("collector.clock", ClockSourceName(clock_source_));
+  d.writer->SetMeta("collector.rank_source", config.rank.source.empty() ? "none" : config.rank.source);
+  std::string trace_items;
+  for (auto [on, name] : {std::pair{config.trace.nvtx, "nvtx"}, std::pair{config.trace.cuda, "cuda"},
+                          std::pair{config.trace.nccl, "nccl"}}) {
+    if (on) trace_items += trace_items.empty() ? name : std::string(",") + name;
+  }
+  d.writer->SetMeta("collector.trace", trace_items);
+  std::lock_guard lock(mutex_);
+  file_path_ = path;
+}
+
+void Recorder::DrainPass(bool final) {
+  DrainState& d = *drain_;
+  auto backlogged = [&] {
+    if (!d.writer) return false;
+    trace::WriterStats stats = d.writer->stats();
+    return stats.events_submitted - stats.events_committed > kMaxWriterBacklog;
+  };
+  for (;;) {
+    if (backlogged()) {
+      if (!final) return;
+      auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+      while (backlogged() && std::chrono::steady_clock::now() < give_up) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    }
+    size_t drained = DrainOnce(kMaxRecordsPerPass);
+    if (!final || drained < kMaxRecordsPerPass) return;
+  }
+}
+
+size_t Recorder::DrainOnce(size_t max_records) {
+  DrainState& d = *drain_;
+  size_t drained = 0;
+  d.clock.Calibrate();
+  std::vector<ThreadBuffer*> exited;
+  auto intern_domain = [&](const NvtxDomain* domain) -> trace::StringId {
+    if (domain == nullptr || domain->name.empty()) return trace::kEmptyString;
+    auto [it, added] = d.domain_ids.try_emplace(domain, trace::kEmptyString);
+    if (added) it->second = d.writer->Intern(domain->name);
+    return it->second;
+  };
+  auto read_pieces = [](const RecordHeader& header, std::span<const std::byte> record) {
+    std::vector<std::pair<uint64_t, std::vector<std::byte>>> pieces;
+    size_t offset = (sizeof(RecordHeader) + header.text_size + 7) & ~size_t{7};
+    for (int i = 0; i < header.piece_count && offset + sizeof(PieceHeader) <= record.size(); ++i) {
+      PieceHeader piece;
+      std::memcpy(&piece, record.data() + offset, sizeof(piece));
+      offset += sizeof(PieceHeader);
+      if (offset + piece.size > record.size()) break;
+      auto bytes = record.subspan(offset, piece.size);
+      pieces.emplace_back(piece.schema_id, std::vector<std::byte>(bytes.begin(), bytes.end()));
+      offset += piece.padded;
+    }
+    return pieces;
+  };
+  auto args_of = [&](const NvtxDomain* domain,
+                     const std::vector<std::pair<uint64_t, std::vector<std::byte>>>& pieces,
+                     bool unfinished) -> trace::StringId {
+    std::vector<PayloadPiece> views;
+    for (const auto& [schema, bytes] : pieces) views.push_back({schema, bytes});
+    std::string json = PayloadsToJson(registry_, domain, views, unfinished);
+    return json.empty() ? trace::kEmptyString : d.writer->Intern(json);
+  };
+  auto emit_range = [&](OpenRange& range, int64_t end_ns, trace::LaneId end_lane,
+                        trace::NvtxRangeStyle style, bool unfinished) {
+    trace::NvtxRangeEvent event;
+    event.lane = range.lane;
+    event.start_ns = range.start_ns;
+    event.end_ns = std::max(end_ns, range.start_ns);
+    event.name = range.name;
+    event.domain = intern_domain(range.domain);
+    event.category = range.category;
+    event.color = range.color;
+    event.payload = range.payload;
+    event.args = args_of(range.domain, range.pieces, unfinished);
+    event.style = style;
+    event.end_lane = end_lane != range.lane ? end_lane : trace::kNoLane;
+    d.batch.nvtx_ranges.push_back(event);
+    if (unfinished) ++d.stats.unfinished;
+  };
+
+  for (ThreadBuffer* buffer : buffers_.Snapshot()) {
+    bool was_exited = buffer->exited();
+    d.stats.buffer_drops += buffer->TakeDrops();
+    DrainState::ThreadState* thread = nullptr;
+    if (drained == max_records) break;
+    drained += buffer->Drain([&](std::span<const std::byte> record) {
+      ++d.stats.records;
+      if (record.size() < sizeof(RecordHeader)) return;
+      RecordHeader header;
+      std::memcpy(&header, record.data(), sizeof(header));
+      EnsureWriter();
+      if (!d.writer) return;
+      if (thread == nullptr) {
+        thread = &d.threads[buffer->serial()];
+        if (thread->lane == trace::kNoLane) {
+          thread->tid = buffer->tid();
+          auto named = d.thread_names.find(thread->tid);
+          trace::Lane lane;
+          lane.kind = trace::LaneKind::kCpuThread;
+          lane.pid = options_.pid;
+          lane.tid = thread->tid;
+          lane.name = named != d.thread_names.end() ? named->second : ThreadNameOf(*buffer);
+          thread->lane = d.writer->AddLane(lane);
+        }
+      }
+      int64_t ts = d.clock.ToRealtimeNs(header.ticks);
+      std::string_view text(reinterpret_cast<const char*>(record.data()) + sizeof(RecordHeader),
+                            std::min<size_t>(header.text_size, record.size() - sizeof(RecordHeader)));
+      auto name_id = [&]() -> trace::StringId {
+        if (header.registered != nullptr) {
+          auto [it, added] = d.registered_ids.try_emplace(header.registered, trace::kEmptyString);
+          if (added) it->second = d.writer->Intern(header.registered->text);
+          return it->second;
+        }
+        return d.writer->Intern(text);
+      };
+      auto open_range = [&]() {
+        OpenRange range;
+        range.start_ns = ts;
+        range.depth = header.depth;
+        range.lane = thread->lane;
+        range.name = name_id();
+        range.domain = header.domain;
+        range.category = header.category;
+        range.color = header.color;
+        range.payload = ToPayload(header.payload_kind, header.payload_bits);
+        range.pieces = read_pieces(header, record);
+        return range;
+      };
+      switch (header.kind) {
+        case RecordKind::kPush:
+          thread->stacks[header.domain].push_back(open_range());
+          break;
+        case RecordKind::kPop: {
+          auto& stack = thread->stacks[header.domain];
+          // Ranges above the popped level lost their pops (full buffer): end them here.
+          while (!stack.empty() && stack.back().depth > header.depth) {
+            emit_range(stack.back(), ts, thread->lane, trace::NvtxRangeStyle::kPushPop, true);
+            stack.pop_back();
+          }
+          if (stack.empty() || stack.back().depth != header.depth) {
+            ++d.stats.unmatched_ends;  // its push was lost
+            break;
+          }
+          OpenRange& range = stack.back();
+          for (auto& piece : read_pieces(header, record)) range.pieces.push_back(std::move(piece));
+          emit_range(range, ts, thread->lane, trace::NvtxRangeStyle::kPushPop, false);
+          stack.pop_back();
+          break;
+        }
+        case RecordKind::kStart: {
+          OpenRange range = open_range();
+          auto ended = d.pending_ends.find(header.value);
+          if (ended != d.pending_ends.end()) {
+            for (auto& piece : ended->second.pieces) range.pieces.push_back(std::move(piece));
+            emit_range(range, ended->second.end_ns, ended->second.lane,
+                       trace::NvtxRangeStyle::kStartEnd, false);
+            d.pending_ends.erase(ended);
+          } else {
+            d.started.emplace(header.value, std::move(range));
+          }
+          break;
+        }
+        case RecordKind::kEnd: {
+          auto started = d.started.find(header.value);
+          if (started == d.started.end()) {
+            d.pending_ends[header.value] = {ts, thread->lane, read_pieces(header, record)};
+            break;
+          }
+          for (auto& piece : read_pieces(header, record)) started->second.pieces.push_back(std::move(piece));
+          emit_range(started->second, ts, thread->lane, trace::NvtxRangeStyle::kStartEnd, false);
+          d.started.erase(started);
+          break;
+        }
+        case RecordKind::kMark: {
+          trace::NvtxMarkEvent mark;
+          mark.lane = thread->lane;
+          mark.start_ns = mark.end_ns = ts;
+          mark.name = name_id();
+          mark.domain = intern_domain(header.domain);
+          mark.category = header.category;
+          mark.color = header.color;
+          mark.payload = ToPayload(header.payload_kind, header.payload_bits);
+          mark.args = args_of(header.domain, read_pieces(header, record), false);
+          d.batch.nvtx_marks.push_back(mark);
+          break;
+        }
+        case RecordKind::kNameThread: {
+          auto tid = static_cast<int64_t>(header.value);
+          d.thread_names[tid] = std::string(text);
+          for (auto& [serial, state] : d.threads) {
+            if (state.tid != tid || state.lane == trace::kNoLane) continue;
+            trace::Lane lane;
+            lane.kind = trace::LaneKind::kCpuThread;
+            lane.pid = options_.pid;
+            lane.tid = tid;
+            lane.name = std::string(text);
+            d.writer->AddLane(lane);
+          }
+          break;
+        }
+      }
+    }, max_records - drained);
+    // An exited thread's buffer goes once it was seen exited before a drain that emptied it.
+    if (was_exited && drained < max_records) exited.push_back(buffer);
+  }
+  buffers_.Remove(exited);
+  if (d.writer) {
+    if (d.stats.buffer_drops > d.reported_drops) {
+      d.writer->AddDrops(trace::DropRecord{"nvtx", "thread buffer full", -1, 0, 0,
+                                           d.stats.buffer_drops - d.reported_drops});
+      d.reported_drops = d.stats.buffer_drops;
+    }
+    if (!d.batch.empty()) {
+      d.writer->Submit(std::move(d.batch));
+      d.batch = trace::EventTables{};
+    }
+  }
+  return drained;
+}
+
+Status Recorder::Finish(EndReason reason, int signal_number) {
+  recording_.store(false);
+  DrainState& d = *drain_;
+  DrainPass(/*final=*/true);
+  // A ranked process leaves its file even when it recorded nothing; a process about to
+  // exec leaves the claim to its next image instead.
+  if (!d.writer && options_.config.rank.rank && reason != EndReason::kExec) EnsureWriter();
+  Status status;
+  if (d.writer) {
+    int64_t now = RealtimeNowNs();
+    // Ranges still open: written with the close time as their end, flagged unfinished.
+    trace::EventTables tail;
+    std::swap(tail, d.batch);
+    auto flush_open = [&](OpenRange& range, trace::NvtxRangeStyle style) {
+      trace::NvtxRangeEvent event;
+      event.lane = range.lane;
+      event.start_ns = range.start_ns;
+      event.end_ns = std::max(now, range.start_ns);
+      event.name = range.name;
+      event.domain = range.domain == nullptr || range.domain->name.empty()
+                         ? trace::kEmptyString
+                         : d.writer->Intern(range.domain->name);
+      event.category = range.category;
+      event.color = range.color;
+      event.payload = range.payload;
+      std::vector<PayloadPiece> views;
+      for (const auto& [schema, bytes] : range.pieces) views.push_back({schema, bytes});
+      event.args = d.writer->Intern(PayloadsToJson(registry_, range.domain, views, true));
+      event.style = style;
+      tail.nvtx_ranges.push_back(event);
+      ++d.stats.unfinished;
+    };
+    for (auto& [serial, thread] : d.threads) {
+      for (auto& [domain, stack] : thread.stacks) {
+        for (OpenRange& range : stack) flush_open(range, trace::NvtxRangeStyle::kPushPop);
+      }
+    }
+    for (auto& [id, range] : d.started) flush_open(range, trace::NvtxRangeStyle::kStartEnd);
+    d.stats.unmatched_ends += d.pending_ends.size();
+    if (!tail.empty()) d.writer->Submit(std::move(tail));
+    for (const auto& [domain, category, name] : registry_.Categories()) {
+      d.writer->SetMeta(fmt::format("nvtx.category.{}.{}", domain, category), name);
+    }
+    std::string ended_by = reason == EndReason::kExec     ? "exec"
+                           : reason == EndReason::kSignal ? fmt::format("signal {}", signal_number)
+                                                          : "exit";
+    d.writer->SetMeta("collector.ended_by", ended_by);
+    d.writer->SetMeta("collector.records", std::to_string(d.stats.records));
+    d.writer->SetMeta("collector.unmatched_ends", std::to_string(d.stats.unmatched_ends));
+    d.writer->SetMeta("collector.unfinished_ranges", std::to_string(d.stats.unfinished));
+    d.writer->SetMeta("collector.tsc_hz", fmt::format("{:.0f}", d.clock.TicksPerSecond()));
+    status = d.writer->Close();
+    if (!status.ok()) std::fprintf(stderr, "rankscope: closing the trace: %s\n", status.message().c_str());
+  }
+  return status;
+}
+
+// ---- flush points ----------------------------------------------------------------------
+
+Status Recorder::Flush(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mutex_);
+  if (closed_) return Unavailable("the recorder is closed");
+  uint64_t ticket = ++flush_requested_;
+  wake_.notify_one();
+  if (!flushed_.wait_for(lock, timeout, [&] { return flush_done_ >= ticket || closed_; })) {
+    return Unavailable(fmt::format("flush did not finish within {} ms", timeout.count()));
+  }
+  return Status::Ok();
+}
+
+Status Recorder::Close(EndReason reason, int signal_number) {
+  {
+    std::lock_guard lock(mutex_);
+    if (!close_requested_) {
+      close_requested_ = true;
+      close_reason_ = reason;
+      close_signal_ = signal_number;
+    }
+    wake_.notify_one();
+  }
+  if (drain_thread_.joinable() && drain_thread_.get_id() != std::this_thread::get_id()) {
+    drain_thread_.join();
+  }
+  std::lock_guard lock(mutex_);
+  return close_status_;
+}
+
+void Recorder::FlushFromSignal(bool close, int signal_number, std::chrono::milliseconds timeout) {
+  uint64_t seq = signal_request_seq_.fetch_add(1) + 1;
+  signal_number_.store(signal_number);
+  int expected = 0;
+  if (!signal_request_.compare_exchange_strong(expected, close ? 2 : 1) && close) {
+    signal_request_.store(2);
+  }
+  // No notify: condition variables are not async-signal-safe. The drain thread polls at
+  // its interval.
+  timespec pause{0, 1'000'000};
+  for (auto waited = std::chrono::milliseconds(0); waited < timeout; waited += std::chrono::milliseconds(1)) {
+    if (signal_done_seq_.load() >= seq) return;
+    nanosleep(&pause, nullptr);
+  }
+}
+
+void Recorder::AbandonAfterFork() {
+  recording_.store(false);
+  abandoned_ = true;
+  // The drain thread does not exist in the child. Forget its handle without destroying
+  // it (a joinable std::thread would terminate); the parent owns the file.
+  new (&drain_thread_) std::thread();
+}
+
+std::filesystem::path Recorder::file_path() {
+  std::lock_guard lock(mutex_);
+  return file_path_;
+}
+
+RecorderStats Recorder::stats() {
+  std::lock_guard lock(mutex_);
+  return closed_ ? drain_->stats : RecorderStats{};
+}
+
+}  // namespace rankscope::collector

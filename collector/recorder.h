@@ -1,0 +1,153 @@
+// The recorder: what NVTX handlers (and later CUPTI and the NCCL plugin) call on the
+// application's threads, and the drain thread that turns raw per-thread records into trace
+// events and hands them to the rank's TraceWriter.
+//
+// Application threads only copy a record into their own buffer (no locks, no I/O, no
+// allocation after the first event of a thread). Everything else happens on the drain
+// thread: clock conversion, range matching, string interning, payload decoding, and
+// creating the rank file, which happens at the first event (or at exit, for a ranked
+// process that recorded nothing), so launchers and shells that record nothing leave no
+// files behind.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <string_view>
+#include <thread>
+
+#include "base/status.h"
+#include "collector/fast_clock.h"
+#include "collector/nvtx_registry.h"
+#include "collector/payload_decoder.h"
+#include "collector/rank_env.h"
+#include "collector/thread_buffer.h"
+#include "trace/events.h"
+
+namespace rankscope::trace {
+class TraceWriter;
+}
+
+namespace rankscope::collector {
+
+enum class RecordKind : uint8_t {
+  kPush = 1, kPop = 2, kStart = 3, kEnd = 4, kMark = 5, kNameThread = 6,
+};
+
+// What a handler knows about one event. Text and payload bytes are borrowed: Record
+// copies them before returning.
+struct EventDraft {
+  RecordKind kind = RecordKind::kMark;
+  const NvtxDomain* domain = nullptr;
+  std::string_view text{};                // inline message (ASCII or UTF-8)
+  const NvtxString* registered = nullptr; // registered-string message
+  uint32_t category = 0;
+  uint32_t color = 0;                     // ARGB; 0 = none
+  trace::PayloadKind payload_kind = trace::PayloadKind::kNone;
+  uint64_t payload_bits = 0;              // scalar payload, by bit pattern
+  uint64_t value = 0;                     // range id (start/end), tid (thread name)
+  std::span<const PayloadPiece> pieces{}; // extended payloads
+};
+
+struct RecorderOptions {
+  CollectorConfig config;
+  std::string host;
+  int64_t pid = 0;
+  std::string command_line;
+  std::chrono::milliseconds drain_interval{50};
+};
+
+struct RecorderStats {
+  uint64_t records = 0;         // records drained
+  uint64_t buffer_drops = 0;    // records refused by full buffers
+  uint64_t unmatched_ends = 0;  // pops/ends without their push/start
+  uint64_t unfinished = 0;      // ranges still open at close
+};
+
+class Recorder {
+ public:
+  enum class EndReason { kExit, kExec, kSignal };
+
+  // Starts the drain thread. The rank file is created later (see the file comment).
+  explicit Recorder(RecorderOptions options);
+  ~Recorder();  // closes with kExit if Close was not called
+  Recorder(const Recorder&) = delete;
+  Recorder& operator=(const Recorder&) = delete;
+
+  // ---- application threads (lock-free after a thread's first event) ----
+  bool recording() const { return recording_.load(std::memory_order_relaxed); }
+  // Push returns the 0-based level of the new range; Pop the level of the range it ends,
+  // or -1 when the thread has no open range in that domain.
+  int Push(const EventDraft& draft);
+  int Pop(const NvtxDomain* domain, std::span<const PayloadPiece> pieces);
+  uint64_t Start(const EventDraft& draft);  // returns the range id
+  void End(const NvtxDomain* domain, uint64_t range_id, std::span<const PayloadPiece> pieces);
+  void Mark(const EventDraft& draft);
+  void NameThread(int64_t tid, std::string_view name);
+
+  NvtxRegistry& registry() { return registry_; }
+
+  // ---- flush points ----
+  // Drains every buffer and commits it; blocks up to `timeout`.
+  Status Flush(std::chrono::milliseconds timeout);
+  // Final drain, end-of-run meta, and close. Idempotent; recording stops.
+  Status Close(EndReason reason, int signal_number = 0);
+  // From a signal handler: asks the drain thread to flush (or close) and waits up to
+  // `timeout` with nanosleep. Async-signal-safe on the calling side.
+  void FlushFromSignal(bool close, int signal_number, std::chrono::milliseconds timeout);
+  // In a forked child: stop without touching the parent's file or threads.
+  void AbandonAfterFork();
+
+  // The rank file, once created (empty before).
+  std::filesystem::path file_path();
+  RecorderStats stats();
+
+ private:
+  struct DrainState;
+  ThreadBuffer* BufferForThisThread();
+  bool Append(const EventDraft& draft, RecordKind kind, uint32_t depth);
+  void DrainLoop();
+  // Drains into the writer. Leaves records in the thread buffers while the writer is
+  // behind (memory is bounded by the buffer budget), except when `final`, which waits for
+  // the writer instead and drains everything.
+  void DrainPass(bool final);
+  size_t DrainOnce(size_t max_records);
+  void EnsureWriter();
+  Status Finish(EndReason reason, int signal_number);
+
+  const RecorderOptions options_;
+  const uint64_t generation_;  // tells this recorder's thread slots from an earlier one's
+  NvtxRegistry registry_;
+  BufferRegistry buffers_;
+  ClockSource clock_source_;
+  std::atomic<bool> recording_{true};
+  bool abandoned_ = false;  // forked child: never touch the drain thread or the file
+  std::atomic<uint64_t> next_range_id_{1};
+
+  std::mutex mutex_;  // guards the requests below and file_path_
+  std::condition_variable wake_;
+  bool close_requested_ = false;
+  EndReason close_reason_ = EndReason::kExit;
+  int close_signal_ = 0;
+  uint64_t flush_requested_ = 0, flush_done_ = 0;
+  std::condition_variable flushed_;
+  Status close_status_;
+  bool closed_ = false;
+  std::filesystem::path file_path_;
+
+  // Signal-handler requests: plain atomics, polled by the drain thread.
+  std::atomic<int> signal_request_{0};  // 0 none, 1 flush, 2 close
+  std::atomic<int> signal_number_{0};
+  std::atomic<uint64_t> signal_request_seq_{0}, signal_done_seq_{0};
+
+  std::unique_ptr<DrainState> drain_;  // drain thread only
+  std::thread drain_thread_;
+};
+
+}  // namespace rankscope::collector

@@ -1,0 +1,206 @@
+// The program the collector tests run under the collector. Each mode exercises one part:
+//   annotate  nested ranges in several threads and domains, marks, categories, payloads
+//   spin      records forever (until killed), printing "ready" once events are committed
+//   fork      a forked child records too; only the parent's events may appear
+//   exec-quiet / exec-busy   exec this program in mode "after-exec", without / with events first
+//   handler   installs its own SIGTERM handler before NVTX loads the collector, then waits
+#include <nvtx3/nvToolsExt.h>
+#include <nvtx3/nvToolsExtPayload.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+constexpr int kSteps = 3;
+constexpr int kWorkers = 3;
+constexpr int kWorkerIterations = 100;
+
+struct StepPayload {
+  uint64_t step;
+  uint64_t samples;
+};
+
+uint64_t RegisterStepSchema(nvtxDomainHandle_t domain) {
+  static const nvtxPayloadSchemaEntry_t entries[] = {
+      {0, NVTX_PAYLOAD_ENTRY_TYPE_UINT64, "step", nullptr, 0, offsetof(StepPayload, step), nullptr, nullptr},
+      {0, NVTX_PAYLOAD_ENTRY_TYPE_UINT64, "samples", nullptr, 0, offsetof(StepPayload, samples), nullptr, nullptr},
+  };
+  nvtxPayloadSchemaAttr_t attr{};
+  attr.fieldMask = NVTX_PAYLOAD_SCHEMA_ATTR_FIELD_NAME | NVTX_PAYLOAD_SCHEMA_ATTR_FIELD_TYPE |
+                   NVTX_PAYLOAD_SCHEMA_ATTR_FIELD_ENTRIES | NVTX_PAYLOAD_SCHEMA_ATTR_FIELD_NUM_ENTRIES |
+                   NVTX_PAYLOAD_SCHEMA_ATTR_FIELD_STATIC_SIZE;
+  attr.name = "rankscope step";
+  attr.type = NVTX_PAYLOAD_SCHEMA_TYPE_STATIC;
+  attr.entries = entries;
+  attr.numEntries = 2;
+  attr.payloadStaticSize = sizeof(StepPayload);
+  return nvtxPayloadSchemaRegister(domain, &attr);
+}
+
+void PushWithAttributes(const char* name, uint32_t category, uint32_t color, uint64_t payload) {
+  nvtxEventAttributes_t attributes{};
+  attributes.version = NVTX_VERSION;
+  attributes.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
+  attributes.category = category;
+  attributes.colorType = color != 0 ? NVTX_COLOR_ARGB : NVTX_COLOR_UNKNOWN;
+  attributes.color = color;
+  attributes.payloadType = NVTX_PAYLOAD_TYPE_UNSIGNED_INT64;
+  attributes.payload.ullValue = payload;
+  attributes.messageType = NVTX_MESSAGE_TYPE_ASCII;
+  attributes.message.ascii = name;
+  nvtxRangePushEx(&attributes);
+}
+
+int Annotate() {
+  nvtxNameOsThreadA(static_cast<uint32_t>(syscall(SYS_gettid)), "main-thread");
+  nvtxNameCategoryA(1, "compute");
+  nvtxDomainHandle_t app = nvtxDomainCreateA("app");
+  nvtxDomainNameCategoryA(app, 2, "io");
+  nvtxDomainHandle_t rankscope = nvtxDomainCreateA("rankscope");
+  nvtxStringHandle_t step_name = nvtxDomainRegisterStringA(rankscope, "step");
+  uint64_t schema = RegisterStepSchema(rankscope);
+
+  std::atomic<nvtxRangeId_t> io_wait{0};
+  nvtxRangeId_t started = nvtxRangeStartA("io-wait");  // ends on worker 0
+  io_wait.store(started);
+
+  std::vector<std::thread> workers;
+  std::atomic<int> ready{0};
+  for (int w = 0; w < kWorkers; ++w) {
+    workers.emplace_back([&, w] {
+      std::string name = "worker-" + std::to_string(w);
+      pthread_setname_np(pthread_self(), name.c_str());
+      ready.fetch_add(1);
+      for (int i = 0; i < kWorkerIterations; ++i) {
+        nvtxEventAttributes_t attributes{};
+        attributes.version = NVTX_VERSION;
+        attributes.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
+        attributes.category = 2;
+        attributes.messageType = NVTX_MESSAGE_TYPE_ASCII;
+        attributes.message.ascii = "work";
+        nvtxDomainRangePushEx(app, &attributes);
+        nvtxRangePushA("inner");
+        nvtxRangePop();
+        nvtxDomainRangePop(app);
+      }
+      if (w == 0) nvtxRangeEnd(io_wait.load());
+    });
+  }
+  for (int step = 0; step < kSteps; ++step) {
+    StepPayload payload{static_cast<uint64_t>(step), 32u * (step + 1)};
+    nvtxPayloadData_t data{schema, sizeof(payload), &payload};
+    nvtxEventAttributes_t attributes{};
+    attributes.version = NVTX_VERSION;
+    attributes.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
+    attributes.payloadType = NVTX_PAYLOAD_TYPE_EXT;
+    attributes.reserved0 = 1;
+    attributes.payload.ullValue = reinterpret_cast<uint64_t>(&data);
+    attributes.messageType = NVTX_MESSAGE_TYPE_REGISTERED;
+    attributes.message.registered = step_name;
+    nvtxDomainRangePushEx(rankscope, &attributes);
+    PushWithAttributes("forward", 1, 0xFF00FF00u, 0);
+    PushWithAttributes("matmul", 0, 0, static_cast<uint64_t>(step));
+    nvtxRangePop();
+    nvtxRangePop();
+    if (step == 1) {
+      nvtxEventAttributes_t mark{};
+      mark.version = NVTX_VERSION;
+      mark.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
+      mark.payloadType = NVTX_PAYLOAD_TYPE_INT32;
+      mark.payload.iValue = -5;
+      mark.messageType = NVTX_MESSAGE_TYPE_ASCII;
+      mark.message.ascii = "checkpoint";
+      nvtxMarkEx(&mark);
+    }
+    nvtxDomainRangePop(rankscope);
+  }
+  nvtxRangePushW(L"wide-\u00fc");
+  nvtxRangePop();
+  for (auto& worker : workers) worker.join();
+  return 0;
+}
+
+int Spin() {
+  for (long i = 0;; ++i) {
+    nvtxRangePushA("spin");
+    nvtxRangePop();
+    if (i == 1000) {
+      usleep(600 * 1000);  // past the drain interval and the writer's commit interval
+      std::printf("ready\n");
+      std::fflush(stdout);
+    }
+    if (i > 1000) usleep(100);
+  }
+}
+
+int Fork() {
+  nvtxRangePushA("parent-before");
+  nvtxRangePop();
+  pid_t child = fork();
+  if (child == 0) {
+    nvtxRangePushA("child");
+    nvtxRangePop();
+    std::exit(0);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  nvtxRangePushA("parent-after");
+  nvtxRangePop();
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
+int Exec(const char* self, bool events_first) {
+  if (events_first) {
+    nvtxRangePushA("before-exec");
+    nvtxRangePop();
+  }
+  execl(self, self, "after-exec", static_cast<char*>(nullptr));
+  std::perror("execl");
+  return 1;
+}
+
+int AfterExec() {
+  nvtxRangePushA("after-exec");
+  nvtxRangePop();
+  return 0;
+}
+
+volatile sig_atomic_t g_terminated = 0;
+void OnTerm(int) { g_terminated = 1; }
+
+int Handler() {
+  signal(SIGTERM, &OnTerm);
+  nvtxRangePushA("waiting");  // loads the collector (not preloaded in this mode)
+  std::printf("ready\n");
+  std::fflush(stdout);
+  while (!g_terminated) usleep(1000);
+  nvtxRangePop();
+  return 3;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string mode = argc > 1 ? argv[1] : "annotate";
+  if (mode == "annotate") return Annotate();
+  if (mode == "spin") return Spin();
+  if (mode == "fork") return Fork();
+  if (mode == "exec-quiet") return Exec(argv[0], false);
+  if (mode == "exec-busy") return Exec(argv[0], true);
+  if (mode == "after-exec") return AfterExec();
+  if (mode == "handler") return Handler();
+  std::fprintf(stderr, "unknown mode %s\n", mode.c_str());
+  return 2;
+}
