@@ -364,3 +364,37 @@ TEST(EndToEnd, BadRankVariableTurnsRecordingOffWithOneLine) {
 
 }  // namespace
 }  // namespace rankscope::collector
+
+#ifdef RANKSCOPE_CLI
+namespace rankscope::collector {
+namespace {
+
+TEST(EndToEnd, ProfileCommandRecordsEveryLocalRank) {
+  TempDir dir;
+  std::string run = (dir / "run").string();
+  std::string command = std::string(RANKSCOPE_CLI) + " profile -o " + run + " -n 2 -- " + NVTX_PROGRAM +
+                        " annotate 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string output;
+  char buffer[512];
+  while (fgets(buffer, sizeof(buffer), pipe) != nullptr) output += buffer;
+  int status = pclose(pipe);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << output;
+  auto opened = trace::OpenRun(run);
+  ASSERT_TRUE(opened.ok()) << opened.status().message();
+  EXPECT_TRUE(opened->complete());
+  EXPECT_EQ(opened->world_size, 2);
+  ASSERT_EQ(opened->ranks.size(), 2u);
+  EXPECT_TRUE(opened->unranked.empty());
+  for (const auto& file : opened->ranks) {
+    trace::RankTrace trace = Load(file.path);
+    EXPECT_EQ(trace.meta.run_id, opened->run_id);
+    CheckAnnotations(trace);
+  }
+  EXPECT_NE(output.find("2 of world size 2 recorded"), std::string::npos) << output;
+}
+
+}  // namespace
+}  // namespace rankscope::collector
+#endif

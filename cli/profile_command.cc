@@ -1,0 +1,414 @@
+#include "cli/profile_command.h"
+
+#include <arpa/inet.h>
+#include <fmt/format.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+
+#include "base/text.h"
+#include "trace/run_dir.h"
+
+extern char** environ;
+
+namespace rankscope::cli {
+namespace fs = std::filesystem;
+
+namespace {
+
+// Paths come from users; quoted and escaped they cannot break the one-line rule.
+std::string Quoted(const fs::path& path) { return Printable(path.string(), 256); }
+
+std::string_view TrimBlanks(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+std::string ErrnoText(int error) { return std::strerror(error); }
+
+}  // namespace
+
+// ---- --trace ---------------------------------------------------------------------------
+
+std::string TraceSelection::ToList() const {
+  std::string list;
+  auto add = [&list](bool selected, const char* name) {
+    if (!selected) return;
+    if (!list.empty()) list += ',';
+    list += name;
+  };
+  add(nvtx, "nvtx");
+  add(cuda, "cuda");
+  add(nccl, "nccl");
+  return list;
+}
+
+Result<TraceSelection> ParseTraceList(std::string_view list) {
+  if (TrimBlanks(list).empty()) {
+    return InvalidArgument(fmt::format("--trace needs at least one of {}", kValidTraceItems));
+  }
+  TraceSelection selection;
+  while (true) {
+    const size_t comma = list.find(',');
+    const std::string_view item = TrimBlanks(list.substr(0, comma));
+    if (item == "nvtx") {
+      selection.nvtx = true;
+    } else if (item == "cuda") {
+      selection.cuda = true;
+    } else if (item == "nccl") {
+      selection.nccl = true;
+    } else if (item.empty()) {
+      return InvalidArgument(fmt::format("--trace has an empty item; valid items: {}", kValidTraceItems));
+    } else {
+      return InvalidArgument(
+          fmt::format("unknown --trace item {}; valid items: {}", Printable(item), kValidTraceItems));
+    }
+    if (comma == std::string_view::npos) break;
+    list.remove_prefix(comma + 1);
+  }
+  return selection;
+}
+
+std::string CudaNotCollectedNote(const TraceSelection& trace) {
+  if (!trace.cuda) return "";
+  const char* recording = trace.nvtx && trace.nccl ? "recording NVTX and NCCL ranges"
+                          : trace.nvtx             ? "recording NVTX ranges"
+                          : trace.nccl             ? "recording NCCL ranges"
+                                                   : "no events will be recorded";
+  return fmt::format("CUDA activity (CUPTI) is not collected yet; {}", recording);
+}
+
+// ---- -n --------------------------------------------------------------------------------
+
+Result<int> ParseLocalRankCount(std::string_view text) {
+  const auto invalid = [&] {
+    return InvalidArgument(fmt::format("-n needs a whole number of local ranks from 1 to {}, not {}",
+                                       kMaxLocalRanks, Printable(text)));
+  };
+  if (text.empty() || !std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return invalid();
+  }
+  int count = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), count);
+  if (ec == std::errc::result_out_of_range || (ec == std::errc() && count > kMaxLocalRanks)) {
+    return InvalidArgument(fmt::format("-n {} is too many local ranks (at most {})", text, kMaxLocalRanks));
+  }
+  if (ec != std::errc() || end != text.data() + text.size() || count < 1) return invalid();
+  return count;
+}
+
+// ---- run directories -------------------------------------------------------------------
+
+std::string DefaultRunDirName(const std::tm& t) {
+  return fmt::format("rankscope-run-{:04}{:02}{:02}-{:02}{:02}{:02}", t.tm_year + 1900, t.tm_mon + 1, t.tm_mday,
+                     t.tm_hour, t.tm_min, t.tm_sec);
+}
+
+namespace {
+
+// The directory's absolute path with symlinks resolved, as the collector will see it.
+Result<fs::path> AbsoluteDirectory(const fs::path& dir) {
+  std::error_code ec;
+  fs::path resolved = fs::canonical(dir, ec);
+  if (ec) return IoError(fmt::format("cannot resolve the run directory {}: {}", Quoted(dir), ec.message()));
+  return resolved;
+}
+
+Status CreateMissingParents(const fs::path& dir) {
+  const fs::path parent = dir.parent_path();
+  if (parent.empty()) return Status::Ok();
+  std::error_code ec;
+  if (fs::exists(parent, ec)) return Status::Ok();
+  fs::create_directories(parent, ec);
+  if (ec) {
+    return IoError(
+        fmt::format("cannot create the run directory {}: {}: {}", Quoted(dir), Quoted(parent), ec.message()));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<fs::path> CreateDefaultRunDir(const fs::path& parent, std::time_t now) {
+  std::tm local{};
+  localtime_r(&now, &local);
+  const std::string base = DefaultRunDirName(local);
+  constexpr int kMaxAttempts = 1000;
+  for (int attempt = 1; attempt <= kMaxAttempts; ++attempt) {
+    const fs::path dir = parent / (attempt == 1 ? base : fmt::format("{}-{}", base, attempt));
+    if (::mkdir(dir.c_str(), 0777) == 0) return AbsoluteDirectory(dir);
+    const int error = errno;
+    if (error != EEXIST) {
+      return IoError(fmt::format("cannot create the run directory {}: {}", Quoted(dir), ErrnoText(error)));
+    }
+  }
+  return AlreadyExists(fmt::format("{}: {} run directories named {}-N exist already; choose one with -o",
+                                   Quoted(parent), kMaxAttempts, base));
+}
+
+bool IsRankFileOrSidecar(std::string_view name) {
+  for (std::string_view suffix : {"-wal", "-shm"}) {
+    if (name.ends_with(suffix)) {
+      name.remove_suffix(suffix.size());
+      break;
+    }
+  }
+  return trace::ParseRankFileName(name).is_rank_file;
+}
+
+Result<PreparedRunDir> PrepareRunDir(const fs::path& dir, bool force) {
+  PreparedRunDir prepared;
+  std::error_code ec;
+  const fs::file_status status = fs::status(dir, ec);  // follows a symlink to a directory
+  if (ec && ec != std::errc::no_such_file_or_directory) {
+    return IoError(fmt::format("cannot use the run directory {}: {}", Quoted(dir), ec.message()));
+  }
+
+  if (!fs::exists(status)) {
+    RS_RETURN_IF_ERROR(CreateMissingParents(dir));
+    if (::mkdir(dir.c_str(), 0777) != 0) {
+      const int error = errno;
+      if (error == EEXIST) {
+        return AlreadyExists(
+            fmt::format("the run directory {} appeared while rankscope was creating it", Quoted(dir)));
+      }
+      return IoError(fmt::format("cannot create the run directory {}: {}", Quoted(dir), ErrnoText(error)));
+    }
+    prepared.created = true;
+    RS_ASSIGN_OR_RETURN(prepared.path, AbsoluteDirectory(dir));
+    return prepared;
+  }
+
+  if (!force) {
+    return AlreadyExists(
+        fmt::format("{} already exists; choose another directory with -o, or pass --force "
+                    "to replace the rank files in it",
+                    Quoted(dir)));
+  }
+  if (!fs::is_directory(status)) {
+    return AlreadyExists(
+        fmt::format("{} exists and is not a directory; --force only replaces rank files "
+                    "inside a run directory",
+                    Quoted(dir)));
+  }
+
+  // Check everything first: a refusal must not leave a half-emptied directory.
+  std::vector<fs::path> doomed;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    if (!IsRankFileOrSidecar(it->path().filename().string())) continue;
+    std::error_code type_ec;
+    if (it->symlink_status(type_ec).type() == fs::file_type::directory) {
+      return AlreadyExists(
+          fmt::format("{} is a directory, not a rank file; --force deletes only files: "
+                      "remove it yourself",
+                      Quoted(it->path())));
+    }
+    doomed.push_back(it->path());
+  }
+  if (ec) return IoError(fmt::format("cannot list the run directory {}: {}", Quoted(dir), ec.message()));
+  if (::access(dir.c_str(), W_OK | X_OK) != 0) {
+    const int error = errno;
+    return IoError(fmt::format("cannot replace rank files in {}: {}", Quoted(dir), ErrnoText(error)));
+  }
+
+  std::sort(doomed.begin(), doomed.end());
+  for (const fs::path& file : doomed) {
+    fs::remove(file, ec);
+    if (ec) {
+      return IoError(fmt::format("cannot delete {} (--force): {}; {} of {} rank files deleted before it",
+                                 Quoted(file), ec.message(), prepared.removed_files.size(), doomed.size()));
+    }
+    prepared.removed_files.push_back(file);
+  }
+  RS_ASSIGN_OR_RETURN(prepared.path, AbsoluteDirectory(dir));
+  return prepared;
+}
+
+// ---- the collector library -------------------------------------------------------------
+
+namespace {
+
+bool IsRegularFile(const fs::path& path) {
+  std::error_code ec;
+  return !path.empty() && fs::is_regular_file(path, ec);
+}
+
+// ld.so splits LD_PRELOAD at colons and blanks, so such a path would preload pieces of it.
+Status CheckPreloadable(const fs::path& library) {
+  const std::string text = library.string();
+  if (text.find_first_of(": \t\n") != std::string::npos) {
+    return InvalidArgument(
+        fmt::format("the collector library path {} contains ':' or a blank, which "
+                    "LD_PRELOAD cannot carry; move it or point RANKSCOPE_COLLECTOR_LIB "
+                    "at a copy",
+                    Quoted(library)));
+  }
+  return Status::Ok();
+}
+
+Result<fs::path> Chosen(const fs::path& library) {
+  std::error_code ec;
+  fs::path absolute = fs::absolute(library, ec);
+  if (ec) return IoError(fmt::format("cannot resolve {}: {}", Quoted(library), ec.message()));
+  absolute = absolute.lexically_normal();
+  RS_RETURN_IF_ERROR(CheckPreloadable(absolute));
+  return absolute;
+}
+
+}  // namespace
+
+Result<fs::path> FindCollectorLibrary(const CollectorCandidates& candidates) {
+  if (candidates.from_env) {
+    const fs::path library(*candidates.from_env);
+    if (!IsRegularFile(library)) {
+      return NotFound(fmt::format("RANKSCOPE_COLLECTOR_LIB={} is not a file; point it at {} or unset it",
+                                  Quoted(library), kCollectorLibraryName));
+    }
+    return Chosen(library);
+  }
+  std::vector<fs::path> looked_in;
+  if (!candidates.build_tree.empty()) {
+    if (IsRegularFile(candidates.build_tree)) return Chosen(candidates.build_tree);
+    looked_in.push_back(candidates.build_tree);
+  }
+  if (!candidates.executable.empty()) {
+    const fs::path installed =
+        (candidates.executable.parent_path() / ".." / "lib" / kCollectorLibraryName).lexically_normal();
+    if (IsRegularFile(installed)) return Chosen(installed);
+    looked_in.push_back(installed);
+  }
+  std::string places;
+  for (const fs::path& path : looked_in) places += (places.empty() ? "" : ", ") + Quoted(path);
+  return NotFound(
+      fmt::format("cannot find the collector library {} (looked in: {}); build the "
+                  "rankscope_collector target or set RANKSCOPE_COLLECTOR_LIB",
+                  kCollectorLibraryName, places.empty() ? "nowhere" : places));
+}
+
+// ---- the command -----------------------------------------------------------------------
+
+namespace {
+
+// 0 when `path` is a file this process may execute, else the errno exec would report.
+int ExecutableError(const fs::path& path) {
+  struct stat info {};
+  if (::stat(path.c_str(), &info) != 0) return errno;
+  if (S_ISDIR(info.st_mode)) return EACCES;  // execve on a directory says EACCES
+  if (::access(path.c_str(), X_OK) != 0) return errno;
+  return 0;
+}
+
+Status CannotRun(std::string_view command, int error) {
+  if (error == ENOENT || error == ENOTDIR) {
+    return NotFound(fmt::format("cannot run {}: command not found", Printable(command, 256)));
+  }
+  return InvalidArgument(fmt::format("cannot run {}: {}", Printable(command, 256), ErrnoText(error)));
+}
+
+}  // namespace
+
+Result<fs::path> ResolveCommand(std::string_view command, std::optional<std::string_view> path_variable) {
+  if (command.empty()) return NotFound("cannot run '': the command is empty");
+  if (command.find('/') != std::string_view::npos) {
+    const fs::path path(command);
+    if (const int error = ExecutableError(path); error != 0) return CannotRun(command, error);
+    return path;
+  }
+  std::string_view search = path_variable.value_or("/bin:/usr/bin");
+  int remembered = ENOENT;  // execvp reports EACCES when it only found files it may not run
+  while (true) {
+    const size_t colon = search.find(':');
+    const std::string_view entry = search.substr(0, colon);
+    const fs::path candidate = fs::path(entry.empty() ? "." : std::string(entry)) / std::string(command);
+    const int error = ExecutableError(candidate);
+    if (error == 0) return candidate;
+    if (error == EACCES) remembered = EACCES;
+    if (colon == std::string_view::npos) break;
+    search.remove_prefix(colon + 1);
+  }
+  return CannotRun(command, remembered);
+}
+
+// ---- environments ----------------------------------------------------------------------
+
+Environment CurrentEnvironment() {
+  Environment env;
+  for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) env.emplace_back(*entry);
+  return env;
+}
+
+namespace {
+bool HasName(std::string_view entry, std::string_view name) {
+  return entry.size() > name.size() && entry[name.size()] == '=' && entry.starts_with(name);
+}
+}  // namespace
+
+std::optional<std::string> GetVariable(const Environment& env, std::string_view name) {
+  for (const std::string& entry : env) {
+    if (HasName(entry, name)) return entry.substr(name.size() + 1);
+  }
+  return std::nullopt;
+}
+
+void SetVariable(Environment& env, std::string_view name, std::string_view value) {
+  std::string entry = fmt::format("{}={}", name, value);
+  auto first = std::find_if(env.begin(), env.end(), [&](const std::string& e) { return HasName(e, name); });
+  if (first == env.end()) {
+    env.push_back(std::move(entry));
+    return;
+  }
+  *first = std::move(entry);
+  // getenv would see the first entry, but other readers may see a later one: keep one.
+  env.erase(std::remove_if(std::next(first), env.end(), [&](const std::string& e) { return HasName(e, name); }),
+            env.end());
+}
+
+Environment InjectionEnvironment(Environment env, const InjectionSettings& settings) {
+  const std::string library = settings.collector_library.string();
+  const std::optional<std::string> preload = GetVariable(env, "LD_PRELOAD");
+  SetVariable(env, "RANKSCOPE_RUN_DIR", settings.run_dir.string());
+  SetVariable(env, "RANKSCOPE_RUN_ID", settings.run_id);
+  SetVariable(env, "RANKSCOPE_TRACE", settings.trace.ToList());
+  SetVariable(env, "NVTX_INJECTION64_PATH", library);
+  SetVariable(env, "LD_PRELOAD", preload && !preload->empty() ? library + ":" + *preload : library);
+  return env;
+}
+
+Environment LocalRankEnvironment(Environment env, const LocalRank& rank) {
+  SetVariable(env, "RANK", std::to_string(rank.rank));
+  SetVariable(env, "WORLD_SIZE", std::to_string(rank.world_size));
+  SetVariable(env, "LOCAL_RANK", std::to_string(rank.rank));
+  SetVariable(env, "LOCAL_WORLD_SIZE", std::to_string(rank.world_size));
+  SetVariable(env, "GROUP_RANK", "0");
+  SetVariable(env, "MASTER_ADDR", kLocalMasterAddr);
+  SetVariable(env, "MASTER_PORT", std::to_string(rank.master_port));
+  return env;
+}
+
+Result<int> FindFreeLocalPort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return Unavailable(fmt::format("cannot open a TCP socket for MASTER_PORT: {}", ErrnoText(errno)));
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = 0;  // the kernel picks a free port
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  Status status;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+    status = Unavailable(
+        fmt::format("cannot find a free TCP port on {} for MASTER_PORT: {}", kLocalMasterAddr, ErrnoText(errno)));
+  }
+  ::close(fd);
+  if (!status.ok()) return status;
+  return static_cast<int>(ntohs(address.sin_port));
+}
+
+}  // namespace rankscope::cli

@@ -1,0 +1,139 @@
+// The decisions `rankscope profile` makes before it starts anything: what --trace and -n
+// mean, where the run directory goes, where the collector library is, whether the command
+// can be run, and the environment each process gets. Errors come back as values (one line,
+// no "rankscope: error:" prefix); nothing here prints or exits.
+#pragma once
+
+#include <ctime>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+
+namespace rankscope::cli {
+
+// ---- --trace ---------------------------------------------------------------------------
+
+// What --trace selects. The collector reads the same names from RANKSCOPE_TRACE.
+struct TraceSelection {
+  bool nvtx = false;  // NVTX ranges and marks of the program itself
+  bool cuda = false;  // CUDA activity through CUPTI (not collected yet)
+  bool nccl = false;  // NCCL's own NVTX ranges
+
+  // The selected names in canonical order ("nvtx,cuda,nccl"), as RANKSCOPE_TRACE carries them.
+  std::string ToList() const;
+};
+
+inline constexpr std::string_view kDefaultTraceList = "nvtx,cuda,nccl";
+inline constexpr std::string_view kValidTraceItems = "nvtx, cuda, nccl";
+
+// Parses a comma list such as "nvtx,nccl". Blanks around items and repeated items are
+// accepted; an empty list, an empty item or an unknown item is an error naming it.
+Result<TraceSelection> ParseTraceList(std::string_view list);
+
+// The line to tell users that `cuda` is selected but not collected yet; "" when it is not
+// selected. No "rankscope: " prefix.
+std::string CudaNotCollectedNote(const TraceSelection& trace);
+
+// ---- -n --------------------------------------------------------------------------------
+
+// More local ranks than this is a typo, not a machine.
+inline constexpr int kMaxLocalRanks = 1024;
+
+// Parses the N of `-n N`: a whole number from 1 to kMaxLocalRanks, digits only.
+Result<int> ParseLocalRankCount(std::string_view text);
+
+// ---- run directories -------------------------------------------------------------------
+
+// "rankscope-run-20250102-030405" for that local time.
+std::string DefaultRunDirName(const std::tm& local_time);
+
+// Creates `parent`/rankscope-run-<YYYYmmdd-HHMMSS> for `now` (local time), or the first of
+// "-2", "-3", ... appended that does not exist yet. mkdir decides, so two runs started in
+// the same second get different directories. Returns the new directory's absolute path.
+Result<std::filesystem::path> CreateDefaultRunDir(const std::filesystem::path& parent, std::time_t now);
+
+// True for "rank-3.sqlite", "rank-unknown-77.sqlite" and their "-wal" and "-shm" files:
+// what --force may delete.
+bool IsRankFileOrSidecar(std::string_view file_name);
+
+struct PreparedRunDir {
+  std::filesystem::path path{};                        // absolute, symlinks resolved
+  bool created = false;                                // false: it existed (--force)
+  std::vector<std::filesystem::path> removed_files{};  // rank files --force deleted
+};
+
+// Makes `dir` ready to receive a run's rank files. A missing directory is created (with its
+// missing parents). An existing one is refused unless `force`; with `force` its rank files
+// (IsRankFileOrSidecar) are deleted and every other entry is kept. Every check runs before
+// anything is deleted, so an error leaves the directory as it was.
+Result<PreparedRunDir> PrepareRunDir(const std::filesystem::path& dir, bool force);
+
+// ---- the collector library -------------------------------------------------------------
+
+inline constexpr std::string_view kCollectorLibraryName = "librankscope_collector.so";
+
+struct CollectorCandidates {
+  std::optional<std::string> from_env{};  // RANKSCOPE_COLLECTOR_LIB, when set and not empty
+  std::filesystem::path build_tree{};     // where this build tree puts it; empty: unknown
+  std::filesystem::path executable{};     // this program (/proc/self/exe); empty: unknown
+};
+
+// The collector library to inject, as an absolute path: RANKSCOPE_COLLECTOR_LIB when set
+// (which must then exist: a wrong setting is an error, not a reason to look elsewhere),
+// else the build tree's, else <executable dir>/../lib/librankscope_collector.so (installs).
+// Fails naming the places it looked, or when the path cannot go into LD_PRELOAD.
+Result<std::filesystem::path> FindCollectorLibrary(const CollectorCandidates& candidates);
+
+// ---- the command -----------------------------------------------------------------------
+
+// Finds the program execvp would run for `command`: a name with a '/' is used as it is,
+// other names are looked up in `path_variable` (PATH; execvp's "/bin:/usr/bin" when unset;
+// an empty entry means the current directory). NotFound when nothing matches,
+// InvalidArgument when a match exists but cannot be executed (e.g. permission denied):
+// shells tell these apart with exit codes 127 and 126.
+Result<std::filesystem::path> ResolveCommand(std::string_view command,
+                                             std::optional<std::string_view> path_variable);
+
+// ---- environments ----------------------------------------------------------------------
+
+// "NAME=value" entries, in the order of `environ`.
+using Environment = std::vector<std::string>;
+
+Environment CurrentEnvironment();
+std::optional<std::string> GetVariable(const Environment& env, std::string_view name);
+// Replaces the first NAME= entry (dropping later duplicates) or appends one.
+void SetVariable(Environment& env, std::string_view name, std::string_view value);
+
+// The contract with the collector library (collector/README.md).
+struct InjectionSettings {
+  std::filesystem::path run_dir{};  // absolute
+  std::string run_id{};
+  TraceSelection trace{};
+  std::filesystem::path collector_library{};  // absolute
+};
+
+// `base` plus RANKSCOPE_RUN_DIR, RANKSCOPE_RUN_ID, RANKSCOPE_TRACE, NVTX_INJECTION64_PATH
+// and LD_PRELOAD with the collector first, ahead of whatever LD_PRELOAD held.
+Environment InjectionEnvironment(Environment base, const InjectionSettings& settings);
+
+inline constexpr std::string_view kLocalMasterAddr = "127.0.0.1";
+
+// One local rank of `-n`, with what `torchrun --standalone` would give it.
+struct LocalRank {
+  int rank = 0;
+  int world_size = 1;
+  int master_port = 0;
+};
+
+// `base` plus RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK=0,
+// MASTER_ADDR=127.0.0.1 and MASTER_PORT.
+Environment LocalRankEnvironment(Environment base, const LocalRank& rank);
+
+// A TCP port that was free on 127.0.0.1 a moment ago (bound to port 0, then released).
+Result<int> FindFreeLocalPort();
+
+}  // namespace rankscope::cli

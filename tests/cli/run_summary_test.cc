@@ -1,0 +1,172 @@
+// The closing summary: counting rank files and the text users read.
+#include "cli/run_summary.h"
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <sstream>
+
+#include "cli_test_util.h"
+#include "trace/run_dir.h"
+#include "trace/writer.h"
+
+namespace rankscope::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::TempDir;
+
+constexpr const char* kRunId = "feedc0de";
+
+void WriteRankNow(const fs::path& path, std::optional<int> rank, std::optional<int> world_size, int events,
+                  uint64_t drops, bool close) {
+  trace::RankIdentity who;
+  who.run_id = kRunId;
+  who.rank = rank;
+  who.world_size = world_size;
+  who.pid = rank ? 1000 + *rank : getpid();
+  auto writer = trace::TraceWriter::Create(path, who);
+  ASSERT_TRUE(writer.ok()) << writer.status().message();
+  trace::Lane lane;
+  lane.kind = trace::LaneKind::kGpuStream;
+  lane.stream = 1;
+  const trace::LaneId id = (*writer)->AddLane(lane);
+  trace::EventTables batch;
+  for (int i = 0; i < events; ++i) {
+    trace::KernelEvent kernel;
+    kernel.lane = id;
+    kernel.start_ns = 100 * i;
+    kernel.end_ns = 100 * i + 50;
+    batch.kernels.push_back(kernel);
+  }
+  ASSERT_TRUE((*writer)->Submit(std::move(batch)));
+  if (drops > 0) {
+    trace::DropRecord drop;
+    drop.source = "writer";
+    drop.reason = "queue full";
+    drop.count = drops;
+    (*writer)->AddDrops(drop);
+  }
+  if (close) {
+    ASSERT_TRUE((*writer)->Close().ok());
+  } else {
+    ASSERT_TRUE((*writer)->Flush(std::chrono::seconds(10)).ok());
+    // Never closed, as after a crash; only the child process of WriteRank, which _exits, gets here.
+    [[maybe_unused]] trace::TraceWriter* leaked = (*writer).release();
+  }
+}
+
+// Writes a rank file; `close` false leaves it as a crashed process would (never closed),
+// from a child process that exits without closing it.
+void WriteRank(const fs::path& path, std::optional<int> rank, std::optional<int> world_size, int events,
+               uint64_t drops = 0, bool close = true) {
+  if (close) {
+    WriteRankNow(path, rank, world_size, events, drops, close);
+    return;
+  }
+  const pid_t child = ::fork();
+  if (child == 0) {
+    WriteRankNow(path, rank, world_size, events, drops, close);
+    ::_exit(::testing::Test::HasFailure() ? 1 : 0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+TEST(RunSummaryText, NumbersAndSizes) {
+  EXPECT_EQ(GroupThousands(0), "0");
+  EXPECT_EQ(GroupThousands(999), "999");
+  EXPECT_EQ(GroupThousands(1000), "1,000");
+  EXPECT_EQ(GroupThousands(1234567), "1,234,567");
+  EXPECT_EQ(HumanBytes(512), "512 B");
+  EXPECT_EQ(HumanBytes(1536), "1.5 KiB");
+  EXPECT_EQ(HumanBytes(uintmax_t{5} << 30), "5.0 GiB");
+}
+
+TEST(RunSummary, EmptyDirectorySaysNothingWasRecorded) {
+  TempDir tmp;
+  auto stats = CollectRunStats(tmp.path());
+  ASSERT_TRUE(stats.ok()) << stats.status().message();
+  EXPECT_TRUE(stats->empty());
+  const std::string text =
+      FormatRunSummary({.run_dir = tmp.path(), .run_id = kRunId, .outcome = "exit code 0"}, stats);
+  EXPECT_NE(text.find("none recorded"), std::string::npos) << text;
+  EXPECT_NE(text.find("exit code 0"), std::string::npos);
+  EXPECT_NE(text.find(tmp.path().string()), std::string::npos);
+}
+
+TEST(RunSummary, CountsEventsDropsAndProblems) {
+  TempDir tmp;
+  WriteRank(tmp / "rank-0.sqlite", 0, 4, 30, 5);
+  WriteRank(tmp / "rank-2.sqlite", 2, 4, 12, 0, /*close=*/false);
+  WriteRank(tmp / trace::UnknownRankFileName(getpid()), std::nullopt, std::nullopt, 3);
+  testing::WriteFile(tmp / "notes.txt", "not a rank file");
+
+  auto stats = CollectRunStats(tmp.path());
+  ASSERT_TRUE(stats.ok()) << stats.status().message();
+  EXPECT_EQ(stats->run_id, kRunId);
+  ASSERT_EQ(stats->ranks.size(), 2u);
+  EXPECT_EQ(stats->ranks[0].events, 30u);
+  EXPECT_EQ(stats->ranks[0].dropped, 5u);
+  EXPECT_GT(stats->ranks[0].bytes, 0u);
+  EXPECT_EQ(stats->ranks[1].events, 12u);
+  ASSERT_EQ(stats->unranked.size(), 1u);
+  EXPECT_EQ(stats->unranked[0].events, 3u);
+  EXPECT_EQ(stats->missing_ranks, (std::vector<int>{1, 3}));
+  EXPECT_EQ(stats->crashed, (std::vector<std::string>{"rank-2.sqlite"}));
+  EXPECT_EQ(stats->drops_by_reason.at("writer: queue full"), 5u);
+
+  const std::string text =
+      FormatRunSummary({.run_dir = tmp.path(), .run_id = kRunId, .outcome = "exit code 0"}, stats);
+  EXPECT_NE(text.find("2 of world size 4 recorded"), std::string::npos) << text;
+  EXPECT_NE(text.find("missing ranks:  1, 3"), std::string::npos) << text;
+  EXPECT_NE(text.find("crashed:        rank-2.sqlite"), std::string::npos) << text;
+  EXPECT_NE(text.find("'writer: queue full' 5"), std::string::npos) << text;
+  EXPECT_NE(text.find("1 file of processes without a rank"), std::string::npos) << text;
+  EXPECT_NE(text.find("sqlite3 " + (tmp / "rank-0.sqlite").string() + " .tables"), std::string::npos) << text;
+  EXPECT_NE(text.find("docs/schema.md"), std::string::npos);
+  EXPECT_EQ(text.find("run id feedc0de, not"), std::string::npos) << "same run id: no warning";
+
+  const std::string other =
+      FormatRunSummary({.run_dir = tmp.path(), .run_id = "another", .outcome = "exit code 0"}, stats);
+  EXPECT_NE(other.find("record run id 'feedc0de', not this run's"), std::string::npos) << other;
+}
+
+TEST(RunSummary, ManyRanksStayOnOneScreen) {
+  TempDir tmp;
+  for (int rank = 0; rank < 6; ++rank) WriteRank(tmp / trace::RankFileName(rank), rank, 6, rank);
+  auto stats = CollectRunStats(tmp.path());
+  ASSERT_TRUE(stats.ok()) << stats.status().message();
+  const std::string text = FormatRunSummary(
+      {.run_dir = tmp.path(), .run_id = kRunId, .outcome = "all 6 ranks exited with code 0", .max_rank_rows = 3},
+      stats);
+  EXPECT_NE(text.find("(3 more ranks, counted in the total)"), std::string::npos) << text;
+  std::istringstream lines(text);
+  bool total_found = false;
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream fields(line);
+    std::string label, events;
+    fields >> label >> events;
+    if (label == "total") {
+      total_found = true;
+      EXPECT_EQ(events, "15");
+    }
+  }
+  EXPECT_TRUE(total_found) << text;
+}
+
+TEST(RunSummary, UnreadableRunIsReportedNotFatal) {
+  TempDir tmp;
+  testing::WriteFile(tmp / "rank-0.sqlite", "this is not SQLite");
+  auto stats = CollectRunStats(tmp.path());
+  ASSERT_FALSE(stats.ok());
+  const std::string text =
+      FormatRunSummary({.run_dir = tmp.path(), .run_id = kRunId, .outcome = "exit code 1"}, stats);
+  EXPECT_NE(text.find("cannot read the run"), std::string::npos) << text;
+  EXPECT_NE(text.find("rank-0.sqlite"), std::string::npos) << text;
+}
+
+}  // namespace
+}  // namespace rankscope::cli
