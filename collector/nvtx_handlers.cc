@@ -123,15 +123,8 @@ EventDraft TextDraft(const NvtxDomain* domain, const char* text) {
 
 // ---- CORE (default domain) ----
 
-void MarkEx(const nvtxEventAttributes_t* attributes) {
-  const NvtxDomain* domain = AsDomain(nullptr);
-  if (!Enabled(domain)) return;
-  EventDraft draft;
-  std::string wide;
-  std::array<PayloadPiece, kMaxPieces> pieces;
-  FromAttributes(attributes, domain, draft, wide, pieces);
-  g_recorder->Mark(draft);
-}
+void DomainMarkEx(nvtxDomainHandle_t handle, const nvtxEventAttributes_t* attributes);
+void MarkEx(const nvtxEventAttributes_t* attributes) { DomainMarkEx(nullptr, attributes); }
 void MarkA(const char* message) {
   const NvtxDomain* domain = AsDomain(nullptr);
   if (Enabled(domain)) g_recorder->Mark(TextDraft(domain, message));
