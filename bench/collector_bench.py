@@ -27,7 +27,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--build-dir", default="build/release")
     parser.add_argument("--repetitions", type=int, default=7)
-    parser.add_argument("--pairs", type=int, default=5_000_000)
+    parser.add_argument("--pairs", type=int, default=1_000_000)
     parser.add_argument("--rate", type=float, default=2_000_000)
     parser.add_argument("--seconds", type=float, default=10)
     parser.add_argument("--smoke", action="store_true")

@@ -14,15 +14,39 @@ struct ThreadBuffer::Chunk {
   alignas(64) std::byte data[kChunkBytes];
 };
 
-bool ChunkBudget::TryReserve(size_t bytes) {
-  size_t current = in_use_.load(std::memory_order_relaxed);
-  do {
-    if (current + bytes > max_bytes_) return false;
-  } while (!in_use_.compare_exchange_weak(current, current + bytes, std::memory_order_relaxed));
-  return true;
+ChunkBudget::~ChunkBudget() {
+  for (void* memory : pool_) ::operator delete(memory, std::align_val_t{64});
 }
 
-void ChunkBudget::Release(size_t bytes) { in_use_.fetch_sub(bytes, std::memory_order_relaxed); }
+void* ChunkBudget::Acquire(size_t bytes) {
+  size_t current = in_use_.load(std::memory_order_relaxed);
+  do {
+    if (current + bytes > max_bytes_) return nullptr;
+  } while (!in_use_.compare_exchange_weak(current, current + bytes, std::memory_order_relaxed));
+  {
+    std::lock_guard lock(pool_mutex_);
+    if (!pool_.empty()) {
+      void* memory = pool_.back();
+      pool_.pop_back();
+      return memory;
+    }
+  }
+  void* memory = ::operator new(bytes, std::align_val_t{64}, std::nothrow);
+  if (memory == nullptr) in_use_.fetch_sub(bytes, std::memory_order_relaxed);
+  return memory;
+}
+
+void ChunkBudget::Recycle(void* memory, size_t bytes) {
+  in_use_.fetch_sub(bytes, std::memory_order_relaxed);
+  {
+    std::lock_guard lock(pool_mutex_);
+    if (pool_.size() < kMaxPooled) {
+      pool_.push_back(memory);
+      return;
+    }
+  }
+  ::operator delete(memory, std::align_val_t{64});
+}
 
 ThreadBuffer::ThreadBuffer(ChunkBudget* budget, int64_t tid, std::string name, uint64_t serial)
     : budget_(budget), tid_(tid), name_(std::move(name)), serial_(serial) {}
@@ -40,30 +64,26 @@ ThreadBuffer::~ThreadBuffer() {
 }
 
 ThreadBuffer::Chunk* ThreadBuffer::NewChunk() {
-  if (!budget_->TryReserve(sizeof(Chunk))) return nullptr;
-  Chunk* chunk = new (std::nothrow) Chunk;
-  if (chunk == nullptr) budget_->Release(sizeof(Chunk));
-  return chunk;
+  void* memory = budget_->Acquire(sizeof(Chunk));
+  return memory != nullptr ? new (memory) Chunk : nullptr;
 }
 
 void ThreadBuffer::FreeChunk(Chunk* chunk) {
-  delete chunk;
-  budget_->Release(sizeof(Chunk));
+  chunk->~Chunk();
+  budget_->Recycle(chunk, sizeof(Chunk));
 }
 
-bool ThreadBuffer::Append(std::span<const std::span<const std::byte>> parts) {
-  size_t size = 0;
-  for (const auto& part : parts) size += part.size();
+std::byte* ThreadBuffer::Reserve(size_t size) {
   size_t padded = (size + kAlign - 1) & ~(kAlign - 1);
   if (padded == 0 || padded > kChunkBytes) {
     drops_.fetch_add(1, std::memory_order_relaxed);
-    return false;
+    return nullptr;
   }
   if (write_chunk_ == nullptr || write_pos_ + padded > kChunkBytes) {
     Chunk* fresh = NewChunk();
     if (fresh == nullptr) {
       drops_.fetch_add(1, std::memory_order_relaxed);
-      return false;
+      return nullptr;
     }
     if (write_chunk_ == nullptr) {
       first_chunk_.store(fresh, std::memory_order_release);  // the consumer starts here
@@ -74,14 +94,25 @@ bool ThreadBuffer::Append(std::span<const std::span<const std::byte>> parts) {
     write_chunk_ = fresh;
     write_pos_ = 0;
   }
-  std::byte* out = write_chunk_->data + write_pos_;
+  return write_chunk_->data + write_pos_;
+}
+
+void ThreadBuffer::Commit(size_t size) {
+  write_pos_ += static_cast<uint32_t>((size + kAlign - 1) & ~(kAlign - 1));
+  write_chunk_->committed.store(write_pos_, std::memory_order_release);
+}
+
+bool ThreadBuffer::Append(std::span<const std::span<const std::byte>> parts) {
+  size_t size = 0;
+  for (const auto& part : parts) size += part.size();
+  std::byte* out = Reserve(size);
+  if (out == nullptr) return false;
   for (const auto& part : parts) {
     if (part.empty()) continue;  // its data() may be null
     std::memcpy(out, part.data(), part.size());
     out += part.size();
   }
-  write_pos_ += static_cast<uint32_t>(padded);
-  write_chunk_->committed.store(write_pos_, std::memory_order_release);
+  Commit(size);
   return true;
 }
 

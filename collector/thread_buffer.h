@@ -17,17 +17,28 @@
 
 namespace rankscope::collector {
 
-// Chunks come from one budget shared by every buffer of the process.
+// Chunks come from one budget shared by every buffer of the process. Drained chunks go
+// back to a small pool, so a steady stream of events reuses warm memory instead of paying
+// page faults for fresh allocations on the application thread.
 class ChunkBudget {
  public:
   explicit ChunkBudget(size_t max_bytes) : max_bytes_(max_bytes) {}
-  bool TryReserve(size_t bytes);
-  void Release(size_t bytes);
+  ~ChunkBudget();
+  ChunkBudget(const ChunkBudget&) = delete;
+  ChunkBudget& operator=(const ChunkBudget&) = delete;
+
+  // Memory for one chunk of `bytes`, or nullptr when the budget is spent. The pool's lock
+  // is taken once per chunk (thousands of events), never per event.
+  void* Acquire(size_t bytes);
+  void Recycle(void* memory, size_t bytes);
   size_t in_use() const { return in_use_.load(std::memory_order_relaxed); }
 
  private:
+  static constexpr size_t kMaxPooled = 32;
   size_t max_bytes_;
   std::atomic<size_t> in_use_{0};
+  std::mutex pool_mutex_;
+  std::vector<void*> pool_;  // chunks of ThreadBuffer's size only
 };
 
 class ThreadBuffer {
@@ -40,8 +51,12 @@ class ThreadBuffer {
   ThreadBuffer(const ThreadBuffer&) = delete;
   ThreadBuffer& operator=(const ThreadBuffer&) = delete;
 
-  // Producer side. Returns false (and counts a drop) when the record cannot be stored.
-  // `parts` are concatenated into one record, padded to 8 bytes.
+  // Producer side, in two steps so records are written in place: Reserve returns room for
+  // `size` bytes (nullptr, counting a drop, when it cannot), Commit publishes it. Nothing
+  // else may run on the producer side between the two.
+  std::byte* Reserve(size_t size);
+  void Commit(size_t size);
+  // Reserve + copy `parts` back to back + Commit. Returns false on a drop.
   bool Append(std::span<const std::span<const std::byte>> parts);
 
   // Consumer side: calls `visit` for published records, in order, at most `max_records`,
