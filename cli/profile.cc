@@ -71,7 +71,7 @@ int RunProfile(const ProfileRequest& request, const ProfileContext& context) {
   CheckedRequest checked;
   {
     Result<TraceSelection> trace = ParseTraceList(request.trace_list);
-    if (!trace.ok()) return usage_error(trace.status());
+    if (!trace.ok()) return usage_error(trace.status().WithContext("--trace"));
     checked.trace = *trace;
   }
   if (request.local_ranks) {

@@ -12,27 +12,17 @@
 #include <vector>
 
 #include "base/status.h"
+#include "trace/trace_selection.h"
 
 namespace rankscope::cli {
 
 // ---- --trace ---------------------------------------------------------------------------
 
-// What --trace selects. The collector reads the same names from RANKSCOPE_TRACE.
-struct TraceSelection {
-  bool nvtx = false;  // NVTX ranges and marks of the program itself
-  bool cuda = false;  // CUDA activity through CUPTI (not collected yet)
-  bool nccl = false;  // NCCL's own NVTX ranges
-
-  // The selected names in canonical order ("nvtx,cuda,nccl"), as RANKSCOPE_TRACE carries them.
-  std::string ToList() const;
-};
-
-inline constexpr std::string_view kDefaultTraceList = "nvtx,cuda,nccl";
-inline constexpr std::string_view kValidTraceItems = "nvtx, cuda, nccl";
-
-// Parses a comma list such as "nvtx,nccl". Blanks around items and repeated items are
-// accepted; an empty list, an empty item or an unknown item is an error naming it.
-Result<TraceSelection> ParseTraceList(std::string_view list);
+// What --trace selects: the shared vocabulary in trace/, which the collector reads too.
+using trace::kDefaultTraceList;
+using trace::kValidTraceItems;
+using trace::ParseTraceList;
+using trace::TraceSelection;
 
 // The line to tell users that `cuda` is selected but not collected yet; "" when it is not
 // selected. No "rankscope: " prefix.

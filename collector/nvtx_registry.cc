@@ -82,8 +82,7 @@ size_t NvtxRegistry::SlotOf(const NvtxDomain* domain, uint64_t id) {
 uint64_t NvtxRegistry::RegisterSchema(const NvtxDomain* domain, const PayloadSchema& description,
                                       std::optional<uint64_t> requested_id) {
   std::lock_guard lock(mutex_);
-  uint64_t id = requested_id.value_or(next_dynamic_id_);
-  if (!requested_id) ++next_dynamic_id_;
+  uint64_t id = requested_id ? *requested_id : next_dynamic_id_++;
   PayloadSchema& schema = schemas_.emplace_back(description);
   schema.domain = domain;
   schema.id = id;
@@ -128,8 +127,7 @@ uint64_t NvtxRegistry::RegisterSchema(const NvtxDomain* domain, const PayloadSch
 uint64_t NvtxRegistry::RegisterEnum(const NvtxDomain* domain, const PayloadEnum& description,
                                     std::optional<uint64_t> requested_id) {
   std::lock_guard lock(mutex_);
-  uint64_t id = requested_id.value_or(next_dynamic_id_);
-  if (!requested_id) ++next_dynamic_id_;
+  uint64_t id = requested_id ? *requested_id : next_dynamic_id_++;
   PayloadEnum& added = enums_.emplace_back(description);
   added.domain = domain;
   added.id = id;

@@ -60,27 +60,6 @@ Result<RankEnv> DetectRank(const GetEnv& get_env) {
   return RankEnv{};
 }
 
-Result<TraceSelection> ParseTraceSelection(std::string_view list) {
-  if (list.empty()) return TraceSelection{};
-  TraceSelection selection{.nvtx = false, .cuda = false, .nccl = false};
-  while (!list.empty()) {
-    size_t comma = list.find(',');
-    std::string_view item = list.substr(0, comma);
-    list = comma == std::string_view::npos ? std::string_view{} : list.substr(comma + 1);
-    if (item == "nvtx") {
-      selection.nvtx = true;
-    } else if (item == "cuda") {
-      selection.cuda = true;
-    } else if (item == "nccl") {
-      selection.nccl = true;
-    } else {
-      return InvalidArgument(fmt::format("unknown trace item '{}' (valid: nvtx, cuda, nccl)",
-                                         Printable(item)));
-    }
-  }
-  return selection;
-}
-
 Result<CollectorConfig> ReadConfig(const GetEnv& get_env) {
   CollectorConfig config;
   auto text = [&](const char* name) {
@@ -94,7 +73,11 @@ Result<CollectorConfig> ReadConfig(const GetEnv& get_env) {
     return InvalidArgument(fmt::format("RANKSCOPE_RUN_ID='{}' is not a valid run id",
                                        Printable(config.run_id)));
   }
-  RS_ASSIGN_OR_RETURN(config.trace, ParseTraceSelection(text("RANKSCOPE_TRACE")));
+  if (std::string list = text("RANKSCOPE_TRACE"); !list.empty()) {
+    auto selection = trace::ParseTraceList(list);
+    if (!selection.ok()) return selection.status().WithContext("RANKSCOPE_TRACE");
+    config.trace = *selection;
+  }
   config.clock_override = text("RANKSCOPE_CLOCK");
   if (!config.clock_override.empty() && config.clock_override != "tsc" &&
       config.clock_override != "realtime") {

@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "base/status.h"
+#include "trace/trace_selection.h"
 
 namespace rankscope::collector {
 
@@ -26,19 +27,12 @@ struct RankEnv {
 // error, so a typo is not silently recorded as rank-unknown.
 Result<RankEnv> DetectRank(const GetEnv& get_env);
 
-struct TraceSelection {
-  bool nvtx = true;  // annotations of every domain except NCCL's
-  bool cuda = true;  // CUPTI (collected from issue 8 on)
-  bool nccl = true;  // NCCL's NVTX ranges (and later its profiler plugin)
-};
-
-// "nvtx,cuda,nccl" in any order; empty means all. Unknown items are an error.
-Result<TraceSelection> ParseTraceSelection(std::string_view list);
+using trace::TraceSelection;
 
 struct CollectorConfig {
   std::string run_dir;  // RANKSCOPE_RUN_DIR; empty: the collector stays inert
   std::string run_id;   // RANKSCOPE_RUN_ID
-  TraceSelection trace;
+  TraceSelection trace = TraceSelection::All();  // RANKSCOPE_TRACE; unset: everything
   std::string clock_override;  // RANKSCOPE_CLOCK: "", "tsc" or "realtime"
   size_t buffer_bytes = size_t{256} << 20;  // RANKSCOPE_BUFFER_MB
   RankEnv rank;

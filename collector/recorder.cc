@@ -202,46 +202,51 @@ ThreadBuffer* Recorder::BufferForThisThread() {
 bool Recorder::Append(const EventDraft& draft, RecordKind kind, uint32_t depth) {
   ThreadBuffer* buffer = BufferForThisThread();
   if (buffer == nullptr) return false;
+  std::string_view text = draft.text.substr(0, kMaxTextBytes);
+  size_t piece_count = std::min(draft.pieces.size(), kMaxPieces);
+  // Layout: header, text, then (8-aligned) each piece's header and padded bytes.
+  size_t size = sizeof(RecordHeader) + text.size();
+  if (piece_count > 0) {
+    size = (size + 7) & ~size_t{7};
+    for (size_t i = 0; i < piece_count; ++i) {
+      size += sizeof(PieceHeader) + ((std::min(draft.pieces[i].bytes.size(), kMaxPieceBytes) + 7) & ~size_t{7});
+    }
+  }
+  std::byte* out = buffer->Reserve(size);
+  if (out == nullptr) return false;
   RecordHeader header;
+  header.size = static_cast<uint32_t>(size);
   header.kind = kind;
   header.payload_kind = draft.payload_kind;
+  header.piece_count = static_cast<uint8_t>(piece_count);
   header.depth = depth;
   header.category = draft.category;
   header.color = draft.color;
+  header.text_size = static_cast<uint32_t>(text.size());
   header.domain = draft.domain;
   header.registered = draft.registered;
   header.payload_bits = draft.payload_bits;
   header.value = draft.value;
-  std::string_view text = draft.text.substr(0, kMaxTextBytes);
-  header.text_size = static_cast<uint32_t>(text.size());
-  size_t piece_count = std::min(draft.pieces.size(), kMaxPieces);
-  header.piece_count = static_cast<uint8_t>(piece_count);
-
-  std::array<PieceHeader, kMaxPieces> piece_headers;
-  std::array<std::span<const std::byte>, 2 + 3 * kMaxPieces> parts;
-  static constexpr std::byte kZeros[8] = {};
-  size_t part_count = 0, size = sizeof(RecordHeader) + text.size();
-  parts[part_count++] = std::as_bytes(std::span(&header, 1));
-  parts[part_count++] = std::as_bytes(std::span(text.data(), text.size()));
-  // Pieces start 8-aligned after the text so the drain thread can read them in place.
-  size_t text_pad = (8 - size % 8) % 8;
-  if (piece_count > 0) {
-    parts[part_count++] = std::span(kZeros, text_pad);
-    size += text_pad;
-  }
-  for (size_t i = 0; i < piece_count; ++i) {
-    const PayloadPiece& piece = draft.pieces[i];
-    size_t bytes = std::min(piece.bytes.size(), kMaxPieceBytes);
-    size_t padded = (bytes + 7) & ~size_t{7};
-    piece_headers[i] = {piece.schema_id, static_cast<uint32_t>(bytes), static_cast<uint32_t>(padded)};
-    parts[part_count++] = std::as_bytes(std::span(&piece_headers[i], 1));
-    parts[part_count++] = piece.bytes.first(bytes);
-    parts[part_count++] = std::span(kZeros, padded - bytes);
-    size += sizeof(PieceHeader) + padded;
-  }
-  header.size = static_cast<uint32_t>(size);
   header.ticks = ReadTicks(clock_source_);
-  return buffer->Append(std::span(parts.data(), part_count));
+  std::memcpy(out, &header, sizeof(header));
+  if (!text.empty()) std::memcpy(out + sizeof(header), text.data(), text.size());
+  if (piece_count > 0) {
+    size_t offset = (sizeof(header) + text.size() + 7) & ~size_t{7};
+    std::memset(out + sizeof(header) + text.size(), 0, offset - sizeof(header) - text.size());
+    for (size_t i = 0; i < piece_count; ++i) {
+      const PayloadPiece& piece = draft.pieces[i];
+      size_t bytes = std::min(piece.bytes.size(), kMaxPieceBytes);
+      size_t padded = (bytes + 7) & ~size_t{7};
+      PieceHeader piece_header{piece.schema_id, static_cast<uint32_t>(bytes), static_cast<uint32_t>(padded)};
+      std::memcpy(out + offset, &piece_header, sizeof(piece_header));
+      offset += sizeof(piece_header);
+      if (bytes > 0) std::memcpy(out + offset, piece.bytes.data(), bytes);
+      std::memset(out + offset + bytes, 0, padded - bytes);
+      offset += padded;
+    }
+  }
+  buffer->Commit(size);
+  return true;
 }
 
 int Recorder::Push(const EventDraft& draft) {
@@ -370,12 +375,7 @@ void Recorder::EnsureWriter() {
   d.writer = std::move(*created);
   d.writer->SetMeta("collector.clock", ClockSourceName(clock_source_));
   d.writer->SetMeta("collector.rank_source", config.rank.source.empty() ? "none" : config.rank.source);
-  std::string trace_items;
-  for (auto [on, name] : {std::pair{config.trace.nvtx, "nvtx"}, std::pair{config.trace.cuda, "cuda"},
-                          std::pair{config.trace.nccl, "nccl"}}) {
-    if (on) trace_items += trace_items.empty() ? name : std::string(",") + name;
-  }
-  d.writer->SetMeta("collector.trace", trace_items);
+  d.writer->SetMeta("collector.trace", config.trace.ToList());
   std::lock_guard lock(mutex_);
   file_path_ = path;
 }

@@ -62,17 +62,20 @@ TEST(DetectRank, BadValuesAreErrorsNotRankUnknown) {
   }
 }
 
-TEST(TraceSelection, ParsesItemsAndRejectsUnknownOnes) {
-  auto all = ParseTraceSelection("");
+TEST(ReadConfig, TraceSelectionDefaultsToEverythingAndRejectsUnknownItems) {
+  auto all = ReadConfig(FakeEnv({{"RANKSCOPE_RUN_DIR", "/tmp/x"}, {"RANKSCOPE_RUN_ID", "abc"}}));
   ASSERT_TRUE(all.ok());
-  EXPECT_TRUE(all->nvtx && all->cuda && all->nccl);
-  auto some = ParseTraceSelection("nccl,nvtx");
+  EXPECT_TRUE(all->trace.nvtx && all->trace.cuda && all->trace.nccl);
+  auto some = ReadConfig(FakeEnv({{"RANKSCOPE_RUN_DIR", "/tmp/x"}, {"RANKSCOPE_RUN_ID", "abc"},
+                                  {"RANKSCOPE_TRACE", "nccl,nvtx"}}));
   ASSERT_TRUE(some.ok());
-  EXPECT_TRUE(some->nvtx && some->nccl);
-  EXPECT_FALSE(some->cuda);
-  auto bad = ParseTraceSelection("nvtx,mpi");
+  EXPECT_TRUE(some->trace.nvtx && some->trace.nccl);
+  EXPECT_FALSE(some->trace.cuda);
+  auto bad = ReadConfig(FakeEnv({{"RANKSCOPE_RUN_DIR", "/tmp/x"}, {"RANKSCOPE_RUN_ID", "abc"},
+                                 {"RANKSCOPE_TRACE", "nvtx,mpi"}}));
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("mpi"), std::string::npos);
+  EXPECT_NE(bad.status().message().find("RANKSCOPE_TRACE"), std::string::npos);
 }
 
 TEST(ReadConfig, InertWithoutRunDirAndStrictWithIt) {

@@ -11,28 +11,14 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/temp_dir.h"
 #include "trace/events.h"
 #include "trace/rank_meta.h"
 #include "trace/writer.h"
 
 namespace rankscope::trace::testing {
 
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "rankscope-test-XXXXXX").string();
-    path_ = mkdtemp(pattern.data());
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  const std::filesystem::path& path() const { return path_; }
-  std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
-
- private:
-  std::filesystem::path path_;
-};
+using rankscope::testing::TempDir;
 
 inline RankIdentity MakeIdentity(std::string run_id, std::optional<int> rank, std::optional<int> world_size) {
   RankIdentity id;
