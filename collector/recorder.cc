@@ -339,7 +339,7 @@ void Recorder::DrainLoop() {
   }
 }
 
-void Recorder::EnsureWriter() {
+void Recorder::EnsureWriter(bool has_events) {
   DrainState& d = *drain_;
   if (d.writer || d.writer_failed) return;
   const CollectorConfig& config = options_.config;
@@ -356,6 +356,12 @@ void Recorder::EnsureWriter() {
                                              : dir / trace::UnknownRankFileName(options_.pid);
   auto created = trace::TraceWriter::Create(path, identity);
   if (!created.ok() && identity.rank && created.status().code() == StatusCode::kAlreadyExists) {
+    // With nothing to record (a wrapper such as a shell or perf exiting after its child
+    // claimed the rank), there is nothing to keep: no file, no message.
+    if (!has_events) {
+      d.writer_failed = true;
+      return;
+    }
     // Another process of this rank (a wrapper's child, a subprocess) claimed the file first.
     std::fprintf(stderr, "rankscope: %s is taken; pid %lld records as rank-unknown\n",
                  path.filename().c_str(), static_cast<long long>(options_.pid));
@@ -461,7 +467,7 @@ size_t Recorder::DrainOnce(size_t max_records) {
       if (record.size() < sizeof(RecordHeader)) return;
       RecordHeader header;
       std::memcpy(&header, record.data(), sizeof(header));
-      EnsureWriter();
+      EnsureWriter(/*has_events=*/true);
       if (!d.writer) return;
       if (thread == nullptr) {
         thread = &d.threads[buffer->serial()];
@@ -598,7 +604,9 @@ Status Recorder::Finish(EndReason reason, int signal_number) {
   DrainPass(/*final=*/true);
   // A ranked process leaves its file even when it recorded nothing; a process about to
   // exec leaves the claim to its next image instead.
-  if (!d.writer && options_.config.rank.rank && reason != EndReason::kExec) EnsureWriter();
+  if (!d.writer && options_.config.rank.rank && reason != EndReason::kExec) {
+    EnsureWriter(/*has_events=*/false);
+  }
   Status status;
   if (d.writer) {
     int64_t now = RealtimeNowNs();

@@ -118,7 +118,9 @@ class Recorder {
   // the writer instead and drains everything.
   void DrainPass(bool final);
   size_t DrainOnce(size_t max_records);
-  void EnsureWriter();
+  // Creates the rank file. A taken rank name falls back to rank-unknown only when there
+  // are events to keep.
+  void EnsureWriter(bool has_events);
   Status Finish(EndReason reason, int signal_number);
 
   const RecorderOptions options_;

@@ -119,6 +119,17 @@ TEST(Recorder, RankedProcessLeavesAFileEvenWithoutEvents) {
   EXPECT_EQ(trace.events.size(), 0u);
 }
 
+TEST(Recorder, WrapperWithoutEventsLeavesNothingWhenItsRankIsTaken) {
+  TempDir dir;
+  trace::testing::WriteRankFile(dir / "rank-0.sqlite", trace::testing::MakeIdentity("testrun", 0, 4));
+  { Recorder recorder(Options(dir, 0)); }
+  std::vector<std::string> files;
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path())) {
+    files.push_back(entry.path().filename().string());
+  }
+  EXPECT_EQ(files, std::vector<std::string>{"rank-0.sqlite"});
+}
+
 TEST(Recorder, UnrankedProcessWithoutEventsLeavesNoFile) {
   TempDir dir;
   { Recorder recorder(Options(dir, std::nullopt)); }
