@@ -7,25 +7,15 @@
 #include <string>
 #include <string_view>
 
+#include "base/launch_env.h"
 #include "base/status.h"
 #include "trace/trace_selection.h"
 
 namespace rankscope::collector {
 
-using GetEnv = std::function<const char*(const char*)>;
-
-struct RankEnv {
-  std::optional<int> rank;
-  std::optional<int> world_size;
-  std::optional<int> local_rank;
-  std::string source;  // the launcher whose variables were used: "torchrun", "slurm", ...
-};
-
-// First match wins: RANK/WORLD_SIZE/LOCAL_RANK (torchrun), SLURM_PROCID/SLURM_NTASKS/
-// SLURM_LOCALID, OMPI_COMM_WORLD_RANK/_SIZE/_LOCAL_RANK, PMI_RANK/PMI_SIZE. A family counts
-// only when its rank variable is a valid integer in [0, kMaxWorldSize); a bad value is an
-// error, so a typo is not silently recorded as rank-unknown.
-Result<RankEnv> DetectRank(const GetEnv& get_env);
+using rankscope::DetectRank;
+using rankscope::GetEnv;
+using rankscope::RankEnv;
 
 using trace::TraceSelection;
 

@@ -8,12 +8,13 @@
 #include <string>
 
 #include "base/status.h"
+#include "base/launch_env.h"
 #include "trace/clock.h"
 
 namespace rankscope::trace {
 
 // Far above any real job; a larger rank or world size in a file is damage, not data.
-inline constexpr int kMaxWorldSize = 1 << 20;
+using rankscope::kMaxWorldSize;
 
 struct RankIdentity {
   // Every member has a default, so designated initializers may name only some.

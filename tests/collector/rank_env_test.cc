@@ -26,6 +26,20 @@ TEST(DetectRank, TorchrunComesFirst) {
   EXPECT_EQ(rank->source, "torchrun");
 }
 
+TEST(DetectRank, ReadsTheLocalWorldSizeWhenTheLauncherGivesIt) {
+  auto torchrun = DetectRank(FakeEnv({{"RANK", "3"}, {"WORLD_SIZE", "8"}, {"LOCAL_WORLD_SIZE", "4"}}));
+  ASSERT_TRUE(torchrun.ok());
+  EXPECT_EQ(torchrun->local_world_size, 4);
+  auto ompi = DetectRank(FakeEnv({{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "4"},
+                                  {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}}));
+  ASSERT_TRUE(ompi.ok());
+  EXPECT_EQ(ompi->local_world_size, 2);
+  // Slurm's per-node count may be absent or in its "2(x3)" form: then it is simply unknown.
+  auto slurm = DetectRank(FakeEnv({{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "6"}, {"SLURM_NTASKS_PER_NODE", "2(x3)"}}));
+  ASSERT_TRUE(slurm.ok());
+  EXPECT_FALSE(slurm->local_world_size.has_value());
+}
+
 TEST(DetectRank, FallsThroughTheLaunchersInOrder) {
   auto slurm = DetectRank(FakeEnv({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "16"},
                                    {"SLURM_LOCALID", "1"}, {"OMPI_COMM_WORLD_RANK", "2"}}));
