@@ -19,20 +19,15 @@
 #include <thread>
 #include <vector>
 
+#include "tests/child_process.h"
 #include "tests/temp_dir.h"
 
-extern char** environ;
 
 namespace rankscope::cli::testing {
 
 using rankscope::testing::TempDir;
 
-inline std::string ReadFile(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream content;
-  content << in.rdbuf();
-  return content.str();
-}
+using rankscope::testing::ReadFile;
 
 inline void WriteFile(const std::filesystem::path& path, const std::string& content) {
   std::ofstream out(path, std::ios::binary);
@@ -56,13 +51,7 @@ inline std::map<std::string, std::string> Snapshot(const std::filesystem::path& 
   return files;
 }
 
-struct RankscopeRun {
-  int exit_code = -1;      // 128 + N when signal N ended rankscope
-  bool timed_out = false;  // it hung and was SIGKILLed
-  std::string out;
-  std::string err;
-  std::chrono::duration<double> elapsed{};
-};
+using RankscopeRun = rankscope::testing::ProcessResult;
 
 struct RunOptions {
   std::map<std::string, std::string> set_env{};  // added to (or replacing in) the test's environment
@@ -75,13 +64,21 @@ struct RunOptions {
 // A started `rankscope`, its output going to files in a directory of its own.
 class RankscopeProcess {
  public:
-  RankscopeProcess(const std::vector<std::string>& args, const RunOptions& options) : options_(options) {
-    std::map<std::string, std::string> env;
-    for (char** entry = environ; *entry != nullptr; ++entry) {
-      const std::string text = *entry;
-      const size_t eq = text.find('=');
-      if (eq != std::string::npos) env[text.substr(0, eq)] = text.substr(eq + 1);
-    }
+  RankscopeProcess(const std::vector<std::string>& args, const RunOptions& options)
+      : process_(Argv(args), Environment(options),
+                 rankscope::testing::ProcessOptions{options.cwd, options.as_nobody, options.timeout}) {}
+
+  pid_t pid() const { return process_.pid(); }
+  RankscopeRun Wait() { return process_.Wait(); }
+
+ private:
+  static std::vector<std::string> Argv(const std::vector<std::string>& args) {
+    std::vector<std::string> argv = {RANKSCOPE_BINARY};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return argv;
+  }
+  static std::map<std::string, std::string> Environment(const RunOptions& options) {
+    std::map<std::string, std::string> env = rankscope::testing::CurrentEnvironment();
     // These tests check the launcher, not the collector: inject a library that does nothing.
     env["RANKSCOPE_COLLECTOR_LIB"] = EMPTY_PRELOAD_LIBRARY;
     // Sanitizer builds: in a sanitized child (cli_test_fake_rank) the preloaded library comes
@@ -91,64 +88,10 @@ class RankscopeProcess {
     for (const char* name : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LD_PRELOAD"}) env.erase(name);
     for (const auto& [name, value] : options.set_env) env[name] = value;
     for (const std::string& name : options.unset_env) env.erase(name);
-
-    std::vector<std::string> env_storage, argv_storage = {RANKSCOPE_BINARY};
-    for (const auto& [name, value] : env) env_storage.push_back(name + "=" + value);
-    argv_storage.insert(argv_storage.end(), args.begin(), args.end());
-    std::vector<char*> argv, envp;
-    for (std::string& arg : argv_storage) argv.push_back(arg.data());
-    argv.push_back(nullptr);
-    for (std::string& entry : env_storage) envp.push_back(entry.data());
-    envp.push_back(nullptr);
-
-    std::filesystem::permissions(output_.path(), std::filesystem::perms::all);  // for as_nobody
-    const int out_fd = ::open((output_ / "stdout").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-    const int err_fd = ::open((output_ / "stderr").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-    const std::string cwd = options.cwd.string();
-    start_ = std::chrono::steady_clock::now();
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      // Only async-signal-safe calls from here to exec.
-      if (!cwd.empty() && ::chdir(cwd.c_str()) != 0) ::_exit(120);
-      if (options.as_nobody && (::setgroups(0, nullptr) != 0 || ::setgid(65534) != 0 || ::setuid(65534) != 0)) {
-        ::_exit(121);
-      }
-      ::dup2(out_fd, STDOUT_FILENO);
-      ::dup2(err_fd, STDERR_FILENO);
-      ::execve(argv[0], argv.data(), envp.data());
-      ::_exit(122);
-    }
-    ::close(out_fd);
-    ::close(err_fd);
+    return env;
   }
 
-  pid_t pid() const { return pid_; }
-
-  RankscopeRun Wait() {
-    RankscopeRun run;
-    const auto deadline = start_ + options_.timeout;
-    int status = 0;
-    while (::waitpid(pid_, &status, WNOHANG) == 0) {
-      if (std::chrono::steady_clock::now() > deadline) {
-        ::kill(pid_, SIGKILL);
-        ::waitpid(pid_, &status, 0);
-        run.timed_out = true;
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    run.elapsed = std::chrono::steady_clock::now() - start_;
-    run.exit_code = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
-    run.out = ReadFile(output_ / "stdout");
-    run.err = ReadFile(output_ / "stderr");
-    return run;
-  }
-
- private:
-  RunOptions options_;
-  TempDir output_;
-  pid_t pid_ = -1;
-  std::chrono::steady_clock::time_point start_;
+  rankscope::testing::ChildProcess process_;
 };
 
 inline RankscopeRun RunRankscope(const std::vector<std::string>& args, const RunOptions& options = {}) {
