@@ -12,6 +12,9 @@ packages=(
   nlohmann-json3-dev # JSON
   libgtest-dev     # tests
   libbenchmark-dev # bench/
+  libgloo-dev      # the trainer's CPU collectives
+  libhiredis-dev   # Gloo's Redis rendezvous store (several nodes)
+  redis-server     # a Redis for the multi-node rendezvous test
 )
 
 missing=()

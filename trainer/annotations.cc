@@ -1,0 +1,118 @@
+#include "trainer/annotations.h"
+
+#include <pthread.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cstddef>
+#include <string>
+
+#include <nvtx3/nvToolsExt.h>
+#include <nvtx3/nvToolsExtPayload.h>
+
+namespace rankscope::trainer {
+namespace {
+
+struct StepPayload {
+  uint64_t step;
+  uint64_t samples;
+};
+
+struct AllReducePayload {
+  uint64_t bucket;
+  uint64_t bytes;
+};
+
+struct Annotations {
+  nvtxDomainHandle_t domain = nullptr;
+  uint64_t step_schema = 0;
+  uint64_t allreduce_schema = 0;
+};
+
+Annotations& State() {
+  static Annotations state;
+  return state;
+}
+
+uint64_t RegisterSchema(nvtxDomainHandle_t domain, const char* name, const nvtxPayloadSchemaEntry_t* entries,
+                        size_t count, size_t size) {
+  nvtxPayloadSchemaAttr_t attr{};
+  attr.fieldMask = NVTX_PAYLOAD_SCHEMA_ATTR_FIELD_NAME | NVTX_PAYLOAD_SCHEMA_ATTR_FIELD_TYPE |
+                   NVTX_PAYLOAD_SCHEMA_ATTR_FIELD_ENTRIES | NVTX_PAYLOAD_SCHEMA_ATTR_FIELD_NUM_ENTRIES |
+                   NVTX_PAYLOAD_SCHEMA_ATTR_FIELD_STATIC_SIZE;
+  attr.name = name;
+  attr.type = NVTX_PAYLOAD_SCHEMA_TYPE_STATIC;
+  attr.entries = entries;
+  attr.numEntries = count;
+  attr.payloadStaticSize = size;
+  return nvtxPayloadSchemaRegister(domain, &attr);
+}
+
+nvtxEventAttributes_t Attributes(const char* name, RangeCategory category) {
+  nvtxEventAttributes_t attributes{};
+  attributes.version = NVTX_VERSION;
+  attributes.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
+  attributes.category = static_cast<uint32_t>(category);
+  attributes.messageType = NVTX_MESSAGE_TYPE_ASCII;
+  attributes.message.ascii = name;
+  return attributes;
+}
+
+template <typename Payload>
+void PushWithPayload(const char* name, RangeCategory category, uint64_t schema, const Payload& payload) {
+  // NVTX copies (or the tool consumes) the payload during the call, so stack storage is fine.
+  nvtxPayloadData_t data{schema, sizeof(Payload), &payload};
+  nvtxEventAttributes_t attributes = Attributes(name, category);
+  attributes.payloadType = NVTX_PAYLOAD_TYPE_EXT;
+  attributes.reserved0 = 1;  // one nvtxPayloadData_t
+  attributes.payload.ullValue = reinterpret_cast<uint64_t>(&data);
+  nvtxDomainRangePushEx(State().domain, &attributes);
+}
+
+}  // namespace
+
+void InitAnnotations() {
+  Annotations& state = State();
+  if (state.domain != nullptr) return;
+  state.domain = nvtxDomainCreateA("rankscope");
+  nvtxDomainNameCategoryA(state.domain, static_cast<uint32_t>(RangeCategory::kCompute), "compute");
+  nvtxDomainNameCategoryA(state.domain, static_cast<uint32_t>(RangeCategory::kComm), "comm");
+  static const nvtxPayloadSchemaEntry_t step_entries[] = {
+      {0, NVTX_PAYLOAD_ENTRY_TYPE_UINT64, "step", nullptr, 0, offsetof(StepPayload, step), nullptr, nullptr},
+      {0, NVTX_PAYLOAD_ENTRY_TYPE_UINT64, "samples", nullptr, 0, offsetof(StepPayload, samples), nullptr, nullptr},
+  };
+  static const nvtxPayloadSchemaEntry_t allreduce_entries[] = {
+      {0, NVTX_PAYLOAD_ENTRY_TYPE_UINT64, "bucket", nullptr, 0, offsetof(AllReducePayload, bucket), nullptr,
+       nullptr},
+      {0, NVTX_PAYLOAD_ENTRY_TYPE_UINT64, "bytes", nullptr, 0, offsetof(AllReducePayload, bytes), nullptr, nullptr},
+  };
+  state.step_schema = RegisterSchema(state.domain, "rankscope step", step_entries, 2, sizeof(StepPayload));
+  state.allreduce_schema =
+      RegisterSchema(state.domain, "rankscope allreduce", allreduce_entries, 2, sizeof(AllReducePayload));
+}
+
+void NameThisThread(const char* name) {
+  pthread_setname_np(pthread_self(), name);
+  nvtxNameOsThreadA(static_cast<uint32_t>(syscall(SYS_gettid)), name);
+}
+
+ScopedRange::ScopedRange(const char* name, RangeCategory category) {
+  nvtxEventAttributes_t attributes = Attributes(name, category);
+  nvtxDomainRangePushEx(State().domain, &attributes);
+}
+
+ScopedRange::~ScopedRange() { nvtxDomainRangePop(State().domain); }
+
+StepRange::StepRange(uint64_t step, uint64_t samples) {
+  PushWithPayload("step", RangeCategory::kNone, State().step_schema, StepPayload{step, samples});
+}
+
+StepRange::~StepRange() { nvtxDomainRangePop(State().domain); }
+
+AllReduceRange::AllReduceRange(uint64_t bucket, uint64_t bytes, RangeCategory category) {
+  PushWithPayload("allreduce", category, State().allreduce_schema, AllReducePayload{bucket, bytes});
+}
+
+AllReduceRange::~AllReduceRange() { nvtxDomainRangePop(State().domain); }
+
+}  // namespace rankscope::trainer

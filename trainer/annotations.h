@@ -1,0 +1,47 @@
+// The trainer's NVTX annotations, domain "rankscope":
+//   step       (payload schema "rankscope step": step, samples)
+//   forward, backward, optimizer
+//   allreduce  one per bucket (payload schema "rankscope allreduce": bucket, bytes)
+// plus, on the CPU backend, one range per kernel call in category "compute" and one per
+// Gloo collective in category "comm", so the analyzer sees a compute lane and a
+// communication lane as it would see CUDA streams. Without an NVTX tool attached every
+// call is a cheap no-op.
+#pragma once
+
+#include <cstdint>
+
+namespace rankscope::trainer {
+
+enum class RangeCategory : uint32_t { kNone = 0, kCompute = 1, kComm = 2 };
+
+// Creates the domain, names the categories, registers the payload schemas. Call once,
+// before any range.
+void InitAnnotations();
+// Names the calling thread for both the OS and NVTX ("compute", "comm").
+void NameThisThread(const char* name);
+
+class ScopedRange {
+ public:
+  explicit ScopedRange(const char* name, RangeCategory category = RangeCategory::kNone);
+  ~ScopedRange();
+  ScopedRange(const ScopedRange&) = delete;
+  ScopedRange& operator=(const ScopedRange&) = delete;
+};
+
+class StepRange {
+ public:
+  StepRange(uint64_t step, uint64_t samples);
+  ~StepRange();
+  StepRange(const StepRange&) = delete;
+  StepRange& operator=(const StepRange&) = delete;
+};
+
+class AllReduceRange {
+ public:
+  AllReduceRange(uint64_t bucket, uint64_t bytes, RangeCategory category);
+  ~AllReduceRange();
+  AllReduceRange(const AllReduceRange&) = delete;
+  AllReduceRange& operator=(const AllReduceRange&) = delete;
+};
+
+}  // namespace rankscope::trainer

@@ -1,0 +1,59 @@
+#include "trainer/comm_util.h"
+
+#include <signal.h>
+
+#include <fmt/format.h>
+
+namespace rankscope::trainer::comm {
+
+std::string FormatDuration(std::chrono::milliseconds duration) {
+  const long long ms = duration.count();
+  if (ms < 1000) return fmt::format("{}ms", ms);
+  if (ms % 1000 == 0) return fmt::format("{}s", ms / 1000);
+  return fmt::format("{:g}s", static_cast<double>(ms) / 1000.0);
+}
+
+std::string RankList(const std::vector<int>& ranks) {
+  constexpr size_t kMaxNamed = 16;
+  std::string text = ranks.size() == 1 ? "rank " : "ranks ";
+  for (size_t i = 0; i < ranks.size() && i < kMaxNamed; ++i) {
+    if (i > 0) text += ", ";
+    text += std::to_string(ranks[i]);
+  }
+  if (ranks.size() > kMaxNamed) text += fmt::format(" and {} more", ranks.size() - kMaxNamed);
+  return text;
+}
+
+std::string CleanGlooMessage(std::string_view what) {
+  std::string text;
+  text.reserve(what.size());
+  for (char c : what) text += (c == '\n' || c == '\r' || c == '\t') ? ' ' : c;
+  std::string_view rest(text);
+  // Gloo stacks "[file:line] " prefixes, sometimes twice, and "[enforce fail at ...] ".
+  while (true) {
+    while (!rest.empty() && rest.front() == ' ') rest.remove_prefix(1);
+    if (rest.empty() || rest.front() != '[') break;
+    const size_t close = rest.find(']');
+    if (close == std::string_view::npos) break;
+    rest.remove_prefix(close + 1);
+  }
+  while (!rest.empty() && rest.back() == ' ') rest.remove_suffix(1);
+  return rest.empty() ? std::string(what.empty() ? "unknown error" : what) : std::string(rest);
+}
+
+void IgnoreSigpipe() {
+  struct sigaction current {};
+  if (sigaction(SIGPIPE, nullptr, &current) != 0) return;
+  if (!(current.sa_flags & SA_SIGINFO) && current.sa_handler == SIG_DFL) {
+    struct sigaction ignore {};
+    ignore.sa_handler = SIG_IGN;
+    sigemptyset(&ignore.sa_mask);
+    sigaction(SIGPIPE, &ignore, nullptr);
+  }
+}
+
+std::vector<char> ToBytes(std::string_view text) { return {text.begin(), text.end()}; }
+
+std::string FromBytes(const std::vector<char>& bytes) { return {bytes.begin(), bytes.end()}; }
+
+}  // namespace rankscope::trainer::comm

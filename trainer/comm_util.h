@@ -1,0 +1,31 @@
+// Small pieces shared by the rendezvous, the Gloo and the NCCL groups: how durations, rank
+// lists and Gloo's exception texts appear in one-line error messages.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace rankscope::trainer::comm {
+
+// "30s", "1.5s", "250ms": a timeout the way a user would write it.
+std::string FormatDuration(std::chrono::milliseconds duration);
+
+// "rank 1" or "ranks 1, 3"; a long list is cut ("ranks 0, 1, ... and 40 more").
+std::string RankList(const std::vector<int>& ranks);
+
+// Gloo's exception text on one line, without its "[file:line]" and "[enforce fail at ...]"
+// prefixes, which say nothing to a user.
+std::string CleanGlooMessage(std::string_view what);
+
+// A write to a socket whose peer died raises SIGPIPE, which by default ends the process
+// before the write can fail with EPIPE; a dead rank would take its survivors with it.
+// Sets SIGPIPE to "ignore" (as Python does for every program) unless the program installed
+// a handler of its own. Process-wide; called before any socket is made.
+void IgnoreSigpipe();
+
+std::vector<char> ToBytes(std::string_view text);
+std::string FromBytes(const std::vector<char>& bytes);
+
+}  // namespace rankscope::trainer::comm

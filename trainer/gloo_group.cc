@@ -1,0 +1,256 @@
+#include "trainer/gloo_group.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <climits>
+#include <string>
+#include <string_view>
+
+#include <fmt/format.h>
+#include <gloo/allreduce.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/common/error.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/prefix_store.h>
+#include <gloo/transport/tcp/device.h>
+
+#include "base/text.h"
+#include "trainer/comm_util.h"
+
+namespace rankscope::trainer {
+namespace {
+
+using comm::CleanGlooMessage;
+using comm::FormatDuration;
+using comm::RankList;
+
+// How long a rank that saw a collective fail waits for the other survivors to say so: long
+// enough for ranks whose peers' connections closed a moment later, short enough not to
+// delay the error much.
+constexpr auto kMissingRankGrace = std::chrono::milliseconds(2500);
+
+// The reduction for gloo: out = a + b, element by element in a fixed order, so the ring
+// all-reduce gives the same bits on every rank and every run.
+void SumFloats(void* out, const void* a, const void* b, size_t count) {
+  auto* sum = static_cast<float*>(out);
+  const auto* left = static_cast<const float*>(a);
+  const auto* right = static_cast<const float*>(b);
+  for (size_t i = 0; i < count; ++i) sum[i] = left[i] + right[i];
+}
+
+// GLOO_SOCKET_IFNAME (as in PyTorch; the first of a comma-separated list) names the
+// interface whose address the other ranks connect to. Without it, the address this host's
+// name resolves to, and 127.0.0.1 if the name does not resolve (enough on one node only).
+Result<std::shared_ptr<gloo::transport::Device>> CreateTcpDevice() {
+  const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
+  if (ifname != nullptr && *ifname != '\0') {
+    std::string_view name(ifname);
+    name = name.substr(0, name.find(','));
+    gloo::transport::tcp::attr attr;
+    attr.iface = std::string(name);
+    try {
+      return gloo::transport::tcp::CreateDevice(attr);
+    } catch (const std::exception& e) {
+      return InvalidArgument(fmt::format("gloo: GLOO_SOCKET_IFNAME={}: {}", Printable(name),
+                                         CleanGlooMessage(e.what())));
+    }
+  }
+  char hostname[HOST_NAME_MAX + 1] = {};
+  if (gethostname(hostname, sizeof hostname - 1) == 0 && hostname[0] != '\0') {
+    try {
+      return gloo::transport::tcp::CreateDevice(gloo::transport::tcp::attr(hostname));
+    } catch (const std::exception&) {
+      // The name does not resolve to an address this host can bind: fall back below.
+    }
+  }
+  try {
+    return gloo::transport::tcp::CreateDevice(gloo::transport::tcp::attr("127.0.0.1"));
+  } catch (const std::exception& e) {
+    return IoError(fmt::format("gloo: cannot create a TCP device on 127.0.0.1: {}",
+                               CleanGlooMessage(e.what())));
+  }
+}
+
+bool LooksLikeTimeout(std::string_view message) {
+  return message.find("imed out") != std::string_view::npos ||
+         message.find("imeout") != std::string_view::npos;
+}
+
+}  // namespace
+
+struct GlooGroup::State {
+  Rendezvous* rendezvous = nullptr;
+  std::string name;  // the group's key namespace in the rendezvous store
+  int rank = 0;
+  int size = 1;
+  std::chrono::milliseconds timeout{0};
+  std::shared_ptr<gloo::transport::Device> device;
+  std::shared_ptr<gloo::rendezvous::Context> context;
+  uint32_t next_tag = 0;
+  Status failure;  // set by the first failure; the group is unusable after it
+  std::atomic<bool> busy{false};
+
+  // Runs one collective, turning whatever gloo throws into a Status.
+  template <typename Collective>
+  Status Run(std::string_view operation, Collective&& collective) {
+    // A gloo context is not thread-safe: a second thread is refused, not let in to corrupt it.
+    if (busy.exchange(true)) {
+      return InternalError(fmt::format(
+          "{}: the gloo group is in use by another thread (one thread at a time)", operation));
+    }
+    struct Release {
+      std::atomic<bool>& flag;
+      ~Release() { flag.store(false); }
+    } release{busy};
+    if (!failure.ok()) {
+      return Status(failure.code(), fmt::format("{}: the group failed earlier: {}", operation,
+                                                failure.message()));
+    }
+    const uint32_t tag = next_tag++;
+    std::string error;
+    try {
+      collective(tag);
+      return Status::Ok();
+    } catch (const std::exception& e) {
+      error = CleanGlooMessage(e.what());
+    } catch (...) {
+      error = "unknown error";
+    }
+    return Fail(operation, error);
+  }
+
+  // Closes the group and explains the failure; never throws.
+  Status Fail(std::string_view operation, const std::string& gloo_message) noexcept {
+    // Close our connections first: peers blocked on this rank then fail at once instead of
+    // at their timeout, and all survivors check in within the grace below.
+    try {
+      if (context) context->closeConnections();
+    } catch (...) {
+      // Closing a broken context may throw as well; it is dropped just below either way.
+    }
+    try {
+      context.reset();
+      device.reset();
+      failure = Explain(operation, gloo_message);
+    } catch (...) {
+      failure = IoError(std::string(operation) + " failed");
+    }
+    return failure;
+  }
+
+  Status Explain(std::string_view operation, const std::string& gloo_message) {
+    const bool timed_out = LooksLikeTimeout(gloo_message);
+    // One round per group, whatever failed: a rank that failed while connecting and one
+    // that failed in its first collective are both survivors.
+    const std::vector<int> missing = rendezvous->MissingRanks(
+        name + "/failed", std::min<std::chrono::milliseconds>(kMissingRankGrace, timeout));
+    const std::string head = timed_out
+                                 ? fmt::format("{} timed out after {}", operation, FormatDuration(timeout))
+                                 : fmt::format("{} failed", operation);
+    std::string message;
+    if (missing.empty()) {
+      message = fmt::format("{}: {}", head, gloo_message);
+    } else if (timed_out) {
+      message = fmt::format("{}: {} did not respond ({})", head, RankList(missing), gloo_message);
+    } else {
+      message = fmt::format("{}: {} {} gone ({})", head, RankList(missing),
+                            missing.size() == 1 ? "is" : "are", gloo_message);
+    }
+    return timed_out ? Unavailable(message) : IoError(message);
+  }
+};
+
+GlooGroup::GlooGroup(std::unique_ptr<State> state) : state_(std::move(state)) {}
+
+GlooGroup::~GlooGroup() {
+  try {
+    state_->context.reset();
+    state_->device.reset();
+  } catch (...) {
+    // A destructor must not throw; the sockets close with the process at the latest.
+  }
+}
+
+Result<std::unique_ptr<GlooGroup>> GlooGroup::Create(Rendezvous& rendezvous,
+                                                     std::chrono::milliseconds timeout) try {
+  if (timeout <= std::chrono::milliseconds::zero()) {
+    return InvalidArgument("gloo: the timeout must be positive");
+  }
+  auto state = std::make_unique<State>();
+  state->rendezvous = &rendezvous;
+  state->rank = rendezvous.world().rank;
+  state->size = rendezvous.world().world_size;
+  state->timeout = timeout;
+  comm::IgnoreSigpipe();  // a peer that dies must fail our writes, not end this process
+  try {
+    state->name = rendezvous.NewNamespace("gloo");
+    RS_ASSIGN_OR_RETURN(state->device, CreateTcpDevice());
+    state->context = std::make_shared<gloo::rendezvous::Context>(state->rank, state->size);
+    state->context->setTimeout(timeout);
+    gloo::rendezvous::PrefixStore store(state->name, rendezvous.store());
+    state->context->connectFullMesh(store, state->device);
+  } catch (const std::exception& e) {
+    return state->Fail("gloo: connecting " + std::to_string(state->size) + " ranks",
+                       CleanGlooMessage(e.what()));
+  } catch (...) {
+    return state->Fail("gloo: connecting " + std::to_string(state->size) + " ranks", "unknown error");
+  }
+  return std::unique_ptr<GlooGroup>(new GlooGroup(std::move(state)));
+} catch (...) {
+  return InternalError("gloo: creating the group: out of memory");
+}
+
+int GlooGroup::rank() const { return state_->rank; }
+
+int GlooGroup::size() const { return state_->size; }
+
+// The only exception that can reach these from outside Run is std::bad_alloc while
+// building a message.
+Status GlooGroup::AllReduceSum(float* data, size_t count) try {
+  if (count == 0) return Status::Ok();
+  if (data == nullptr) return InvalidArgument("all-reduce: no data for a non-empty buffer");
+  return state_->Run("all-reduce", [&](uint32_t tag) {
+    gloo::AllreduceOptions options(state_->context);
+    options.setOutput(data, count);
+    options.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
+    options.setReduceFunction(&SumFloats);
+    options.setTag(tag);
+    options.setTimeout(state_->timeout);
+    gloo::allreduce(options);
+  });
+} catch (...) {
+  return InternalError("all-reduce: out of memory");
+}
+
+Status GlooGroup::Broadcast(float* data, size_t count, int root) try {
+  if (root < 0 || root >= state_->size) {
+    return InvalidArgument(fmt::format("broadcast: root {} is not a rank of {}", root, state_->size));
+  }
+  if (count == 0) return Status::Ok();
+  if (data == nullptr) return InvalidArgument("broadcast: no data for a non-empty buffer");
+  return state_->Run("broadcast", [&](uint32_t tag) {
+    gloo::BroadcastOptions options(state_->context);
+    options.setOutput(data, count);
+    options.setRoot(root);
+    options.setTag(tag);
+    options.setTimeout(state_->timeout);
+    gloo::broadcast(options);
+  });
+} catch (...) {
+  return InternalError("broadcast: out of memory");
+}
+
+Status GlooGroup::Barrier() try {
+  return state_->Run("barrier", [&](uint32_t tag) {
+    gloo::BarrierOptions options(state_->context);
+    options.setTag(tag);
+    options.setTimeout(state_->timeout);
+    gloo::barrier(options);
+  });
+} catch (...) {
+  return InternalError("barrier: out of memory");
+}
+
+}  // namespace rankscope::trainer

@@ -1,0 +1,48 @@
+// CPU collectives over Gloo's TCP transport. One GlooGroup is used by one thread at a time
+// (the DDP engine's communication thread); every error names the operation and, when it
+// can be found out, the rank that failed.
+//
+// Gloo contexts are not thread-safe: a call made while another thread is inside one of
+// this group's calls fails at once with an internal error. Every rank must make the same
+// calls in the same order with the same counts (a count of 0 is skipped on every rank).
+// After the first failure the group is closed for good; later calls return that failure.
+// A dead peer is found out at once when its connections close and named through
+// Rendezvous::MissingRanks after a grace of up to 2.5 s ("all-reduce failed: rank 1 is
+// gone (...)"); a hung peer after `timeout` ("all-reduce timed out after 30s: rank 1 did
+// not respond (...)"). Create sets SIGPIPE to "ignore" if the program left it at the
+// default, so that writing to a dead peer fails instead of killing this process.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+
+#include "base/status.h"
+#include "trainer/rendezvous.h"
+
+namespace rankscope::trainer {
+
+class GlooGroup {
+ public:
+  // Connects a full mesh among all ranks through the rendezvous store. Collectives time
+  // out after `timeout` (a rank that hangs), and fail at once when a peer's connection
+  // closes (a rank that died).
+  static Result<std::unique_ptr<GlooGroup>> Create(Rendezvous& rendezvous,
+                                                   std::chrono::milliseconds timeout);
+  ~GlooGroup();
+
+  int rank() const;
+  int size() const;
+  // In-place sum over all ranks (ring all-reduce: a fixed order of additions, so every rank
+  // gets the same bits, run after run).
+  Status AllReduceSum(float* data, size_t count);
+  Status Broadcast(float* data, size_t count, int root);
+  Status Barrier();
+
+ private:
+  struct State;
+  explicit GlooGroup(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace rankscope::trainer

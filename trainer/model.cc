@@ -1,0 +1,125 @@
+#include "trainer/model.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "trainer/annotations.h"
+
+namespace rankscope::trainer {
+namespace {
+
+// SplitMix64 stream for initialization; the data generator uses its own streams.
+class InitRandom {
+ public:
+  explicit InitRandom(uint64_t seed) : state_(seed ^ 0x696e697469616c21ull) {}
+  double Uniform() {  // [0, 1)
+    uint64_t x = (state_ += 0x9E3779B97F4A7C15ull);
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    x ^= x >> 31;
+    return static_cast<double>(x >> 11) * 0x1.0p-53;
+  }
+
+ private:
+  uint64_t state_;
+};
+
+}  // namespace
+
+Result<Mlp> Mlp::Create(ComputeDevice& device, const ModelShape& shape, int batch, uint64_t seed) {
+  Mlp model(device, shape, batch);
+  std::vector<int> widths = {shape.features};
+  for (int i = 0; i < shape.depth; ++i) widths.push_back(shape.width);
+  widths.push_back(shape.classes);
+
+  size_t max_width = 0;
+  for (size_t l = 0; l + 1 < widths.size(); ++l) {
+    Layer layer;
+    layer.in = widths[l];
+    layer.out = widths[l + 1];
+    layer.activation = l + 2 == widths.size() ? kernels::Activation::kNone : shape.activation;
+    const auto add = [&](std::string name, size_t size) {
+      model.parameters_.push_back({std::move(name), model.parameter_count_, size});
+      model.parameter_count_ += size;
+      return static_cast<int>(model.parameters_.size() - 1);
+    };
+    layer.weight = add(fmt::format("layers.{}.weight", l), static_cast<size_t>(layer.in) * layer.out);
+    layer.bias = add(fmt::format("layers.{}.bias", l), static_cast<size_t>(layer.out));
+    max_width = std::max(max_width, static_cast<size_t>(std::max(layer.in, layer.out)));
+    model.layers_.push_back(layer);
+  }
+
+  RS_ASSIGN_OR_RETURN(model.params_, device.AllocateFloats(model.parameter_count_));
+  RS_ASSIGN_OR_RETURN(model.grads_, device.AllocateFloats(model.parameter_count_));
+  const size_t rows = static_cast<size_t>(batch);
+  for (Layer& layer : model.layers_) {
+    RS_ASSIGN_OR_RETURN(layer.pre, device.AllocateFloats(rows * static_cast<size_t>(layer.out)));
+    if (layer.activation == kernels::Activation::kNone) {
+      layer.out_values = layer.pre;
+    } else {
+      RS_ASSIGN_OR_RETURN(layer.out_values, device.AllocateFloats(rows * static_cast<size_t>(layer.out)));
+    }
+  }
+  RS_ASSIGN_OR_RETURN(model.probs_, device.AllocateFloats(rows * static_cast<size_t>(shape.classes)));
+  RS_ASSIGN_OR_RETURN(model.dlogits_, device.AllocateFloats(rows * static_cast<size_t>(shape.classes)));
+  for (float*& buffer : model.dactivation_) {
+    RS_ASSIGN_OR_RETURN(buffer, device.AllocateFloats(rows * max_width));
+  }
+
+  std::vector<float> host(model.parameter_count_);
+  InitRandom random(seed);
+  for (const Layer& layer : model.layers_) {
+    const double bound = 1.0 / std::sqrt(static_cast<double>(layer.in));
+    for (int index : {layer.weight, layer.bias}) {
+      const Parameter& p = model.parameters_[static_cast<size_t>(index)];
+      for (size_t i = 0; i < p.size; ++i) {
+        host[p.offset + i] = static_cast<float>((2.0 * random.Uniform() - 1.0) * bound);
+      }
+    }
+  }
+  RS_RETURN_IF_ERROR(device.CopyToDevice(host.data(), model.params_, host.size()));
+  return model;
+}
+
+Status Mlp::Forward(const float* x, const int32_t* labels) {
+  ScopedRange range("forward");
+  const float* input = x;
+  for (Layer& layer : layers_) {
+    RS_RETURN_IF_ERROR(device_->LinearForward(batch_, layer.in, layer.out, input, param(layer.weight), layer.pre));
+    RS_RETURN_IF_ERROR(device_->BiasActivationForward(layer.activation, batch_, layer.out, param(layer.bias),
+                                                      layer.pre, layer.out_values));
+    input = layer.out_values;
+  }
+  return device_->SoftmaxCrossEntropyForward(batch_, shape_.classes, layers_.back().out_values, labels, probs_);
+}
+
+Status Mlp::Backward(const float* x, const int32_t* labels, float loss_scale, bool accumulate,
+                     const std::function<Status(int)>& grad_ready) {
+  ScopedRange range("backward");
+  RS_RETURN_IF_ERROR(device_->SoftmaxCrossEntropyBackward(batch_, shape_.classes, probs_, labels,
+                                                          loss_scale / static_cast<float>(batch_), dlogits_));
+  // d(output of layer l) arrives in `upstream`; dpre overwrites it in place.
+  float* upstream = dlogits_;
+  int next_buffer = 0;
+  for (size_t l = layers_.size(); l-- > 0;) {
+    Layer& layer = layers_[l];
+    const float* input = l == 0 ? x : layers_[l - 1].out_values;
+    RS_RETURN_IF_ERROR(device_->BiasActivationBackward(layer.activation, batch_, layer.out, layer.pre, upstream,
+                                                       upstream, grad(layer.bias), accumulate));
+    RS_RETURN_IF_ERROR(grad_ready(layer.bias));
+    RS_RETURN_IF_ERROR(device_->LinearBackwardWeight(batch_, layer.in, layer.out, upstream, input,
+                                                     grad(layer.weight), accumulate));
+    RS_RETURN_IF_ERROR(grad_ready(layer.weight));
+    if (l == 0) break;  // no gradient for the input data
+    float* downstream = dactivation_[next_buffer];
+    next_buffer ^= 1;
+    RS_RETURN_IF_ERROR(device_->LinearBackwardData(batch_, layer.in, layer.out, upstream, param(layer.weight),
+                                                   downstream));
+    upstream = downstream;
+  }
+  return Status::Ok();
+}
+
+}  // namespace rankscope::trainer

@@ -1,0 +1,293 @@
+#include "trainer/nccl_group.h"
+
+#include <climits>
+#include <cstring>
+#include <span>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nccl.h>
+
+#include "trainer/comm_util.h"
+
+namespace rankscope::trainer {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using comm::FormatDuration;
+using comm::RankList;
+
+// Polling a stream or a communicator's state costs microseconds; this keeps a waiting
+// thread from spinning a core while adding little latency to a millisecond collective.
+constexpr auto kPollInterval = std::chrono::microseconds(200);
+constexpr auto kMissingRankGrace = std::chrono::milliseconds(2500);
+
+// NCCL's error name and its last detailed message, on one line.
+std::string NcclErrorText(ncclResult_t result, ncclComm_t comm) {
+  std::string text = ncclGetErrorString(result);
+  const char* detail = ncclGetLastError(comm);
+  if (detail != nullptr && *detail != '\0') {
+    std::string one_line(detail);
+    for (char& c : one_line) {
+      if (c == '\n' || c == '\r') c = ' ';
+    }
+    text += fmt::format(" ({})", one_line);
+  }
+  return text;
+}
+
+// With a non-blocking communicator (config.blocking = 0) calls may return ncclInProgress;
+// the communicator's state says when they are done. Returns the final state, or
+// ncclInProgress when `deadline` passed first.
+ncclResult_t WaitWhileInProgress(ncclComm_t comm, Clock::time_point deadline) {
+  while (true) {
+    ncclResult_t state = ncclSuccess;
+    const ncclResult_t queried = ncclCommGetAsyncError(comm, &state);
+    if (queried != ncclSuccess) return queried;
+    if (state != ncclInProgress) return state;
+    if (Clock::now() >= deadline) return ncclInProgress;
+    std::this_thread::sleep_for(kPollInterval);
+  }
+}
+
+// The calling thread's CUDA device is switched for a scope and switched back after it.
+class ScopedDevice {
+ public:
+  explicit ScopedDevice(int device) {
+    if (cudaGetDevice(&previous_) == cudaSuccess && previous_ != device) {
+      switched_ = cudaSetDevice(device) == cudaSuccess;
+    }
+  }
+  ~ScopedDevice() {
+    if (switched_) cudaSetDevice(previous_);
+  }
+  ScopedDevice(const ScopedDevice&) = delete;
+  ScopedDevice& operator=(const ScopedDevice&) = delete;
+
+ private:
+  int previous_ = 0;
+  bool switched_ = false;
+};
+
+}  // namespace
+
+struct NcclGroup::State {
+  Rendezvous* rendezvous = nullptr;
+  std::string name;  // the group's key namespace in the rendezvous store
+  int rank = 0;
+  int size = 1;
+  int device = 0;
+  std::chrono::milliseconds timeout{0};
+  ncclComm_t comm = nullptr;
+  Status failure;  // set by the first failure; the communicator is aborted then
+
+  Status FailedEarlier(std::string_view operation) const {
+    return Status(failure.code(),
+                  fmt::format("{}: the NCCL group failed earlier: {}", operation, failure.message()));
+  }
+
+  // Aborts the communicator (so that no kernel waits forever on a dead peer), names the
+  // ranks that did not check in as survivors, and remembers the error.
+  Status Fail(std::string_view operation, const std::string& reason, bool timed_out) noexcept {
+    if (comm != nullptr) {
+      ncclCommAbort(comm);
+      comm = nullptr;
+    }
+    try {
+      failure = Explain(operation, reason, timed_out);
+    } catch (...) {
+      failure = IoError("NCCL operation failed; communicator aborted");
+    }
+    return failure;
+  }
+
+  Status Explain(std::string_view operation, const std::string& reason, bool timed_out) {
+    const std::vector<int> missing = rendezvous->MissingRanks(
+        name + "/failed", std::min<std::chrono::milliseconds>(kMissingRankGrace, timeout));
+    const std::string head = timed_out
+                                 ? fmt::format("{} timed out after {}", operation, FormatDuration(timeout))
+                                 : fmt::format("{} failed", operation);
+    std::string message;
+    if (missing.empty()) {
+      message = fmt::format("{}: {}; communicator aborted", head, reason);
+    } else {
+      message = fmt::format("{}: {} {} ({}); communicator aborted", head, RankList(missing),
+                            timed_out ? "did not respond" : (missing.size() == 1 ? "is gone" : "are gone"),
+                            reason);
+    }
+    return timed_out ? Unavailable(message) : IoError(message);
+  }
+
+  // After enqueueing a collective: ncclInProgress means the non-blocking communicator is
+  // still taking the call; wait for that (not for the collective itself).
+  Status Enqueued(std::string_view operation, ncclResult_t result) {
+    if (result == ncclInProgress) {
+      result = WaitWhileInProgress(comm, Clock::now() + timeout);
+      if (result == ncclInProgress) {
+        return Fail(operation, "enqueueing did not finish", /*timed_out=*/true);
+      }
+    }
+    if (result != ncclSuccess) return Fail(operation, NcclErrorText(result, comm), false);
+    return Status::Ok();
+  }
+};
+
+NcclGroup::NcclGroup(std::unique_ptr<State> state) : state_(std::move(state)) {}
+
+NcclGroup::~NcclGroup() {
+  if (state_->comm == nullptr) return;
+  ScopedDevice on_device(state_->device);
+  if (state_->failure.ok()) {
+    // Finalize flushes outstanding work; if a peer is gone it never finishes, then abort.
+    ncclResult_t result = ncclCommFinalize(state_->comm);
+    if (result == ncclSuccess || result == ncclInProgress) {
+      result = WaitWhileInProgress(state_->comm, Clock::now() + state_->timeout);
+    }
+    if (result == ncclSuccess) {
+      ncclCommDestroy(state_->comm);
+      state_->comm = nullptr;
+      return;
+    }
+  }
+  ncclCommAbort(state_->comm);
+  state_->comm = nullptr;
+}
+
+Result<std::unique_ptr<NcclGroup>> NcclGroup::Create(Rendezvous& rendezvous, int device,
+                                                     std::chrono::milliseconds timeout) {
+  if (timeout <= std::chrono::milliseconds::zero()) {
+    return InvalidArgument("nccl: the timeout must be positive");
+  }
+  try {
+    int current = -1;
+    const cudaError_t cuda = cudaGetDevice(&current);
+    if (cuda != cudaSuccess) {
+      return Unavailable(fmt::format("nccl: no usable CUDA device: {}", cudaGetErrorString(cuda)));
+    }
+    if (current != device) {
+      return InvalidArgument(fmt::format(
+          "nccl: this thread uses CUDA device {}, not {}: call cudaSetDevice({}) first", current,
+          device, device));
+    }
+    auto state = std::make_unique<State>();
+    state->rendezvous = &rendezvous;
+    state->rank = rendezvous.world().rank;
+    state->size = rendezvous.world().world_size;
+    state->device = device;
+    state->timeout = timeout;
+    state->name = rendezvous.NewNamespace("nccl");
+    const std::string id_key = state->name + "/id";
+
+    // Rank 0 publishes the id; an empty value tells the others that it could not make one,
+    // so that they fail at once instead of at the timeout.
+    ncclUniqueId id;
+    std::memset(&id, 0, sizeof id);
+    if (state->rank == 0) {
+      const ncclResult_t made = ncclGetUniqueId(&id);
+      if (made != ncclSuccess) {
+        (void)rendezvous.Set(id_key, {});
+        return Unavailable(fmt::format("nccl: ncclGetUniqueId failed: {}", NcclErrorText(made, nullptr)));
+      }
+      const auto* bytes = reinterpret_cast<const uint8_t*>(&id);
+      RS_RETURN_IF_ERROR(rendezvous.Set(id_key, std::span<const uint8_t>(bytes, sizeof id)));
+    } else {
+      RS_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, rendezvous.Get(id_key));
+      if (bytes.empty()) return Unavailable("nccl: rank 0 could not create an NCCL unique id");
+      if (bytes.size() != sizeof id) {
+        return Corrupt(fmt::format("nccl: the NCCL unique id from rank 0 has {} bytes, not {}",
+                                   bytes.size(), sizeof id));
+      }
+      std::memcpy(&id, bytes.data(), sizeof id);
+    }
+
+    // Non-blocking, so that a rank that never joins cannot hang this one past the timeout.
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    ncclComm_t comm = nullptr;
+    ncclResult_t result = ncclCommInitRankConfig(&comm, state->size, id, state->rank, &config);
+    if (comm != nullptr && (result == ncclSuccess || result == ncclInProgress)) {
+      result = WaitWhileInProgress(comm, Clock::now() + timeout);
+    }
+    if (result != ncclSuccess) {
+      const bool timed_out = result == ncclInProgress;
+      const std::string reason = timed_out ? std::string("not every rank joined")
+                                           : NcclErrorText(result, comm);
+      if (comm != nullptr) ncclCommAbort(comm);
+      const std::vector<int> missing = rendezvous.MissingRanks(
+          state->name + "/init-failed", std::min<std::chrono::milliseconds>(kMissingRankGrace, timeout));
+      const std::string head = timed_out ? fmt::format("nccl: creating the communicator of {} ranks timed out after {}",
+                                                       state->size, FormatDuration(timeout))
+                                         : fmt::format("nccl: creating the communicator of {} ranks failed",
+                                                       state->size);
+      if (!missing.empty()) {
+        return Unavailable(fmt::format("{}: {} did not respond ({})", head, RankList(missing), reason));
+      }
+      return IoError(fmt::format("{}: {}", head, reason));
+    }
+    state->comm = comm;
+    return std::unique_ptr<NcclGroup>(new NcclGroup(std::move(state)));
+  } catch (...) {  // only std::bad_alloc can get here: NCCL and CUDA are C APIs
+    return InternalError("nccl: creating the communicator: out of memory");
+  }
+}
+
+Status NcclGroup::AllReduceAverage(float* device_data, size_t count, cudaStream_t stream) {
+  try {
+    if (!state_->failure.ok()) return state_->FailedEarlier("all-reduce");
+    if (count == 0) return Status::Ok();
+    if (device_data == nullptr) return InvalidArgument("all-reduce: no data for a non-empty buffer");
+    return state_->Enqueued("all-reduce", ncclAllReduce(device_data, device_data, count, ncclFloat,
+                                                        ncclAvg, state_->comm, stream));
+  } catch (...) {
+    return InternalError("all-reduce: out of memory");
+  }
+}
+
+Status NcclGroup::Broadcast(float* device_data, size_t count, int root, cudaStream_t stream) {
+  try {
+    if (!state_->failure.ok()) return state_->FailedEarlier("broadcast");
+    if (root < 0 || root >= state_->size) {
+      return InvalidArgument(fmt::format("broadcast: root {} is not a rank of {}", root, state_->size));
+    }
+    if (count == 0) return Status::Ok();
+    if (device_data == nullptr) return InvalidArgument("broadcast: no data for a non-empty buffer");
+    return state_->Enqueued("broadcast", ncclBroadcast(device_data, device_data, count, ncclFloat,
+                                                       root, state_->comm, stream));
+  } catch (...) {
+    return InternalError("broadcast: out of memory");
+  }
+}
+
+Status NcclGroup::Synchronize(cudaStream_t stream) {
+  try {
+    if (!state_->failure.ok()) return state_->FailedEarlier("synchronize");
+    const Clock::time_point deadline = Clock::now() + state_->timeout;
+    while (true) {
+      const cudaError_t query = cudaStreamQuery(stream);
+      ncclResult_t state = ncclSuccess;
+      const ncclResult_t queried = ncclCommGetAsyncError(state_->comm, &state);
+      if (queried != ncclSuccess) {
+        return state_->Fail("NCCL synchronize", NcclErrorText(queried, state_->comm), false);
+      }
+      if (state != ncclSuccess && state != ncclInProgress) {
+        return state_->Fail("NCCL synchronize", NcclErrorText(state, state_->comm), false);
+      }
+      if (query == cudaSuccess) return Status::Ok();
+      if (query != cudaErrorNotReady) {
+        return state_->Fail("NCCL synchronize",
+                            fmt::format("CUDA error: {}", cudaGetErrorString(query)), false);
+      }
+      if (Clock::now() >= deadline) {
+        return state_->Fail("NCCL synchronize", "the stream did not finish", /*timed_out=*/true);
+      }
+      std::this_thread::sleep_for(kPollInterval);
+    }
+  } catch (...) {
+    return InternalError("NCCL synchronize: out of memory");
+  }
+}
+
+}  // namespace rankscope::trainer

@@ -1,0 +1,173 @@
+#include "trainer/options.h"
+
+#include <map>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+namespace rankscope::trainer {
+namespace {
+
+template <typename Enum>
+CLI::Option* AddChoice(CLI::App& app, const std::string& name, Enum& target,
+                       const std::map<std::string, Enum>& choices, const std::string& help) {
+  std::string names;
+  for (const auto& [text, value] : choices) names += (names.empty() ? "" : "|") + text;
+  return app.add_option(name, target, help + " (" + names + ")")
+      ->transform(CLI::CheckedTransformer(choices, CLI::ignore_case));
+}
+
+Status Validate(const TrainerOptions& o) {
+  auto positive = [](const char* name, double value) -> Status {
+    if (value > 0) return Status::Ok();
+    return InvalidArgument(fmt::format("{} must be positive, not {}", name, value));
+  };
+  RS_RETURN_IF_ERROR(positive("--features", o.features));
+  RS_RETURN_IF_ERROR(positive("--width", o.width));
+  RS_RETURN_IF_ERROR(positive("--classes", o.classes));
+  RS_RETURN_IF_ERROR(positive("--batch", o.batch));
+  RS_RETURN_IF_ERROR(positive("--accum", o.accum));
+  RS_RETURN_IF_ERROR(positive("--steps", o.steps));
+  RS_RETURN_IF_ERROR(positive("--lr", o.lr));
+  RS_RETURN_IF_ERROR(positive("--lr-reference-batch", o.lr_reference_batch));
+  RS_RETURN_IF_ERROR(positive("--bucket-mb", o.bucket_mb));
+  RS_RETURN_IF_ERROR(positive("--first-bucket-mb", o.first_bucket_mb));
+  RS_RETURN_IF_ERROR(positive("--timeout", o.timeout_s));
+  if (o.depth < 0) return InvalidArgument(fmt::format("--depth must be 0 or more, not {}", o.depth));
+  if (o.classes < 2) return InvalidArgument("--classes must be at least 2");
+  if (o.dataset_size < o.batch) {
+    return InvalidArgument(fmt::format("--samples {} is smaller than --batch {}", o.dataset_size, o.batch));
+  }
+  // Layer sizes feed int GEMM dimensions and per-layer buffers; keep them well inside int.
+  constexpr int kMaxDimension = 1 << 16;
+  if (o.features > kMaxDimension || o.width > kMaxDimension || o.classes > kMaxDimension ||
+      o.batch > kMaxDimension || o.depth > 1024) {
+    return InvalidArgument(fmt::format("model or batch too large (at most {} per dimension, depth 1024)",
+                                       kMaxDimension));
+  }
+  if (o.momentum < 0 || o.momentum >= 1) return InvalidArgument("--momentum must be in [0, 1)");
+  if (o.weight_decay < 0) return InvalidArgument("--weight-decay must not be negative");
+  if (o.clip_grad_norm < 0) return InvalidArgument("--clip-grad-norm must not be negative");
+  if (o.warmup_steps < 0) return InvalidArgument("--warmup-steps must not be negative");
+  if (o.threads < 0) return InvalidArgument("--threads must not be negative");
+  if (o.checkpoint_every < 0) return InvalidArgument("--checkpoint-every must not be negative");
+  if (o.checkpoint_every > 0 && o.checkpoint.empty()) {
+    return InvalidArgument("--checkpoint-every needs --checkpoint PATH");
+  }
+  if (o.extra_step_delay_ms < 0) return InvalidArgument("--extra-step-delay-ms must not be negative");
+  if (o.backend == Backend::kGloo && o.precision == Precision::kBf16) {
+    return InvalidArgument("--precision bf16 needs the GPU backend (the CPU kernels are fp32)");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<CommandLine> ParseCommandLine(const std::vector<std::string>& args) {
+  CommandLine result;
+  TrainerOptions& o = result.options;
+  CLI::App app("rankscope-trainer: the reference data-parallel (DDP) trainer that rankscope profiles. "
+               "Rank and world size come from torchrun, Slurm or Open MPI variables.",
+               "rankscope-trainer");
+  app.set_version_flag("--version", RANKSCOPE_VERSION);
+  app.get_formatter()->column_width(34);
+  // A later occurrence wins, so scripts can append overrides to a base command line.
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+
+  auto* model = "Model and data";
+  app.add_option("--features", o.features, "Input features")->group(model)->capture_default_str();
+  app.add_option("--width", o.width, "Hidden layer width")->group(model)->capture_default_str();
+  app.add_option("--depth", o.depth, "Hidden layers")->group(model)->capture_default_str();
+  app.add_option("--classes", o.classes, "Output classes")->group(model)->capture_default_str();
+  AddChoice(app, "--activation", o.activation,
+            {{"gelu", kernels::Activation::kGelu}, {"relu", kernels::Activation::kRelu}}, "Activation")
+      ->group(model);
+  app.add_option("--samples", o.dataset_size, "Synthetic dataset size")->group(model)->capture_default_str();
+  app.add_option("--seed", o.seed, "Seed of data, initialization and shuffling")->group(model)->capture_default_str();
+
+  auto* schedule = "Schedule and optimizer";
+  app.add_option("--batch", o.batch, "Samples per rank per micro-step")->group(schedule)->capture_default_str();
+  app.add_option("--accum", o.accum, "Micro-steps per optimizer step (gradient accumulation)")
+      ->group(schedule)->capture_default_str();
+  app.add_option("--steps", o.steps, "Optimizer steps to run in total")->group(schedule)->capture_default_str();
+  AddChoice(app, "--optimizer", o.optimizer, {{"sgd", OptimizerKind::kSgd}, {"adamw", OptimizerKind::kAdamW}},
+            "Optimizer")->group(schedule);
+  app.add_option("--lr", o.lr, "Learning rate at a global batch of --lr-reference-batch")
+      ->group(schedule)->capture_default_str();
+  app.add_option("--lr-reference-batch", o.lr_reference_batch,
+                 "Linear scaling: the rate used is lr x global batch / this")->group(schedule)->capture_default_str();
+  app.add_option("--warmup-steps", o.warmup_steps, "Linear learning-rate warm-up")->group(schedule)->capture_default_str();
+  app.add_option("--momentum", o.momentum, "SGD momentum")->group(schedule)->capture_default_str();
+  app.add_option("--weight-decay", o.weight_decay, "Weight decay (decoupled for AdamW)")->group(schedule)->capture_default_str();
+  app.add_option("--clip-grad-norm", o.clip_grad_norm, "Clip the global gradient norm to this (0: off)")
+      ->group(schedule)->capture_default_str();
+
+  auto* ddp = "Data parallelism";
+  app.add_option("--bucket-mb", o.bucket_mb, "Gradient bucket cap in MiB")->group(ddp)->capture_default_str();
+  app.add_option("--first-bucket-mb", o.first_bucket_mb, "Cap of the first bucket in MiB")->group(ddp)->capture_default_str();
+  app.add_flag("--no-overlap{false}", o.overlap, "All-reduce every bucket after the backward pass")->group(ddp);
+  AddChoice(app, "--backend", o.backend, {{"auto", Backend::kAuto}, {"nccl", Backend::kNccl}, {"gloo", Backend::kGloo}},
+            "Collectives: auto is NCCL when a GPU is usable, else Gloo")->group(ddp);
+  AddChoice(app, "--precision", o.precision, {{"fp32", Precision::kFp32}, {"bf16", Precision::kBf16}},
+            "GEMM precision (bf16: GPU tensor cores)")->group(ddp);
+  app.add_option("--rdzv", o.rendezvous, "Rendezvous store: file:DIR or redis://HOST:PORT")->group(ddp);
+  app.add_option("--timeout", o.timeout_s, "Seconds before a rendezvous or collective gives up")
+      ->group(ddp)->capture_default_str();
+  app.add_option("--threads", o.threads, "CPU kernel threads (0: cores / local ranks)")->group(ddp)->capture_default_str();
+
+  auto* output = "Checkpoints and output";
+  app.add_option("--checkpoint", o.checkpoint, "Save a checkpoint here (rank 0; atomic replace)")->group(output);
+  app.add_option("--checkpoint-every", o.checkpoint_every, "Also save every N steps")->group(output);
+  app.add_option("--resume", o.resume, "Continue from this checkpoint")->group(output);
+  app.add_option("--metrics-out", o.metrics_out, "Write per-step metrics as JSON ({rank} becomes the rank)")
+      ->group(output);
+  app.add_option("--log-every", o.log_every, "Print a line every N steps (0: never)")->group(output)->capture_default_str();
+  app.add_flag("--quiet", o.quiet, "Print only the final line and errors")->group(output);
+
+  // Test hooks, not shown in --help.
+  app.add_option("--fault-rank", o.fault_rank)->group("");
+  app.add_option("--fault-step", o.fault_step)->group("");
+  app.add_option("--extra-step-delay-ms", o.extra_step_delay_ms,
+                 "Sleep this long in every step (a planted slowdown for regression checks)")->group(ddp);
+
+  std::vector<std::string> reversed(args.rbegin(), args.rend());
+  try {
+    app.parse(reversed);
+  } catch (const CLI::ParseError& error) {
+    if (error.get_exit_code() == 0) {
+      result.exit_now = true;
+      result.text = dynamic_cast<const CLI::CallForVersion*>(&error) != nullptr ? RANKSCOPE_VERSION "\n"
+                                                                               : app.help();
+      return result;
+    }
+    return InvalidArgument(fmt::format("{}; see rankscope-trainer --help", error.what()));
+  }
+  RS_RETURN_IF_ERROR(Validate(o));
+  return result;
+}
+
+const char* BackendName(Backend backend) {
+  switch (backend) {
+    case Backend::kAuto: return "auto";
+    case Backend::kNccl: return "nccl";
+    case Backend::kGloo: return "gloo";
+  }
+  return "?";
+}
+
+const char* PrecisionName(Precision precision) {
+  return precision == Precision::kBf16 ? "bf16" : "fp32";
+}
+
+const char* ActivationName(kernels::Activation activation) {
+  switch (activation) {
+    case kernels::Activation::kNone: return "none";
+    case kernels::Activation::kRelu: return "relu";
+    case kernels::Activation::kGelu: return "gelu";
+  }
+  return "?";
+}
+
+const char* OptimizerName(OptimizerKind kind) { return kind == OptimizerKind::kAdamW ? "adamw" : "sgd"; }
+
+}  // namespace rankscope::trainer

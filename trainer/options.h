@@ -1,0 +1,76 @@
+// rankscope-trainer's command line: every knob of the model, data, DDP engine and runtime.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "kernels/cpu_kernels.h"
+
+namespace rankscope::trainer {
+
+enum class Backend : uint8_t { kAuto, kNccl, kGloo };
+enum class Precision : uint8_t { kFp32, kBf16 };
+enum class OptimizerKind : uint8_t { kSgd, kAdamW };
+
+struct TrainerOptions {
+  // Model: an MLP features → width (× depth hidden layers) → classes.
+  int features = 256;
+  int width = 1024;
+  int depth = 4;
+  int classes = 32;
+  kernels::Activation activation = kernels::Activation::kGelu;
+  // Data and schedule.
+  int64_t dataset_size = 1 << 16;
+  int batch = 64;  // per rank, per micro-step
+  int accum = 1;   // micro-steps per optimizer step
+  int steps = 30;
+  uint64_t seed = 1;
+  // Optimization.
+  OptimizerKind optimizer = OptimizerKind::kSgd;
+  double lr = 0.1;                 // at a global batch of lr_reference_batch
+  int lr_reference_batch = 256;    // linear scaling: lr · global batch / this
+  int warmup_steps = 5;
+  double momentum = 0.9;
+  double weight_decay = 0.0;
+  double clip_grad_norm = 0.0;     // 0: no clipping
+  // DDP engine.
+  double bucket_mb = 25.0;
+  double first_bucket_mb = 1.0;
+  bool overlap = true;
+  // Runtime.
+  Backend backend = Backend::kAuto;
+  Precision precision = Precision::kFp32;
+  std::string rendezvous;          // empty: the default (see rendezvous.h)
+  int threads = 0;                 // 0: cores / local ranks
+  double timeout_s = 60.0;         // collectives and rendezvous
+  // Checkpoints and output.
+  std::string checkpoint;          // save here (rank 0), atomically replaced
+  int checkpoint_every = 0;        // 0: only at the end
+  std::string resume;              // continue from this checkpoint
+  std::string metrics_out;         // per-rank JSON; "{rank}" is replaced by the rank
+  int log_every = 10;              // 0: no per-step lines
+  bool quiet = false;
+  // Fault injection for tests: rank fault_rank kills itself (SIGKILL) at step fault_step.
+  int fault_rank = -1;
+  int fault_step = -1;
+  // A deliberate slowdown for regression tests: sleep this long in every step.
+  double extra_step_delay_ms = 0.0;
+};
+
+struct CommandLine {
+  TrainerOptions options;
+  bool exit_now = false;  // --help or --version was handled
+  std::string text;       // what to print when exit_now
+};
+
+// Parses and validates; errors are one line naming the option.
+Result<CommandLine> ParseCommandLine(const std::vector<std::string>& args);
+
+const char* BackendName(Backend backend);
+const char* PrecisionName(Precision precision);
+const char* ActivationName(kernels::Activation activation);
+const char* OptimizerName(OptimizerKind kind);
+
+}  // namespace rankscope::trainer

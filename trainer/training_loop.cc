@@ -1,0 +1,332 @@
+#include "trainer/training_loop.h"
+
+#include <signal.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <thread>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <nvtx3/nvToolsExt.h>
+#include <nvtx3/nvToolsExtPayload.h>
+
+#include "trainer/annotations.h"
+#include "trainer/checkpoint.h"
+#include "trainer/collectives.h"
+#include "trainer/ddp.h"
+#include "trainer/device.h"
+#include "trainer/model.h"
+#include "trainer/optimizer.h"
+#include "trainer/synthetic_data.h"
+
+namespace rankscope::trainer {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Runtime {
+  Backend backend = Backend::kGloo;
+  std::unique_ptr<ComputeDevice> device;
+};
+
+Result<Runtime> ChooseRuntime(const TrainerOptions& options, const World& world) {
+  Runtime runtime;
+  runtime.backend = options.backend;
+  if (options.backend != Backend::kGloo) {
+    const GpuAvailability gpu = ProbeGpu();
+    if (options.backend == Backend::kAuto) {
+      runtime.backend = gpu.usable ? Backend::kNccl : Backend::kGloo;
+    } else if (!gpu.usable) {
+      return Unavailable(fmt::format("--backend nccl needs a GPU: {}", gpu.reason));
+    }
+  }
+  if (runtime.backend == Backend::kGloo) {
+    if (options.precision == Precision::kBf16) {
+      return InvalidArgument("--precision bf16 needs a GPU (the CPU kernels are fp32)");
+    }
+    const int threads = options.threads > 0 ? options.threads : kernels::DefaultThreadCount(world.local_world_size);
+    runtime.device = MakeCpuDevice(threads);
+  } else {
+    RS_ASSIGN_OR_RETURN(runtime.device, MakeCudaDevice(world.local_rank, options.precision == Precision::kBf16));
+  }
+  return runtime;
+}
+
+// The workload, once per run, as an NVTX mark the analyzer reads (METRICS.md §5 needs
+// per-rank batch, world size and accumulation for the global batch).
+void MarkWorkload(const TrainerOptions& options, const World& world, size_t parameters) {
+  struct Workload {
+    uint64_t world_size, batch, accum, steps, parameters;
+  };
+  static const nvtxPayloadSchemaEntry_t entries[] = {
+      {0, NVTX_PAYLOAD_ENTRY_TYPE_UINT64, "world_size", nullptr, 0, offsetof(Workload, world_size), nullptr, nullptr},
+      {0, NVTX_PAYLOAD_ENTRY_TYPE_UINT64, "batch", nullptr, 0, offsetof(Workload, batch), nullptr, nullptr},
+      {0, NVTX_PAYLOAD_ENTRY_TYPE_UINT64, "accum", nullptr, 0, offsetof(Workload, accum), nullptr, nullptr},
+      {0, NVTX_PAYLOAD_ENTRY_TYPE_UINT64, "steps", nullptr, 0, offsetof(Workload, steps), nullptr, nullptr},
+      {0, NVTX_PAYLOAD_ENTRY_TYPE_UINT64, "parameters", nullptr, 0, offsetof(Workload, parameters), nullptr, nullptr},
+  };
+  nvtxDomainHandle_t domain = nvtxDomainCreateA("rankscope");
+  nvtxPayloadSchemaAttr_t attr{};
+  attr.fieldMask = NVTX_PAYLOAD_SCHEMA_ATTR_FIELD_NAME | NVTX_PAYLOAD_SCHEMA_ATTR_FIELD_TYPE |
+                   NVTX_PAYLOAD_SCHEMA_ATTR_FIELD_ENTRIES | NVTX_PAYLOAD_SCHEMA_ATTR_FIELD_NUM_ENTRIES |
+                   NVTX_PAYLOAD_SCHEMA_ATTR_FIELD_STATIC_SIZE;
+  attr.name = "rankscope workload";
+  attr.type = NVTX_PAYLOAD_SCHEMA_TYPE_STATIC;
+  attr.entries = entries;
+  attr.numEntries = std::size(entries);
+  attr.payloadStaticSize = sizeof(Workload);
+  const uint64_t schema = nvtxPayloadSchemaRegister(domain, &attr);
+  const Workload workload{static_cast<uint64_t>(world.world_size), static_cast<uint64_t>(options.batch),
+                          static_cast<uint64_t>(options.accum), static_cast<uint64_t>(options.steps), parameters};
+  nvtxPayloadData_t data{schema, sizeof workload, &workload};
+  nvtxEventAttributes_t attributes{};
+  attributes.version = NVTX_VERSION;
+  attributes.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
+  attributes.payloadType = NVTX_PAYLOAD_TYPE_EXT;
+  attributes.reserved0 = 1;
+  attributes.payload.ullValue = reinterpret_cast<uint64_t>(&data);
+  attributes.messageType = NVTX_MESSAGE_TYPE_ASCII;
+  attributes.message.ascii = "workload";
+  nvtxDomainMarkEx(domain, &attributes);
+}
+
+Result<CheckpointContents> Snapshot(ComputeDevice& device, const TrainerOptions& options, const World& world,
+                                    Mlp& model, const Optimizer& optimizer, int64_t steps_done) {
+  CheckpointContents c;
+  c.features = options.features;
+  c.width = options.width;
+  c.depth = options.depth;
+  c.classes = options.classes;
+  c.activation = ActivationName(options.activation);
+  c.optimizer = OptimizerName(options.optimizer);
+  c.seed = options.seed;
+  c.world_size = world.world_size;
+  c.batch = options.batch;
+  c.accum = options.accum;
+  c.steps_done = steps_done;
+  c.optimizer_steps = optimizer.steps_taken();
+  c.parameters.resize(model.parameter_count());
+  RS_RETURN_IF_ERROR(device.CopyToHost(model.params(), c.parameters.data(), c.parameters.size()));
+  for (float* state : optimizer.state()) {
+    c.optimizer_state.emplace_back(optimizer.parameter_count());
+    RS_RETURN_IF_ERROR(device.CopyToHost(state, c.optimizer_state.back().data(), optimizer.parameter_count()));
+  }
+  return c;
+}
+
+Status Restore(ComputeDevice& device, const CheckpointContents& c, Mlp& model, Optimizer& optimizer) {
+  if (c.parameters.size() != model.parameter_count() || c.optimizer_state.size() != optimizer.state().size()) {
+    return InvalidArgument("the checkpoint's parameter or optimizer-state sizes do not match this model");
+  }
+  RS_RETURN_IF_ERROR(device.CopyToDevice(c.parameters.data(), model.params(), c.parameters.size()));
+  for (size_t i = 0; i < c.optimizer_state.size(); ++i) {
+    if (c.optimizer_state[i].size() != optimizer.parameter_count()) {
+      return InvalidArgument("the checkpoint's optimizer state does not match this model");
+    }
+    RS_RETURN_IF_ERROR(device.CopyToDevice(c.optimizer_state[i].data(), optimizer.state()[i], c.optimizer_state[i].size()));
+  }
+  optimizer.set_steps_taken(c.optimizer_steps);
+  return Status::Ok();
+}
+
+double Median(std::vector<double> values) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const size_t middle = values.size() / 2;
+  return values.size() % 2 == 1 ? values[middle] : 0.5 * (values[middle - 1] + values[middle]);
+}
+
+Status WriteMetrics(const std::string& pattern, const TrainingSummary& summary, const TrainerOptions& options) {
+  std::string path = pattern;
+  if (size_t at = path.find("{rank}"); at != std::string::npos) path.replace(at, 6, std::to_string(summary.rank));
+  nlohmann::json steps = nlohmann::json::array();
+  for (const StepRecord& s : summary.steps) {
+    steps.push_back({{"step", s.step}, {"loss", s.loss}, {"accuracy", s.accuracy}, {"lr", s.lr},
+                     {"time_ms", s.seconds * 1e3}});
+  }
+  const nlohmann::json document = {
+      {"rank", summary.rank},
+      {"world_size", summary.world_size},
+      {"backend", summary.backend},
+      {"device", summary.device},
+      {"batch", options.batch},
+      {"accum", options.accum},
+      {"parameters", summary.parameter_count},
+      {"bucket_bytes", summary.bucket_bytes},
+      {"overlap", options.overlap},
+      {"steps", steps},
+      {"step_time_median_ms", summary.step_time_median_s * 1e3},
+      {"samples_per_second", summary.samples_per_second},
+  };
+  std::ofstream out(path, std::ios::trunc);
+  out << document.dump(2) << '\n';
+  out.close();
+  if (!out) return IoError(fmt::format("cannot write --metrics-out {}", path));
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<TrainingSummary> RunTraining(const TrainerOptions& options, const World& world, std::FILE* log) {
+  InitAnnotations();
+  NameThisThread("compute");
+  const bool chatty = !options.quiet && world.rank == 0;
+  const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(options.timeout_s * 1000));
+
+  RS_ASSIGN_OR_RETURN(Runtime runtime, ChooseRuntime(options, world));
+  ComputeDevice& device = *runtime.device;
+
+  RendezvousSpec spec;
+  if (!options.rendezvous.empty()) {
+    RS_ASSIGN_OR_RETURN(spec, ParseRendezvous(options.rendezvous));
+  } else {
+    RS_ASSIGN_OR_RETURN(spec, DefaultRendezvous(ProcessEnv()));
+  }
+  RS_ASSIGN_OR_RETURN(std::unique_ptr<Rendezvous> rendezvous, Rendezvous::Connect(spec, world, timeout));
+  std::unique_ptr<Collectives> collectives;
+  if (runtime.backend == Backend::kNccl) {
+    RS_ASSIGN_OR_RETURN(collectives, MakeNcclCollectives(*rendezvous, device, world.local_rank, timeout));
+  } else {
+    RS_ASSIGN_OR_RETURN(collectives, MakeGlooCollectives(*rendezvous, timeout));
+  }
+
+  const ModelShape shape{options.features, options.width, options.depth, options.classes, options.activation};
+  RS_ASSIGN_OR_RETURN(Mlp model, Mlp::Create(device, shape, options.batch, options.seed));
+  DdpOptions ddp_options;
+  ddp_options.bucket_cap_bytes = static_cast<size_t>(options.bucket_mb * 1024 * 1024);
+  ddp_options.first_bucket_cap_bytes = static_cast<size_t>(options.first_bucket_mb * 1024 * 1024);
+  ddp_options.overlap = options.overlap;
+  RS_ASSIGN_OR_RETURN(DdpEngine ddp, DdpEngine::Create(device, *collectives, model, ddp_options));
+  RS_ASSIGN_OR_RETURN(Optimizer optimizer, Optimizer::Create(device, options, model.parameter_count()));
+
+  int64_t first_step = 0;
+  if (!options.resume.empty()) {
+    RS_ASSIGN_OR_RETURN(CheckpointContents saved, LoadCheckpoint(options.resume));
+    RS_RETURN_IF_ERROR(CheckResumable(saved, options));
+    RS_RETURN_IF_ERROR(Restore(device, saved, model, optimizer));
+    first_step = saved.steps_done;
+    if (chatty) {
+      std::fprintf(log, "resumed from %s at step %lld\n", options.resume.c_str(), static_cast<long long>(first_step));
+      if (saved.seed != options.seed || saved.world_size != world.world_size || saved.batch != options.batch ||
+          saved.accum != options.accum) {
+        std::fprintf(log, "note: the checkpoint's workload (seed %llu, %d ranks, batch %d, accum %d) differs from "
+                          "this run's; the data order will differ from an uninterrupted run\n",
+                     static_cast<unsigned long long>(saved.seed), saved.world_size, saved.batch, saved.accum);
+      }
+    }
+  }
+  // Rank 0's parameters everywhere, as DDP's constructor does (a no-op change here, since
+  // every rank initializes from the same seed, but it is part of the real protocol).
+  RS_RETURN_IF_ERROR(ddp.BroadcastParameters());
+  MarkWorkload(options, world, model.parameter_count());
+
+  TrainingSummary summary;
+  summary.rank = world.rank;
+  summary.world_size = world.world_size;
+  summary.backend = BackendName(runtime.backend);
+  summary.device = device.Describe();
+  summary.bucket_bytes = ddp.BucketBytes();
+  summary.parameter_count = model.parameter_count();
+  if (chatty) {
+    std::fprintf(log, "rankscope-trainer: %d rank(s), backend %s on %s; %zu parameters in %zu bucket(s); "
+                      "batch %d x %d micro-step(s) per rank; overlap %s\n",
+                 world.world_size, summary.backend.c_str(), summary.device.c_str(), model.parameter_count(),
+                 ddp.bucket_count(), options.batch, options.accum, options.overlap ? "on" : "off");
+    std::fflush(log);
+  }
+
+  SyntheticDataset dataset(options.seed, options.dataset_size, options.features, options.classes);
+  DistributedSampler sampler(options.dataset_size, world.world_size, world.rank, options.seed);
+  BatchPlan plan(dataset, sampler, options.batch);
+  std::vector<float> host_x(static_cast<size_t>(options.batch) * static_cast<size_t>(options.features));
+  std::vector<int32_t> host_labels(static_cast<size_t>(options.batch));
+  RS_ASSIGN_OR_RETURN(float* x, device.AllocateFloats(host_x.size()));
+  RS_ASSIGN_OR_RETURN(int32_t* labels, device.AllocateLabels(host_labels.size()));
+  const auto hook = [&ddp](int parameter) { return ddp.OnGradientReady(parameter); };
+  const auto rank_context = [&](int64_t step) { return fmt::format("rank {}: step {}", world.rank, step); };
+
+  for (int64_t step = first_step; step < options.steps; ++step) {
+    if (step == options.fault_step && world.rank == options.fault_rank) {
+      std::fprintf(stderr, "rankscope-trainer: rank %d: killing itself at step %lld (--fault-step)\n", world.rank,
+                   static_cast<long long>(step));
+      std::fflush(nullptr);
+      ::raise(SIGKILL);
+    }
+    const Clock::time_point started = Clock::now();
+    const double lr = LearningRate(options, world.world_size, step);
+    {
+      StepRange step_range(static_cast<uint64_t>(step), static_cast<uint64_t>(options.batch) * options.accum);
+      Status status;
+      for (int micro = 0; micro < options.accum && status.ok(); ++micro) {
+        plan.Fill(step * options.accum + micro, host_x.data(), host_labels.data());
+        status = device.CopyToDevice(host_x.data(), x, host_x.size());
+        if (status.ok()) status = device.CopyLabelsToDevice(host_labels.data(), labels, host_labels.size());
+        if (status.ok()) status = model.Forward(x, labels);
+        if (status.ok()) {
+          ddp.BeginBackward(micro + 1 == options.accum);
+          status = model.Backward(x, labels, 1.0f / static_cast<float>(options.accum), micro > 0, hook);
+        }
+      }
+      if (status.ok()) status = ddp.FinishBackward();
+      if (status.ok()) {
+        ScopedRange range("optimizer");
+        if (options.clip_grad_norm > 0) {
+          status = ClipGradientNorm(device, model.grads(), model.parameter_count(), options.clip_grad_norm).status();
+        }
+        if (status.ok()) status = optimizer.Step(model.params(), model.grads(), lr);
+      }
+      if (!status.ok()) return status.WithContext(rank_context(step));
+      if (options.extra_step_delay_ms > 0) {
+        std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(options.extra_step_delay_ms));
+      }
+      Result<LossStats> loss = device.TakeLoss();
+      if (!loss.ok()) return loss.status().WithContext(rank_context(step));
+      StepRecord record;
+      record.step = step;
+      record.loss = loss->rows > 0 ? loss->loss_sum / static_cast<double>(loss->rows) : 0;
+      record.accuracy = loss->rows > 0 ? static_cast<double>(loss->correct) / static_cast<double>(loss->rows) : 0;
+      record.lr = lr;
+      record.seconds = std::chrono::duration<double>(Clock::now() - started).count();
+      summary.steps.push_back(record);
+      if (!std::isfinite(record.loss)) {
+        return InvalidArgument(fmt::format("{}: the loss is {} (diverged; lower --lr)", rank_context(step), record.loss));
+      }
+    }
+    const int64_t done = step + 1;
+    if (chatty && options.log_every > 0 && (done % options.log_every == 0 || done == options.steps)) {
+      const StepRecord& r = summary.steps.back();
+      std::fprintf(log, "step %lld/%d  loss %.4f  accuracy %.3f  lr %.4g  %.1f ms\n", static_cast<long long>(done),
+                   options.steps, r.loss, r.accuracy, r.lr, r.seconds * 1e3);
+      std::fflush(log);
+    }
+    const bool save_now = options.checkpoint_every > 0 && done % options.checkpoint_every == 0;
+    if (world.rank == 0 && !options.checkpoint.empty() && (save_now || done == options.steps)) {
+      RS_ASSIGN_OR_RETURN(CheckpointContents snapshot, Snapshot(device, options, world, model, optimizer, done));
+      RS_RETURN_IF_ERROR(SaveCheckpoint(options.checkpoint, snapshot));
+    }
+  }
+
+  std::vector<double> times;
+  for (size_t i = summary.steps.size() > 1 ? 1 : 0; i < summary.steps.size(); ++i) {
+    times.push_back(summary.steps[i].seconds);
+  }
+  summary.step_time_median_s = Median(times);
+  if (summary.step_time_median_s > 0) {
+    summary.samples_per_second =
+        static_cast<double>(options.batch) * options.accum / summary.step_time_median_s;
+  }
+  if (!options.metrics_out.empty()) RS_RETURN_IF_ERROR(WriteMetrics(options.metrics_out, summary, options));
+  return summary;
+}
+
+std::string FinalLine(const TrainingSummary& s) {
+  std::string losses;
+  if (!s.steps.empty()) losses = fmt::format("; loss {:.4f} -> {:.4f}", s.steps.front().loss, s.steps.back().loss);
+  return fmt::format("rank {}/{}: {:.1f} samples/s, step time median {:.2f} ms over {} step(s){}", s.rank,
+                     s.world_size, s.samples_per_second, s.step_time_median_s * 1e3, s.steps.size(), losses);
+}
+
+}  // namespace rankscope::trainer
