@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstddef>
+#include <iterator>
 #include <string>
 
 #include <nvtx3/nvToolsExt.h>
@@ -27,6 +28,7 @@ struct Annotations {
   nvtxDomainHandle_t domain = nullptr;
   uint64_t step_schema = 0;
   uint64_t allreduce_schema = 0;
+  uint64_t workload_schema = 0;
 };
 
 Annotations& State() {
@@ -58,16 +60,23 @@ nvtxEventAttributes_t Attributes(const char* name, RangeCategory category) {
   return attributes;
 }
 
+// NVTX copies (or the tool consumes) the payload during the call, so stack storage is fine.
 template <typename Payload>
-void PushWithPayload(const char* name, RangeCategory category, uint64_t schema, const Payload& payload) {
-  // NVTX copies (or the tool consumes) the payload during the call, so stack storage is fine.
+void WithPayload(const char* name, RangeCategory category, uint64_t schema, const Payload& payload,
+                 void (*emit)(nvtxDomainHandle_t, const nvtxEventAttributes_t*)) {
   nvtxPayloadData_t data{schema, sizeof(Payload), &payload};
   nvtxEventAttributes_t attributes = Attributes(name, category);
   attributes.payloadType = NVTX_PAYLOAD_TYPE_EXT;
   attributes.reserved0 = 1;  // one nvtxPayloadData_t
   attributes.payload.ullValue = reinterpret_cast<uint64_t>(&data);
-  nvtxDomainRangePushEx(State().domain, &attributes);
+  emit(State().domain, &attributes);
 }
+
+void PushRange(nvtxDomainHandle_t domain, const nvtxEventAttributes_t* attributes) {
+  nvtxDomainRangePushEx(domain, attributes);
+}
+
+void Mark(nvtxDomainHandle_t domain, const nvtxEventAttributes_t* attributes) { nvtxDomainMarkEx(domain, attributes); }
 
 }  // namespace
 
@@ -89,6 +98,16 @@ void InitAnnotations() {
   state.step_schema = RegisterSchema(state.domain, "rankscope step", step_entries, 2, sizeof(StepPayload));
   state.allreduce_schema =
       RegisterSchema(state.domain, "rankscope allreduce", allreduce_entries, 2, sizeof(AllReducePayload));
+  static const nvtxPayloadSchemaEntry_t workload_entries[] = {
+      {0, NVTX_PAYLOAD_ENTRY_TYPE_UINT64, "world_size", nullptr, 0, offsetof(Workload, world_size), nullptr, nullptr},
+      {0, NVTX_PAYLOAD_ENTRY_TYPE_UINT64, "batch", nullptr, 0, offsetof(Workload, batch), nullptr, nullptr},
+      {0, NVTX_PAYLOAD_ENTRY_TYPE_UINT64, "accum", nullptr, 0, offsetof(Workload, accum), nullptr, nullptr},
+      {0, NVTX_PAYLOAD_ENTRY_TYPE_UINT64, "steps", nullptr, 0, offsetof(Workload, steps), nullptr, nullptr},
+      {0, NVTX_PAYLOAD_ENTRY_TYPE_UINT64, "parameters", nullptr, 0, offsetof(Workload, parameters), nullptr,
+       nullptr},
+  };
+  state.workload_schema = RegisterSchema(state.domain, "rankscope workload", workload_entries,
+                                         std::size(workload_entries), sizeof(Workload));
 }
 
 void NameThisThread(const char* name) {
@@ -103,14 +122,18 @@ ScopedRange::ScopedRange(const char* name, RangeCategory category) {
 
 ScopedRange::~ScopedRange() { nvtxDomainRangePop(State().domain); }
 
+void MarkWorkload(const Workload& workload) {
+  WithPayload("workload", RangeCategory::kNone, State().workload_schema, workload, Mark);
+}
+
 StepRange::StepRange(uint64_t step, uint64_t samples) {
-  PushWithPayload("step", RangeCategory::kNone, State().step_schema, StepPayload{step, samples});
+  WithPayload("step", RangeCategory::kNone, State().step_schema, StepPayload{step, samples}, PushRange);
 }
 
 StepRange::~StepRange() { nvtxDomainRangePop(State().domain); }
 
 AllReduceRange::AllReduceRange(uint64_t bucket, uint64_t bytes, RangeCategory category) {
-  PushWithPayload("allreduce", category, State().allreduce_schema, AllReducePayload{bucket, bytes});
+  WithPayload("allreduce", category, State().allreduce_schema, AllReducePayload{bucket, bytes}, PushRange);
 }
 
 AllReduceRange::~AllReduceRange() { nvtxDomainRangePop(State().domain); }

@@ -20,6 +20,17 @@ void InitAnnotations();
 // Names the calling thread for both the OS and NVTX ("compute", "comm").
 void NameThisThread(const char* name);
 
+// The run's shape, once, as a mark "workload" (payload schema "rankscope workload"): the
+// analyzer's global batch is world_size · batch · accum (METRICS.md §5).
+struct Workload {
+  uint64_t world_size = 0;
+  uint64_t batch = 0;
+  uint64_t accum = 0;
+  uint64_t steps = 0;
+  uint64_t parameters = 0;
+};
+void MarkWorkload(const Workload& workload);
+
 class ScopedRange {
  public:
   explicit ScopedRange(const char* name, RangeCategory category = RangeCategory::kNone);

@@ -56,4 +56,17 @@ std::vector<char> ToBytes(std::string_view text) { return {text.begin(), text.en
 
 std::string FromBytes(const std::vector<char>& bytes) { return {bytes.begin(), bytes.end()}; }
 
+Status ExplainFailure(const CollectiveFailure& f) {
+  const std::string head = f.timed_out ? fmt::format("{} timed out after {}", f.operation, FormatDuration(f.timeout))
+                                       : fmt::format("{} failed", f.operation);
+  std::string message;
+  if (f.missing.empty()) {
+    message = fmt::format("{}: {}{}", head, f.detail, f.suffix);
+  } else {
+    const char* what = f.timed_out ? "did not respond" : (f.missing.size() == 1 ? "is gone" : "are gone");
+    message = fmt::format("{}: {} {} ({}){}", head, RankList(f.missing), what, f.detail, f.suffix);
+  }
+  return f.timed_out ? Unavailable(message) : IoError(message);
+}
+
 }  // namespace rankscope::trainer::comm

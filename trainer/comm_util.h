@@ -7,6 +7,8 @@
 #include <string_view>
 #include <vector>
 
+#include "base/status.h"
+
 namespace rankscope::trainer::comm {
 
 // "30s", "1.5s", "250ms": a timeout the way a user would write it.
@@ -24,6 +26,20 @@ std::string CleanGlooMessage(std::string_view what);
 // Sets SIGPIPE to "ignore" (as Python does for every program) unless the program installed
 // a handler of its own. Process-wide; called before any socket is made.
 void IgnoreSigpipe();
+
+// The one-line error of a failed collective, shared by the Gloo and NCCL groups:
+// "all-reduce failed: rank 1 is gone (detail)", "... timed out after 30s: rank 2 did not
+// respond (detail)", or, with nobody missing, "all-reduce failed: detail". `suffix` is
+// appended as is (e.g. "; communicator aborted"). Unavailable for a timeout, else IoError.
+struct CollectiveFailure {
+  std::string_view operation;
+  bool timed_out = false;
+  std::chrono::milliseconds timeout{};
+  std::vector<int> missing;
+  std::string detail;
+  std::string_view suffix;
+};
+Status ExplainFailure(const CollectiveFailure& failure);
 
 std::vector<char> ToBytes(std::string_view text);
 std::string FromBytes(const std::vector<char>& bytes);

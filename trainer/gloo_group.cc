@@ -24,6 +24,7 @@ namespace {
 
 using comm::CleanGlooMessage;
 using comm::FormatDuration;
+using comm::ExplainFailure;
 using comm::RankList;
 
 // How long a rank that saw a collective fail waits for the other survivors to say so: long
@@ -141,24 +142,15 @@ struct GlooGroup::State {
   }
 
   Status Explain(std::string_view operation, const std::string& gloo_message) {
-    const bool timed_out = LooksLikeTimeout(gloo_message);
     // One round per group, whatever failed: a rank that failed while connecting and one
     // that failed in its first collective are both survivors.
-    const std::vector<int> missing = rendezvous->MissingRanks(
-        name + "/failed", std::min<std::chrono::milliseconds>(kMissingRankGrace, timeout));
-    const std::string head = timed_out
-                                 ? fmt::format("{} timed out after {}", operation, FormatDuration(timeout))
-                                 : fmt::format("{} failed", operation);
-    std::string message;
-    if (missing.empty()) {
-      message = fmt::format("{}: {}", head, gloo_message);
-    } else if (timed_out) {
-      message = fmt::format("{}: {} did not respond ({})", head, RankList(missing), gloo_message);
-    } else {
-      message = fmt::format("{}: {} {} gone ({})", head, RankList(missing),
-                            missing.size() == 1 ? "is" : "are", gloo_message);
-    }
-    return timed_out ? Unavailable(message) : IoError(message);
+    return ExplainFailure({.operation = operation,
+                           .timed_out = LooksLikeTimeout(gloo_message),
+                           .timeout = timeout,
+                           .missing = rendezvous->MissingRanks(
+                               name + "/failed", std::min<std::chrono::milliseconds>(kMissingRankGrace, timeout)),
+                           .detail = gloo_message,
+                           .suffix = ""});
   }
 };
 

@@ -18,6 +18,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using comm::FormatDuration;
+using comm::ExplainFailure;
 using comm::RankList;
 
 // Polling a stream or a communicator's state costs microseconds; this keeps a waiting
@@ -105,20 +106,13 @@ struct NcclGroup::State {
   }
 
   Status Explain(std::string_view operation, const std::string& reason, bool timed_out) {
-    const std::vector<int> missing = rendezvous->MissingRanks(
-        name + "/failed", std::min<std::chrono::milliseconds>(kMissingRankGrace, timeout));
-    const std::string head = timed_out
-                                 ? fmt::format("{} timed out after {}", operation, FormatDuration(timeout))
-                                 : fmt::format("{} failed", operation);
-    std::string message;
-    if (missing.empty()) {
-      message = fmt::format("{}: {}; communicator aborted", head, reason);
-    } else {
-      message = fmt::format("{}: {} {} ({}); communicator aborted", head, RankList(missing),
-                            timed_out ? "did not respond" : (missing.size() == 1 ? "is gone" : "are gone"),
-                            reason);
-    }
-    return timed_out ? Unavailable(message) : IoError(message);
+    return ExplainFailure({.operation = operation,
+                           .timed_out = timed_out,
+                           .timeout = timeout,
+                           .missing = rendezvous->MissingRanks(
+                               name + "/failed", std::min<std::chrono::milliseconds>(kMissingRankGrace, timeout)),
+                           .detail = reason,
+                           .suffix = "; communicator aborted"});
   }
 
   // After enqueueing a collective: ncclInProgress means the non-blocking communicator is

@@ -10,8 +10,6 @@
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
-#include <nvtx3/nvToolsExt.h>
-#include <nvtx3/nvToolsExtPayload.h>
 
 #include "trainer/annotations.h"
 #include "trainer/checkpoint.h"
@@ -53,44 +51,6 @@ Result<Runtime> ChooseRuntime(const TrainerOptions& options, const World& world)
     RS_ASSIGN_OR_RETURN(runtime.device, MakeCudaDevice(world.local_rank, options.precision == Precision::kBf16));
   }
   return runtime;
-}
-
-// The workload, once per run, as an NVTX mark the analyzer reads (METRICS.md §5 needs
-// per-rank batch, world size and accumulation for the global batch).
-void MarkWorkload(const TrainerOptions& options, const World& world, size_t parameters) {
-  struct Workload {
-    uint64_t world_size, batch, accum, steps, parameters;
-  };
-  static const nvtxPayloadSchemaEntry_t entries[] = {
-      {0, NVTX_PAYLOAD_ENTRY_TYPE_UINT64, "world_size", nullptr, 0, offsetof(Workload, world_size), nullptr, nullptr},
-      {0, NVTX_PAYLOAD_ENTRY_TYPE_UINT64, "batch", nullptr, 0, offsetof(Workload, batch), nullptr, nullptr},
-      {0, NVTX_PAYLOAD_ENTRY_TYPE_UINT64, "accum", nullptr, 0, offsetof(Workload, accum), nullptr, nullptr},
-      {0, NVTX_PAYLOAD_ENTRY_TYPE_UINT64, "steps", nullptr, 0, offsetof(Workload, steps), nullptr, nullptr},
-      {0, NVTX_PAYLOAD_ENTRY_TYPE_UINT64, "parameters", nullptr, 0, offsetof(Workload, parameters), nullptr, nullptr},
-  };
-  nvtxDomainHandle_t domain = nvtxDomainCreateA("rankscope");
-  nvtxPayloadSchemaAttr_t attr{};
-  attr.fieldMask = NVTX_PAYLOAD_SCHEMA_ATTR_FIELD_NAME | NVTX_PAYLOAD_SCHEMA_ATTR_FIELD_TYPE |
-                   NVTX_PAYLOAD_SCHEMA_ATTR_FIELD_ENTRIES | NVTX_PAYLOAD_SCHEMA_ATTR_FIELD_NUM_ENTRIES |
-                   NVTX_PAYLOAD_SCHEMA_ATTR_FIELD_STATIC_SIZE;
-  attr.name = "rankscope workload";
-  attr.type = NVTX_PAYLOAD_SCHEMA_TYPE_STATIC;
-  attr.entries = entries;
-  attr.numEntries = std::size(entries);
-  attr.payloadStaticSize = sizeof(Workload);
-  const uint64_t schema = nvtxPayloadSchemaRegister(domain, &attr);
-  const Workload workload{static_cast<uint64_t>(world.world_size), static_cast<uint64_t>(options.batch),
-                          static_cast<uint64_t>(options.accum), static_cast<uint64_t>(options.steps), parameters};
-  nvtxPayloadData_t data{schema, sizeof workload, &workload};
-  nvtxEventAttributes_t attributes{};
-  attributes.version = NVTX_VERSION;
-  attributes.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
-  attributes.payloadType = NVTX_PAYLOAD_TYPE_EXT;
-  attributes.reserved0 = 1;
-  attributes.payload.ullValue = reinterpret_cast<uint64_t>(&data);
-  attributes.messageType = NVTX_MESSAGE_TYPE_ASCII;
-  attributes.message.ascii = "workload";
-  nvtxDomainMarkEx(domain, &attributes);
 }
 
 Result<CheckpointContents> Snapshot(ComputeDevice& device, const TrainerOptions& options, const World& world,
@@ -221,7 +181,8 @@ Result<TrainingSummary> RunTraining(const TrainerOptions& options, const World& 
   // Rank 0's parameters everywhere, as DDP's constructor does (a no-op change here, since
   // every rank initializes from the same seed, but it is part of the real protocol).
   RS_RETURN_IF_ERROR(ddp.BroadcastParameters());
-  MarkWorkload(options, world, model.parameter_count());
+  MarkWorkload({static_cast<uint64_t>(world.world_size), static_cast<uint64_t>(options.batch),
+                static_cast<uint64_t>(options.accum), static_cast<uint64_t>(options.steps), model.parameter_count()});
 
   TrainingSummary summary;
   summary.rank = world.rank;

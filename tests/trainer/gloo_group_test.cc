@@ -1,3 +1,4 @@
+#include "tests/trainer/comm_test_util.h"
 #include "trainer/gloo_group.h"
 
 #include <netinet/in.h>
@@ -38,19 +39,8 @@ using testing::TempDir;
 // Generous: only to prove that nothing hangs.
 constexpr auto kDoesNotHang = std::chrono::seconds(20);
 
-RendezvousSpec FileSpec(const std::filesystem::path& dir) {
-  RendezvousSpec spec;
-  spec.file_dir = dir.string();
-  return spec;
-}
-
-World WorldOf(int rank, int world_size) {
-  World world;
-  world.rank = rank;
-  world.world_size = world_size;
-  world.launcher = "test";
-  return world;
-}
+using testing::FileSpec;
+using testing::WorldOf;
 
 // One rank's connections. The rendezvous must outlive the group.
 struct Member {

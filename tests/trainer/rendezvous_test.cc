@@ -1,3 +1,4 @@
+#include "tests/trainer/comm_test_util.h"
 #include "trainer/rendezvous.h"
 
 #include <algorithm>
@@ -29,19 +30,8 @@ GetEnv EnvOf(std::map<std::string, std::string> values) {
   };
 }
 
-RendezvousSpec FileSpec(const std::filesystem::path& dir) {
-  RendezvousSpec spec;
-  spec.file_dir = dir.string();
-  return spec;
-}
-
-World WorldOf(int rank, int world_size) {
-  World world;
-  world.rank = rank;
-  world.world_size = world_size;
-  world.launcher = "test";
-  return world;
-}
+using testing::FileSpec;
+using testing::WorldOf;
 
 std::vector<uint8_t> Bytes(const std::string& text) { return {text.begin(), text.end()}; }
 std::string Text(const std::vector<uint8_t>& bytes) { return {bytes.begin(), bytes.end()}; }

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -218,6 +219,31 @@ int AllReducesStartedDuringBackward(bool overlap) {
     Result<trace::RankTrace> trace = (*reader)->LoadAll();
     EXPECT_TRUE(trace.ok()) << trace.status().ToString();
     if (!trace.ok()) return -1;
+    // The workload mark carries what the analyzer needs for the global batch.
+    bool workload_seen = false;
+    for (const trace::NvtxMarkEvent& mark : trace->events.nvtx_marks) {
+      if (trace->str(mark.name) != "workload") continue;
+      const nlohmann::json args = nlohmann::json::parse(trace->str(mark.args));
+      EXPECT_EQ(args.at("world_size"), 2);
+      EXPECT_EQ(args.at("batch"), 64);
+      EXPECT_EQ(args.at("accum"), 1);
+      workload_seen = true;
+    }
+    EXPECT_TRUE(workload_seen);
+    // A compute lane and a communication lane, as CUDA streams would be on a GPU.
+    std::set<trace::LaneId> compute_lanes, comm_lanes;
+    for (const trace::NvtxRangeEvent& range : trace->events.nvtx_ranges) {
+      if (range.category == 1) compute_lanes.insert(range.lane);
+      if (range.category == 2) {
+        comm_lanes.insert(range.lane);
+        EXPECT_EQ(trace->str(range.name), "allreduce");
+      }
+    }
+    EXPECT_EQ(compute_lanes.size(), 1u);
+    EXPECT_EQ(comm_lanes.size(), 1u);
+    EXPECT_TRUE(compute_lanes != comm_lanes);
+    EXPECT_EQ(trace->meta.entries["nvtx.category.rankscope.1"], "compute");
+    EXPECT_EQ(trace->meta.entries["nvtx.category.rankscope.2"], "comm");
     const auto per_step = AllReducesPerStep(*trace);
     EXPECT_EQ(per_step.size(), 6u);
     for (const auto& [step, times] : per_step) {
