@@ -130,6 +130,10 @@ Result<CommandLine> ParseCommandLine(const std::vector<std::string>& args) {
   app.add_option("--extra-step-delay-ms", o.extra_step_delay_ms,
                  "Sleep this long in every step (a planted slowdown for regression checks)")->group(ddp);
 
+  std::string slow_rank;
+  app.add_option("--slow-rank", slow_rank, "R:MS: rank R sleeps MS milliseconds before every forward pass "
+                                           "(a planted straggler)")->group(ddp);
+
   std::vector<std::string> reversed(args.rbegin(), args.rend());
   try {
     app.parse(reversed);
@@ -141,6 +145,26 @@ Result<CommandLine> ParseCommandLine(const std::vector<std::string>& args) {
       return result;
     }
     return InvalidArgument(fmt::format("{}; see rankscope-trainer --help", error.what()));
+  }
+  if (!slow_rank.empty()) {
+    const size_t colon = slow_rank.find(':');
+    int rank = -1;
+    double milliseconds = -1;
+    try {
+      size_t used_rank = 0, used_ms = 0;
+      if (colon != std::string::npos) {
+        rank = std::stoi(slow_rank.substr(0, colon), &used_rank);
+        milliseconds = std::stod(slow_rank.substr(colon + 1), &used_ms);
+      }
+      if (colon == std::string::npos || used_rank != colon || used_ms != slow_rank.size() - colon - 1) rank = -1;
+    } catch (const std::exception&) {
+      rank = -1;
+    }
+    if (rank < 0 || !(milliseconds >= 0)) {
+      return InvalidArgument(fmt::format("--slow-rank '{}': expected RANK:MILLISECONDS, e.g. 1:20", slow_rank));
+    }
+    o.slow_rank = rank;
+    o.slow_rank_ms = milliseconds;
   }
   RS_RETURN_IF_ERROR(Validate(o));
   return result;

@@ -57,6 +57,10 @@ struct TrainerOptions {
   int fault_step = -1;
   // A deliberate slowdown for regression tests: sleep this long in every step.
   double extra_step_delay_ms = 0.0;
+  // A straggler for the analyzer's tests: rank slow_rank sleeps slow_rank_ms before each
+  // step's forward pass, so the others wait for it at every all-reduce.
+  int slow_rank = -1;
+  double slow_rank_ms = 0.0;
 };
 
 struct CommandLine {

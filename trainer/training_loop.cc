@@ -221,6 +221,10 @@ Result<TrainingSummary> RunTraining(const TrainerOptions& options, const World& 
     {
       StepRange step_range(static_cast<uint64_t>(step), static_cast<uint64_t>(options.batch) * options.accum);
       Status status;
+      if (world.rank == options.slow_rank && options.slow_rank_ms > 0) {
+        ScopedRange delay("injected_delay");
+        std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(options.slow_rank_ms));
+      }
       for (int micro = 0; micro < options.accum && status.ok(); ++micro) {
         plan.Fill(step * options.accum + micro, host_x.data(), host_labels.data());
         status = device.CopyToDevice(host_x.data(), x, host_x.size());

@@ -114,6 +114,21 @@ TEST(ParseCommandLineTest, NoOverlapFlag) {
   EXPECT_FALSE(off->options.overlap);
 }
 
+TEST(ParseCommandLineTest, SlowRankTakesRankColonMilliseconds) {
+  Result<CommandLine> parsed = ParseCommandLine({"--slow-rank", "1:20.5"});
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_EQ(parsed->options.slow_rank, 1);
+  EXPECT_DOUBLE_EQ(parsed->options.slow_rank_ms, 20.5);
+  Result<CommandLine> none = ParseCommandLine({});
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->options.slow_rank, -1);
+  for (const char* bad : {"1", "x:5", "1:", ":5", "1:5ms", "-1:5", "1:-5"}) {
+    Result<CommandLine> rejected = ParseCommandLine({"--slow-rank", bad});
+    ASSERT_FALSE(rejected.ok()) << bad;
+    EXPECT_NE(rejected.status().message().find("--slow-rank"), std::string::npos) << rejected.status().message();
+  }
+}
+
 TEST(ParseCommandLineTest, ChoicesIgnoreCaseAndEqualsSyntaxWorks) {
   Result<CommandLine> parsed =
       ParseCommandLine({"--activation=GELU", "--backend", "NCCL", "--precision=bf16", "--optimizer", "SGD"});

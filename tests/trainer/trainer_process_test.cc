@@ -137,6 +137,18 @@ TEST(TrainerProcess, LossDecreasesOnTheSyntheticTask) {
   EXPECT_GT(accuracy, 0.5);  // chance is 0.25
 }
 
+TEST(TrainerProcess, ASlowRankMakesTheOthersWaitAtTheAllReduce) {
+  TempDir dir;
+  const std::string metrics = (dir / "metrics-{rank}.json").string();
+  ExpectAllSucceeded(RunRanks(2, {"--steps", "6", "--batch", "8", "--slow-rank", "1:50", "--metrics-out", metrics},
+                              dir, "slow"));
+  // Rank 1 sleeps 50 ms before every forward pass, and rank 0 cannot finish a step's
+  // all-reduce before rank 1 joins it: rank 0's steps last about 50 ms although its own work
+  // takes well under 1 ms. The bound is half that, so a descheduled rank cannot fail it.
+  const nlohmann::json rank0 = nlohmann::json::parse(ReadFile(dir / "metrics-0.json"));
+  EXPECT_GE(rank0.at("step_time_median_ms").get<double>(), 25.0);
+}
+
 TEST(TrainerProcess, ResumeFromACheckpointContinuesBitIdentically) {
   TempDir dir;
   const std::vector<std::string> common = {"--batch", "8", "--seed", "3", "--optimizer", "adamw", "--lr", "0.01",
