@@ -32,8 +32,6 @@ class Fnv1a {
   uint64_t hash_ = 0xCBF29CE484222325ull;
 };
 
-std::string ErrnoText(int error) { return std::strerror(error); }
-
 Status WriteAll(int fd, const void* data, size_t size, Fnv1a* hash, const std::string& path) {
   if (hash != nullptr) hash->Add(data, size);
   const auto* bytes = static_cast<const char*>(data);
@@ -41,7 +39,7 @@ Status WriteAll(int fd, const void* data, size_t size, Fnv1a* hash, const std::s
     const ssize_t written = ::write(fd, bytes, size);
     if (written < 0) {
       if (errno == EINTR) continue;
-      return IoError(fmt::format("cannot write checkpoint {}: {}", path, ErrnoText(errno)));
+      return IoError(fmt::format("cannot write checkpoint {}: {}", path, std::strerror(errno)));
     }
     bytes += written;
     size -= static_cast<size_t>(written);
@@ -56,7 +54,7 @@ Status ReadAll(int fd, void* data, size_t size, Fnv1a* hash, const std::string& 
     const ssize_t got = ::read(fd, bytes, left);
     if (got < 0) {
       if (errno == EINTR) continue;
-      return IoError(fmt::format("cannot read checkpoint {}: {}", path, ErrnoText(errno)));
+      return IoError(fmt::format("cannot read checkpoint {}: {}", path, std::strerror(errno)));
     }
     if (got == 0) return Corrupt(fmt::format("checkpoint {} is truncated", path));
     bytes += got;
@@ -135,7 +133,7 @@ Status SaveCheckpoint(const std::string& path, const CheckpointContents& content
   const std::filesystem::path directory = target.has_parent_path() ? target.parent_path() : ".";
   const std::string temporary = (directory / fmt::format(".{}.tmp.{}", target.filename().string(), ::getpid())).string();
   const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return IoError(fmt::format("cannot create checkpoint {}: {}", temporary, ErrnoText(errno)));
+  if (fd < 0) return IoError(fmt::format("cannot create checkpoint {}: {}", temporary, std::strerror(errno)));
   FileCloser closer(fd);
   auto fail = [&](Status status) {
     ::unlink(temporary.c_str());
@@ -157,14 +155,14 @@ Status SaveCheckpoint(const std::string& path, const CheckpointContents& content
   const uint64_t checksum = hash.value();
   if (status.ok()) status = WriteAll(fd, &checksum, sizeof checksum, nullptr, path);
   if (status.ok() && ::fsync(fd) != 0) {
-    status = IoError(fmt::format("cannot flush checkpoint {}: {}", temporary, ErrnoText(errno)));
+    status = IoError(fmt::format("cannot flush checkpoint {}: {}", temporary, std::strerror(errno)));
   }
   if (::close(closer.release()) != 0 && status.ok()) {
-    status = IoError(fmt::format("cannot close checkpoint {}: {}", temporary, ErrnoText(errno)));
+    status = IoError(fmt::format("cannot close checkpoint {}: {}", temporary, std::strerror(errno)));
   }
   if (!status.ok()) return fail(status);
   if (::rename(temporary.c_str(), path.c_str()) != 0) {
-    return fail(IoError(fmt::format("cannot replace checkpoint {}: {}", path, ErrnoText(errno))));
+    return fail(IoError(fmt::format("cannot replace checkpoint {}: {}", path, std::strerror(errno))));
   }
   // The rename itself must reach the disk for the new checkpoint to survive a crash.
   const int directory_fd = ::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -177,10 +175,10 @@ Status SaveCheckpoint(const std::string& path, const CheckpointContents& content
 
 Result<CheckpointContents> LoadCheckpoint(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return NotFound(fmt::format("cannot open checkpoint {}: {}", path, ErrnoText(errno)));
+  if (fd < 0) return NotFound(fmt::format("cannot open checkpoint {}: {}", path, std::strerror(errno)));
   FileCloser closer(fd);
   struct stat info {};
-  if (::fstat(fd, &info) != 0) return IoError(fmt::format("cannot stat checkpoint {}: {}", path, ErrnoText(errno)));
+  if (::fstat(fd, &info) != 0) return IoError(fmt::format("cannot stat checkpoint {}: {}", path, std::strerror(errno)));
   const uint64_t file_size = static_cast<uint64_t>(info.st_size);
 
   auto corrupt = [&](const std::string& what) { return Corrupt(fmt::format("checkpoint {} {}", path, what)); };

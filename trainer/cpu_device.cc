@@ -44,10 +44,6 @@ class CpuDevice final : public ComputeDevice {
     if (count > 0) std::memcpy(host, device, count * sizeof(float));
     return Status::Ok();
   }
-  Status Fill(float* device, size_t count, float value) override {
-    std::fill(device, device + count, value);
-    return Status::Ok();
-  }
 
   Status LinearForward(int batch, int in, int out, const float* x, const float* w, float* y) override {
     ScopedRange range("linear_forward", RangeCategory::kCompute);

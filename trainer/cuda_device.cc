@@ -61,10 +61,6 @@ class CudaDevice final : public ComputeDevice {
         cudaMemcpyAsync(host, device, count * sizeof(float), cudaMemcpyDeviceToHost, stream_), "copy from the GPU"));
     return Synchronize();
   }
-  Status Fill(float* device, size_t count, float value) override {
-    if (value != 0.0f) return Unsupported("CudaDevice::Fill supports only zero");
-    return CudaStatus(cudaMemsetAsync(device, 0, count * sizeof(float), stream_), "cudaMemsetAsync");
-  }
 
   Status LinearForward(int batch, int in, int out, const float* x, const float* w, float* y) override {
     return Gemm(k::Transpose::kNo, k::Transpose::kYes, batch, out, in, x, in, w, in, 0.0f, y, out);

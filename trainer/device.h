@@ -34,7 +34,6 @@ class ComputeDevice {
   virtual Status CopyToDevice(const float* host, float* device, size_t count) = 0;
   virtual Status CopyLabelsToDevice(const int32_t* host, int32_t* device, size_t count) = 0;
   virtual Status CopyToHost(const float* device, float* host, size_t count) = 0;
-  virtual Status Fill(float* device, size_t count, float value) = 0;
 
   // The operations of kernels/cpu_kernels.h, same semantics.
   virtual Status LinearForward(int batch, int in, int out, const float* x, const float* w, float* y) = 0;

@@ -1,5 +1,6 @@
 #include "trainer/options.h"
 
+#include <charconv>
 #include <map>
 
 #include <CLI/CLI.hpp>
@@ -148,19 +149,14 @@ Result<CommandLine> ParseCommandLine(const std::vector<std::string>& args) {
   }
   if (!slow_rank.empty()) {
     const size_t colon = slow_rank.find(':');
+    const char* text = slow_rank.data();
+    const char* text_end = text + slow_rank.size();
     int rank = -1;
     double milliseconds = -1;
-    try {
-      size_t used_rank = 0, used_ms = 0;
-      if (colon != std::string::npos) {
-        rank = std::stoi(slow_rank.substr(0, colon), &used_rank);
-        milliseconds = std::stod(slow_rank.substr(colon + 1), &used_ms);
-      }
-      if (colon == std::string::npos || used_rank != colon || used_ms != slow_rank.size() - colon - 1) rank = -1;
-    } catch (const std::exception&) {
-      rank = -1;
-    }
-    if (rank < 0 || !(milliseconds >= 0)) {
+    const bool parsed = colon != std::string::npos &&
+                        std::from_chars(text, text + colon, rank).ptr == text + colon &&
+                        std::from_chars(text + colon + 1, text_end, milliseconds).ptr == text_end;
+    if (!parsed || colon == 0 || colon + 1 == slow_rank.size() || rank < 0 || !(milliseconds >= 0)) {
       return InvalidArgument(fmt::format("--slow-rank '{}': expected RANK:MILLISECONDS, e.g. 1:20", slow_rank));
     }
     o.slow_rank = rank;

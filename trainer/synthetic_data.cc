@@ -19,14 +19,21 @@ double Uniform01(uint64_t bits) {  // (0, 1], never 0 so the logarithm below is 
   return (static_cast<double>(bits >> 11) + 1.0) * 0x1.0p-53;
 }
 
-// The j-th standard normal of stream `key` (Box–Muller on two counter draws).
-float Normal(uint64_t key, uint64_t j) {
+// Standard normals j and j + 1 (j even) of stream `key`: one Box–Muller pair from two
+// counter draws, so value j is the same whether it is drawn alone or with its partner.
+void NormalPair(uint64_t key, uint64_t j, float* out, size_t count) {
   const uint64_t pair = j / 2;
   const double u1 = Uniform01(Mix(key ^ Mix(2 * pair)));
   const double u2 = Uniform01(Mix(key ^ Mix(2 * pair + 1)));
   const double radius = std::sqrt(-2.0 * std::log(u1));
   const double angle = 2.0 * std::numbers::pi * u2;
-  return static_cast<float>(j % 2 == 0 ? radius * std::cos(angle) : radius * std::sin(angle));
+  out[0] = static_cast<float>(radius * std::cos(angle));
+  if (count > 1) out[1] = static_cast<float>(radius * std::sin(angle));
+}
+
+// values[i] = standard normal i of stream `key`.
+void Normals(uint64_t key, float* values, size_t count) {
+  for (size_t j = 0; j < count; j += 2) NormalPair(key, j, values + j, count - j);
 }
 
 constexpr uint64_t kTeacherStream = 0x7465616368657231ull;  // "teacher1"
@@ -39,12 +46,12 @@ SyntheticDataset::SyntheticDataset(uint64_t seed, int64_t size, int features, in
     : seed_(seed), size_(size), features_(features), classes_(classes),
       teacher_(static_cast<size_t>(features) * static_cast<size_t>(classes)) {
   const uint64_t key = Mix(seed ^ kTeacherStream);
-  for (size_t i = 0; i < teacher_.size(); ++i) teacher_[i] = Normal(key, i);
+  Normals(key, teacher_.data(), teacher_.size());
 }
 
 void SyntheticDataset::Sample(int64_t index, float* features_out, int32_t* label_out) const {
   const uint64_t key = Mix(Mix(seed_ ^ kSampleStream) ^ static_cast<uint64_t>(index));
-  for (int f = 0; f < features_; ++f) features_out[f] = Normal(key, static_cast<uint64_t>(f));
+  Normals(key, features_out, static_cast<size_t>(features_));
   int best = 0;
   double best_score = -INFINITY;
   for (int c = 0; c < classes_; ++c) {

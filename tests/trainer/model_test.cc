@@ -253,7 +253,8 @@ TEST_P(MlpTest, AccumulateAddsAndOverwriteReplaces) {
   for (size_t i = 0; i < once.size(); ++i) EXPECT_FLOAT_EQ(twice[i], 2.0f * once[i]) << "element " << i;
 
   // Without accumulate, stale gradients are overwritten, not added to.
-  ASSERT_TRUE(device_->Fill(model_->grads(), model_->parameter_count(), 7.0f).ok());
+  const std::vector<float> stale(model_->parameter_count(), 7.0f);
+  ASSERT_TRUE(device_->CopyToDevice(stale.data(), model_->grads(), stale.size()).ok());
   EXPECT_EQ(Gradients(), once);
 
   // loss_scale scales the gradients (1/accumulation steps in training).
