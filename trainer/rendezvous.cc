@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <charconv>
+#include <filesystem>
 #include <random>
 #include <thread>
 
@@ -418,6 +419,7 @@ Result<RendezvousSpec> DefaultRendezvous(const GetEnv& get_env) try {
   }
   // A single rank meets nobody; its own directory keeps concurrent runs apart.
   spec.file_dir = fmt::format("{}/rankscope-rendezvous-single-{}", temp, getpid());
+  spec.remove_when_done = true;
   return spec;
 } catch (...) {
   return InternalError("DefaultRendezvous: out of memory");
@@ -448,7 +450,13 @@ struct Rendezvous::State {
 };
 
 Rendezvous::Rendezvous(std::unique_ptr<State> state) : state_(std::move(state)) {}
-Rendezvous::~Rendezvous() = default;
+Rendezvous::~Rendezvous() {
+  if (state_ == nullptr || !state_->spec.remove_when_done || state_->spec.file_dir.empty()) return;
+  const std::filesystem::path directory = state_->spec.file_dir;
+  state_.reset();  // close the store before its files go
+  std::error_code ignored;
+  std::filesystem::remove_all(directory, ignored);
+}
 
 Result<std::unique_ptr<Rendezvous>> Rendezvous::Connect(const RendezvousSpec& spec,
                                                         const World& world,

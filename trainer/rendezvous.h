@@ -35,6 +35,8 @@ struct RendezvousSpec {
   std::string file_dir;    // file:DIR
   std::string redis_host;  // redis://HOST:PORT
   int redis_port = 0;
+  // A private directory made for a lone rank: removed when its Rendezvous is destroyed.
+  bool remove_when_done = false;
   std::string Describe() const;  // "file:DIR" or "redis://HOST:PORT", for messages
 };
 

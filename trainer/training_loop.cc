@@ -1,10 +1,14 @@
 #include "trainer/training_loop.h"
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <thread>
 
@@ -92,6 +96,18 @@ Status Restore(ComputeDevice& device, const CheckpointContents& c, Mlp& model, O
   return Status::Ok();
 }
 
+// Where output will be written must exist and be writable before training starts, not be
+// found missing after the last step.
+Status CheckOutputPath(const std::string& path, const char* option) {
+  if (path.empty()) return Status::Ok();
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  const std::string directory = parent.empty() ? "." : parent.string();
+  if (::access(directory.c_str(), W_OK | X_OK) != 0) {
+    return InvalidArgument(fmt::format("{} {}: cannot write in {}: {}", option, path, directory, std::strerror(errno)));
+  }
+  return Status::Ok();
+}
+
 double Median(std::vector<double> values) {
   if (values.empty()) return 0;
   std::sort(values.begin(), values.end());
@@ -136,6 +152,8 @@ Result<TrainingSummary> RunTraining(const TrainerOptions& options, const World& 
   const bool chatty = !options.quiet && world.rank == 0;
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(options.timeout_s * 1000));
 
+  if (world.rank == 0) RS_RETURN_IF_ERROR(CheckOutputPath(options.checkpoint, "--checkpoint"));
+  RS_RETURN_IF_ERROR(CheckOutputPath(options.metrics_out, "--metrics-out"));
   RS_ASSIGN_OR_RETURN(Runtime runtime, ChooseRuntime(options, world));
   ComputeDevice& device = *runtime.device;
 

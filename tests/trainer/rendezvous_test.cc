@@ -211,6 +211,28 @@ TEST(DefaultRendezvousTest, MultiRankJobWithoutIdsNeedsRdzv) {
   auto single = DefaultRendezvous(EnvOf({}));
   ASSERT_TRUE(single.ok()) << single.status().message();
   EXPECT_EQ(single->file_dir.rfind("/tmp/rankscope-rendezvous-single-", 0), 0u) << single->file_dir;
+  EXPECT_TRUE(single->remove_when_done);
+  auto in_run_dir = DefaultRendezvous(EnvOf({{"RANKSCOPE_RUN_DIR", "/r"}}));
+  ASSERT_TRUE(in_run_dir.ok());
+  EXPECT_FALSE(in_run_dir->remove_when_done);  // the run directory's rendezvous/ is kept
+}
+
+TEST(RendezvousTest, ALoneRanksPrivateDirectoryIsRemovedAfterwards) {
+  TempDir dir;
+  RendezvousSpec spec = FileSpec(dir / "private");
+  spec.remove_when_done = true;
+  {
+    auto rendezvous = Rendezvous::Connect(spec, WorldOf(0, 1), milliseconds(2000));
+    ASSERT_TRUE(rendezvous.ok()) << rendezvous.status().message();
+    EXPECT_TRUE(std::filesystem::exists(dir / "private"));
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir / "private"));
+  // A directory the user named stays.
+  {
+    auto rendezvous = Rendezvous::Connect(FileSpec(dir / "named"), WorldOf(0, 1), milliseconds(2000));
+    ASSERT_TRUE(rendezvous.ok()) << rendezvous.status().message();
+  }
+  EXPECT_TRUE(std::filesystem::exists(dir / "named"));
 }
 
 TEST(JobKeyTest, PrefersOwnRunIdThenLaunchers) {

@@ -297,7 +297,9 @@ size_t LineCount(const std::string& text) { return static_cast<size_t>(std::coun
 TEST(TrainerProcess, BadArgumentsGiveOneLineAndExitTwo) {
   for (const std::vector<std::string>& args :
        std::vector<std::vector<std::string>>{{"--batch", "0"}, {"--backend", "mpi"}, {"--steps", "many"},
-                                             {"--rdzv", "tcp://host:1"}, {"--resume", "/nonexistent/ckpt"}}) {
+                                             {"--rdzv", "tcp://host:1"}, {"--resume", "/nonexistent/ckpt"},
+                                             {"--checkpoint", "/nonexistent/dir/x.ckpt"},
+                                             {"--metrics-out", "/nonexistent/m.json"}}) {
     ChildProcess trainer(TrainerArgv(args), RankEnvironment(0, 1));
     const ProcessResult result = trainer.Wait();
     EXPECT_EQ(result.exit_code, 2) << args[0] << ": " << result.err;
