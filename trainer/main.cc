@@ -45,7 +45,9 @@ int main(int argc, char** argv) {
   if (!summary.ok()) {
     const StatusCode code = summary.status().code();
     PrintError(summary.status().message());
-    return code == StatusCode::kInvalidArgument || code == StatusCode::kNotFound ? kExitUsage : kExitFailed;
+    const bool bad_input = code == StatusCode::kInvalidArgument || code == StatusCode::kNotFound ||
+                           code == StatusCode::kCorrupt;  // e.g. a damaged --resume file
+    return bad_input ? kExitUsage : kExitFailed;
   }
   fmt::print("rankscope-trainer: {}\n", FinalLine(*summary));
   return 0;

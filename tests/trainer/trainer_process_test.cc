@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <memory>
 #include <set>
 
@@ -306,6 +307,19 @@ TEST(TrainerProcess, BadArgumentsGiveOneLineAndExitTwo) {
     EXPECT_EQ(LineCount(result.err), 1u) << result.err;
     EXPECT_EQ(result.err.rfind("rankscope-trainer: error: ", 0), 0u) << result.err;
   }
+}
+
+TEST(TrainerProcess, ADamagedCheckpointIsBadInput) {
+  TempDir dir;
+  {
+    std::ofstream out(dir / "bad.ckpt", std::ios::binary);
+    out << "RSCKPT01 but then nothing that makes sense";
+  }
+  ChildProcess trainer(TrainerArgv({"--resume", (dir / "bad.ckpt").string()}), RankEnvironment(0, 1));
+  const ProcessResult result = trainer.Wait();
+  EXPECT_EQ(result.exit_code, 2) << result.err;
+  EXPECT_EQ(LineCount(result.err), 1u) << result.err;
+  EXPECT_NE(result.err.find("bad.ckpt"), std::string::npos) << result.err;
 }
 
 TEST(TrainerProcess, AnUnreachableRendezvousIsOneClearLine) {
