@@ -604,4 +604,81 @@ Result<RankTrace> TraceReader::LoadAll(LoadOptions options) const {
   return trace;
 }
 
+namespace {
+
+// Reads a whole small table in storage order.
+template <typename Record>
+Result<std::vector<Record>> ReadWholeTable(sqlite3* db, std::string_view name) {
+  RS_ASSIGN_OR_RETURN(sql::Statement stmt,
+                      sql::Statement::Prepare(db, fmt::format("SELECT {} FROM {} ORDER BY id",
+                                                              FindTable(name)->DataColumnList(), name)));
+  std::vector<Record> rows;
+  RS_RETURN_IF_ERROR(ReadRows(stmt, &rows, name));
+  return rows;
+}
+
+// The lean columns of each span table, in SpanRow order.
+const char* SpanQuery(SpanTable table) {
+  switch (table) {
+    case SpanTable::kKernels:
+      return "SELECT lane, name, start_ns, end_ns, 0, 0, 0, 0, 0 FROM kernels ORDER BY id";
+    case SpanTable::kMemcpys:
+      return "SELECT lane, 0, start_ns, end_ns, 0, 0, 0, 0, 0 FROM memcpys ORDER BY id";
+    case SpanTable::kMemsets:
+      return "SELECT lane, 0, start_ns, end_ns, 0, 0, 0, 0, 0 FROM memsets ORDER BY id";
+    case SpanTable::kNvtxRanges:
+      return "SELECT lane, name, start_ns, end_ns, domain, category, args, payload_kind, payload_int "
+             "FROM nvtx_ranges ORDER BY id";
+  }
+  return "";
+}
+
+}  // namespace
+
+Status TraceReader::Stream(SpanVisitor& visitor) const {
+  sqlite3* db = impl_->db_.get();
+  ReadTransaction snapshot(db);
+  StreamHeader header;
+  header.meta = impl_->meta_;
+  RS_ASSIGN_OR_RETURN(header.strings, ReadStrings());
+  RS_ASSIGN_OR_RETURN(header.lanes, ReadLanes());
+  RS_ASSIGN_OR_RETURN(header.drops, ReadDrops());
+  auto marks = ReadWholeTable<NvtxMarkEvent>(db, "nvtx_marks");
+  if (!marks.ok()) return impl_->Fail(marks.status());
+  header.marks = std::move(marks).value();
+  auto collectives = ReadWholeTable<CollectiveEvent>(db, "collectives");
+  if (!collectives.ok()) return impl_->Fail(collectives.status());
+  header.collectives = std::move(collectives).value();
+  RS_RETURN_IF_ERROR(visitor.OnHeader(std::move(header)));
+
+  constexpr size_t kBatch = 4096;
+  std::vector<SpanRow> batch(kBatch);
+  for (SpanTable table : {SpanTable::kKernels, SpanTable::kMemcpys, SpanTable::kMemsets, SpanTable::kNvtxRanges}) {
+    auto stmt = sql::Statement::Prepare(db, SpanQuery(table));
+    if (!stmt.ok()) return impl_->Fail(stmt.status());
+    sqlite3_stmt* raw = stmt->get();
+    size_t filled = 0;
+    int rc;
+    while ((rc = sqlite3_step(raw)) == SQLITE_ROW) {
+      SpanRow& row = batch[filled];
+      row.lane = static_cast<LaneId>(sqlite3_column_int64(raw, 0));
+      row.name = static_cast<StringId>(sqlite3_column_int64(raw, 1));
+      row.start_ns = sqlite3_column_int64(raw, 2);
+      row.end_ns = sqlite3_column_int64(raw, 3);
+      row.domain = static_cast<StringId>(sqlite3_column_int64(raw, 4));
+      row.category = static_cast<uint32_t>(sqlite3_column_int64(raw, 5));
+      row.args = static_cast<StringId>(sqlite3_column_int64(raw, 6));
+      row.payload_kind = static_cast<uint32_t>(sqlite3_column_int64(raw, 7));
+      row.payload_int = sqlite3_column_int64(raw, 8);
+      if (++filled == kBatch) {
+        RS_RETURN_IF_ERROR(visitor.OnSpans(table, std::span<const SpanRow>(batch.data(), filled)));
+        filled = 0;
+      }
+    }
+    if (rc != SQLITE_DONE) return impl_->Fail(sql::FromSqlite(db, rc, "reading events"));
+    if (filled > 0) RS_RETURN_IF_ERROR(visitor.OnSpans(table, std::span<const SpanRow>(batch.data(), filled)));
+  }
+  return Status::Ok();
+}
+
 }  // namespace rankscope::trace

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,42 @@ struct RankTrace {
 
   const std::string& str(StringId id) const;  // "" for ids out of range
   const Lane* lane(LaneId id) const;          // nullptr for ids out of range
+};
+
+// Streaming a rank without loading it (TraceReader::Stream): the small tables whole, then the
+// interval tables as lean rows in batches. This is the analyzer's path on large runs.
+struct StreamHeader {
+  RankMeta meta;
+  std::vector<std::string> strings;  // index = StringId
+  std::vector<Lane> lanes;           // lanes[i].id == i + 1
+  std::vector<DropRecord> drops;
+  std::vector<NvtxMarkEvent> marks;
+  std::vector<CollectiveEvent> collectives;
+};
+
+enum class SpanTable : uint8_t { kKernels, kMemcpys, kMemsets, kNvtxRanges };
+
+// What metrics need of one kernel, copy, set or NVTX range: 48 bytes, not a full record.
+// Times are as stored: a damaged file may hold end < start, which consumers must check.
+struct SpanRow {
+  LaneId lane = kNoLane;
+  StringId name = kEmptyString;    // kernels and ranges; empty for copies and sets
+  TimestampNs start_ns = 0;
+  TimestampNs end_ns = 0;
+  StringId domain = kEmptyString;  // ranges only
+  uint32_t category = 0;           // ranges only
+  StringId args = kEmptyString;    // ranges only: the decoded payload as JSON
+  uint32_t payload_kind = 0;       // ranges only: PayloadKind of a scalar payload
+  int64_t payload_int = 0;         // ranges only
+};
+
+class SpanVisitor {
+ public:
+  virtual ~SpanVisitor() = default;
+  virtual Status OnHeader(StreamHeader header) = 0;
+  // Rows of one table in storage order (time order within a lane for files rankscope
+  // wrote), in batches. An error stops the stream and is returned by Stream.
+  virtual Status OnSpans(SpanTable table, std::span<const SpanRow> rows) = 0;
 };
 
 struct LoadOptions {
@@ -55,6 +92,10 @@ class TraceReader {
   // counter samples) with t0 <= start < t1. Served by the (lane, start) indexes; sorted by
   // start within each table.
   Result<EventTables> ReadLaneRange(LaneId lane, TimestampNs t0, TimestampNs t1) const;
+
+  // Calls visitor.OnHeader once, then OnSpans for kernels, memcpys, memsets and NVTX
+  // ranges, all from one snapshot of the file (a live file may be growing).
+  Status Stream(SpanVisitor& visitor) const;
 
   // Loads everything into memory, reading the tables in row-id chunks on several threads.
   Result<RankTrace> LoadAll(LoadOptions options = {}) const;

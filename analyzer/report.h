@@ -1,0 +1,201 @@
+// The result model: every number `rankscope analyze` prints, as plain data. The analysis
+// (analyze.h) fills it; the writers (report_writers.h) and the viewer only format it.
+// Field names match the JSON keys of docs/report-json.md.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "analyzer/classify.h"
+
+namespace rankscope::analyzer {
+
+inline constexpr int kReportVersion = 1;
+inline constexpr const char* kReportFormat = "rankscope.report";
+
+// METRICS.md §3 over one window of one device. The *_only fields, overlap_ns and idle_ns
+// partition the window: compute_only + overlap + comm_only + memory_only + idle = window.
+struct Breakdown {
+  int64_t window_ns = 0;        // t1 - t0
+  int64_t compute_ns = 0;       // |C|
+  int64_t comm_ns = 0;          // |M|
+  int64_t memory_ns = 0;        // |Y|
+  int64_t overlap_ns = 0;       // |C ∩ M|
+  int64_t exposed_comm_ns = 0;  // |M \ C|
+  int64_t busy_ns = 0;          // |C ∪ M ∪ Y|
+  int64_t idle_ns = 0;          // window - busy
+  int64_t compute_only_ns = 0;  // |C \ M|
+  int64_t comm_only_ns = 0;     // |M \ C| (equals exposed_comm_ns)
+  int64_t memory_only_ns = 0;   // |Y \ (C ∪ M)|
+  double overlap_pct = 0;       // 100 |C ∩ M| / |M|; 0 when |M| = 0
+  // |M| / |C|; nullopt when |C| = 0 (JSON null), 0 when both are 0.
+  std::optional<double> comm_compute_ratio = 0.0;
+  double utilization_pct = 0;   // 100 busy / window; 0 for an empty window
+};
+
+// Median, minimum, maximum and 90th percentile (linear interpolation) of some samples.
+struct Stats {
+  int64_t count = 0;
+  double median = 0, min = 0, max = 0, p90 = 0;
+};
+
+struct StepMetrics {
+  int64_t number = 0;      // the step's own number (payload, ProfilerStep#N) or its index
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+  bool aggregated = true;  // false: warm-up (--skip-steps) or outside --steps
+  Breakdown breakdown;
+  int64_t wait_ns = 0;     // this rank's wait at collectives that started in the step (§4)
+};
+
+// Per-step aggregates of one device: over the aggregated steps only.
+struct StepStats {
+  Stats step_ns, compute_ns, comm_ns, memory_ns, overlap_ns, exposed_comm_ns, busy_ns, idle_ns;
+  Stats overlap_pct, comm_compute_ratio, utilization_pct, wait_ns;
+};
+
+// One entry of the top-N tables: kernels, or compute/comm ranges on the CPU backend.
+struct ActivitySummary {
+  std::string name;
+  ActivityClass activity_class = ActivityClass::kCompute;
+  int64_t count = 0;
+  int64_t total_ns = 0;
+};
+
+// One rank and device: the top-level `ranks` array of the JSON report.
+struct DeviceReport {
+  int rank = 0;
+  int device = kCpuDevice;  // -1: the CPU backend's compute and comm lanes
+  std::string host;
+  Breakdown totals;         // whole trace: [first device activity start, last end)
+  std::vector<StepMetrics> steps;
+  StepStats step_stats;
+  int64_t wait_ns = 0;      // the rank's total wait at matched collectives
+  int64_t transfer_ns = 0;  // and its total transfer time there
+};
+
+// The run's shape, from the trainer's "workload" mark or the run metadata.
+struct Workload {
+  std::string command;
+  std::string backend;
+  std::optional<int64_t> world_size;
+  std::optional<int64_t> batch_per_rank;
+  std::optional<int64_t> accumulation;
+  std::optional<int64_t> global_batch;  // batch_per_rank · world_size · accumulation
+  std::optional<int64_t> steps;
+  std::optional<int64_t> parameters;
+  std::string source;  // "workload mark", "step payload" or "" when unknown
+};
+
+struct RunInfo {
+  std::string directory;
+  std::string run_id;
+  std::optional<int> world_size;
+  std::vector<int> ranks;          // ranks analyzed
+  std::vector<int> missing_ranks;  // below world_size, without a file
+  std::vector<int> ranks_without_activity;
+  std::vector<std::string> unfinished_files;  // writers that never closed (killed ranks)
+  int64_t events = 0;              // rows read
+  int64_t invalid_events = 0;      // rows skipped: end before start
+  int64_t dropped_events = 0;      // lost before they reached the files (drops table)
+};
+
+struct StepSelection {
+  std::string source;  // e.g. "NVTX ranges 'step'", or "whole trace (no step ranges)"
+  int skip_steps = 0;
+  std::optional<int64_t> first, last;  // --steps A..B, inclusive
+  int64_t steps_found = 0;             // most steps any rank has
+  int64_t steps_aggregated = 0;        // steps in the aggregates (fewest over ranks)
+};
+
+// Collectives of one kind (e.g. all-reduce), over the matched instances.
+struct CollectiveKindSummary {
+  std::string kind;  // the collective's name
+  std::string op;    // "allreduce", "allgather", ... or "unknown"
+  int64_t count = 0;                 // matched instances
+  uint64_t bytes = 0;                // per instance, summed over instances
+  int64_t wait_ns = 0;               // summed over ranks and instances
+  int64_t transfer_ns = 0;           // summed over ranks and instances
+  std::optional<Stats> busbw_gbps;   // nccl-tests busbw in GB/s (1e9 bytes/s) per instance
+};
+
+struct HostClock {
+  std::string host;
+  std::vector<int> ranks;
+  int64_t offset_ns = 0;        // added to this host's times to align them with the reference
+  int64_t collectives_used = 0;
+};
+
+struct ClockAlignment {
+  std::vector<HostClock> hosts;  // the reference host first, offset 0
+  bool applied = false;          // some host got a non-zero offset
+  // Spread (max - min) of matched collectives' end times across ranks, after alignment.
+  std::optional<Stats> residual_ns;
+};
+
+struct RankWait {
+  int rank = 0;
+  int64_t wait_ns = 0;            // time it waited for others
+  int64_t transfer_ns = 0;
+  int64_t times_last = 0;         // collectives where it arrived last
+  int64_t wait_caused_ns = 0;     // others' wait at those collectives
+  int64_t steps_most_wait = 0;    // aggregated steps where it caused the most wait
+  bool straggler = false;
+};
+
+// One step of the wait heatmap: each rank's wait in that step, in `ranks` order.
+struct StepWait {
+  int64_t step = 0;
+  std::vector<int64_t> wait_ns;  // parallel to CrossRank::ranks
+  std::optional<int> last_rank;  // caused the most wait in the step
+};
+
+struct CrossRank {
+  std::string collective_source;  // "NCCL profiler plugin", "NCCL kernels", "comm ranges" or ""
+  int64_t matched = 0;            // collective instances seen on every rank
+  int64_t unmatched = 0;          // instances missing on some rank
+  std::vector<CollectiveKindSummary> kinds;
+  ClockAlignment clock;
+  std::vector<int> ranks;         // the ranks of `waits` and of each StepWait, in order
+  std::vector<RankWait> waits;
+  std::vector<StepWait> steps;
+  std::vector<int> stragglers;
+  // max / median across ranks of the per-rank median step (compute) time.
+  std::optional<double> step_time_spread, compute_time_spread;
+};
+
+// A run-level figure: the median over devices of their per-step medians, and the worst.
+struct RunMetric {
+  std::string name;  // a StepStats / JSON key, e.g. "overlap_pct"
+  double median = 0;
+  double worst = 0;
+  int worst_rank = 0;
+  int worst_device = kCpuDevice;
+  bool higher_is_better = false;
+};
+
+struct RunSummary {
+  int ranks = 0;
+  int64_t steps = 0;                       // aggregated steps
+  std::optional<double> step_time_ns;      // median over ranks of their median step time
+  std::optional<double> throughput;        // samples/s: global batch / step_time_ns
+  std::vector<RunMetric> metrics;
+};
+
+struct Report {
+  int version = kReportVersion;
+  std::string tool_version;
+  RunInfo run;
+  Workload workload;
+  StepSelection steps;
+  std::vector<std::string> comm_patterns, compute_patterns;
+  RunSummary summary;
+  std::vector<DeviceReport> ranks;           // sorted by (rank, device)
+  std::vector<ActivitySummary> top_activities;  // summed over ranks, longest first
+  CrossRank cross_rank;
+  std::vector<std::string> warnings;         // what is missing or doubtful, one line each
+};
+
+}  // namespace rankscope::analyzer
