@@ -1,5 +1,28 @@
 // Analyzing a run: load every rank (in parallel, streaming), classify, find steps, compute
 // METRICS.md §3–§5 per device, per step, across ranks and per run, into a Report.
+//
+// Rules where METRICS.md leaves a choice (docs/report-json.md repeats them for users):
+// - Steps: NVTX ranges whose name is one of `step_names` (any case) or "ProfilerStep#N",
+//   on the thread lane that has the most of them, outermost ranges only. The number is the
+//   "step" field of the range's payload JSON, else N of ProfilerStep#N, else an integer
+//   scalar payload, else the range's index. Without step ranges the whole trace (its
+//   device-activity extent) is one step, which --skip-steps never drops.
+// - Step windows are the host ranges themselves; totals use [first device activity start,
+//   last device activity end) per device.
+// - Collectives, in order of preference per rank: NCCL profiler-plugin records (matched by
+//   (comm hash, sequence)); else NCCL kernels; else ranges classified comm (matched as the
+//   n-th of the same name). Bytes come from the record, or from a "bytes" field of the
+//   range's payload JSON.
+// - A collective belongs to the step (number) of the last-arriving rank's step window that
+//   holds that rank's start; a rank's StepMetrics::wait_ns sums its wait over the
+//   collectives that start inside its own step window.
+// - Straggler: in each aggregated step, the rank that caused the most wait (the sum of
+//   the others' waits at collectives where it arrived last), counted only when the
+//   others waited on average at least 5% of the step's median time. A rank is flagged when
+//   it is that rank in at least half of the aggregated steps.
+// - Clock alignment: ranks are grouped by host name. Each other host's offset is the
+//   median over matched collectives of (reference-host median end − that host's median
+//   end); the reference host is rank 0's.
 #pragma once
 
 #include <cstdint>

@@ -21,6 +21,7 @@ namespace {
 std::vector<Subcommand> Subcommands(CLI::App& app) {
   std::vector<Subcommand> subcommands;
   subcommands.push_back(AddProfileSubcommand(app));
+  subcommands.push_back(AddAnalyzeSubcommand(app));
   return subcommands;
 }
 

@@ -29,5 +29,6 @@ struct Subcommand {
 std::string DescribeExtras(const CLI::App& app);
 
 Subcommand AddProfileSubcommand(CLI::App& parent);
+Subcommand AddAnalyzeSubcommand(CLI::App& parent);
 
 }  // namespace rankscope::cli

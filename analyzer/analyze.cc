@@ -1,0 +1,462 @@
+#include "analyzer/analyze.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "analyzer/cross_rank.h"
+#include "analyzer/metrics.h"
+#include "analyzer/rank_scan.h"
+#include "trace/run_dir.h"
+
+namespace rankscope::analyzer {
+namespace {
+
+// One rank after its own metrics: what is left once its interval sets are gone.
+struct RankResult {
+  RankActivity activity;  // devices emptied
+  std::vector<DeviceReport> devices;
+};
+
+std::string JoinRanks(const std::vector<int>& ranks) {
+  return fmt::format("{}", fmt::join(ranks, ", "));
+}
+
+// Which of a rank's steps enter the aggregates (METRICS.md §2).
+std::vector<bool> AggregatedSteps(const std::vector<StepRange>& steps, const AnalyzeOptions& options,
+                                  bool* skipped_everything) {
+  std::vector<bool> aggregated(steps.size());
+  auto in_range = [&](int64_t number) {
+    return (!options.first_step || number >= *options.first_step) &&
+           (!options.last_step || number <= *options.last_step);
+  };
+  for (size_t i = 0; i < steps.size(); ++i) {
+    aggregated[i] = static_cast<int64_t>(i) >= options.skip_steps && in_range(steps[i].number);
+  }
+  // A run shorter than its warm-up: aggregate its steps anyway rather than report nothing.
+  *skipped_everything = false;
+  if (!steps.empty() && std::none_of(aggregated.begin(), aggregated.end(), [](bool b) { return b; }) &&
+      !options.first_step && !options.last_step) {
+    *skipped_everything = true;
+    aggregated.assign(steps.size(), true);
+  }
+  return aggregated;
+}
+
+RankResult MeasureRank(RankActivity activity, const AnalyzeOptions& options, std::vector<std::string>* warnings) {
+  RankResult result;
+  const bool whole_trace = activity.steps.empty();
+  if (whole_trace && !activity.devices.empty()) {
+    // No step ranges: the whole trace is one step (never skipped).
+    Interval extent = activity.devices.front().Extent();
+    for (const DeviceActivity& device : activity.devices) {
+      extent = {std::min(extent.start, device.Extent().start), std::max(extent.end, device.Extent().end)};
+    }
+    activity.steps.push_back({0, extent.start, extent.end, 0});
+  }
+  bool skipped_everything = false;
+  const std::vector<bool> aggregated =
+      whole_trace ? std::vector<bool>(activity.steps.size(), true)
+                  : AggregatedSteps(activity.steps, options, &skipped_everything);
+  if (skipped_everything) {
+    warnings->push_back(fmt::format("rank {}: all {} step(s) fall within --skip-steps {}; aggregating them anyway",
+                                    activity.rank, activity.steps.size(), options.skip_steps));
+  }
+  for (DeviceActivity& device : activity.devices) {
+    DeviceReport report;
+    report.rank = activity.rank;
+    report.device = device.device;
+    report.host = activity.meta.host;
+    const DeviceTimeline timeline(device);
+    device = DeviceActivity{};  // the timeline has its own sets: free these now
+    report.totals = timeline.Measure(timeline.Extent());
+    for (size_t i = 0; i < activity.steps.size(); ++i) {
+      const StepRange& step = activity.steps[i];
+      StepMetrics metrics;
+      metrics.number = step.number;
+      metrics.start_ns = step.start_ns;
+      metrics.end_ns = step.end_ns;
+      metrics.aggregated = aggregated[i];
+      metrics.breakdown = timeline.Measure({step.start_ns, step.end_ns});
+      report.steps.push_back(metrics);
+    }
+    result.devices.push_back(std::move(report));
+  }
+  activity.devices.clear();
+  result.activity = std::move(activity);
+  return result;
+}
+
+template <typename Source>
+Result<RankActivity> ScanRank(const Source& source, const AnalyzeOptions& options) {
+  RankScanner scanner(ScanOptions{options.classify, options.step_names});
+  if constexpr (std::is_same_v<Source, trace::RankTrace>) {
+    RS_RETURN_IF_ERROR(FeedRankTrace(source, scanner));
+  } else {
+    RS_ASSIGN_OR_RETURN(std::unique_ptr<trace::TraceReader> reader, trace::TraceReader::Open(source));
+    RS_RETURN_IF_ERROR(reader->Stream(scanner));
+  }
+  return scanner.Finish();
+}
+
+// Scans and measures every source on worker threads; reports progress on this thread.
+template <typename Source>
+Result<std::vector<RankResult>> MeasureAll(const std::vector<Source>& sources, const AnalyzeOptions& options,
+                                           std::vector<std::string>* warnings) {
+  const size_t count = sources.size();
+  std::vector<std::optional<RankResult>> results(count);
+  std::vector<Status> errors(count);
+  std::vector<std::vector<std::string>> rank_warnings(count);
+  std::atomic<size_t> next{0};
+  std::mutex mutex;
+  std::condition_variable changed;
+  size_t done = 0;
+  auto work = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < count;) {
+      Result<RankActivity> activity = ScanRank(sources[i], options);
+      if (activity.ok()) {
+        results[i] = MeasureRank(std::move(activity).value(), options, &rank_warnings[i]);
+      } else {
+        errors[i] = activity.status();
+        next.store(count);  // stop early: the run fails anyway
+      }
+      std::lock_guard lock(mutex);
+      ++done;
+      changed.notify_one();
+    }
+  };
+  const unsigned hardware = std::max(1u, std::thread::hardware_concurrency());
+  const size_t threads = std::clamp<size_t>(options.threads > 0 ? static_cast<size_t>(options.threads) : hardware,
+                                            1, std::max<size_t>(count, 1));
+  std::vector<std::thread> workers;
+  for (size_t t = 0; t < threads; ++t) workers.emplace_back(work);
+  {
+    std::unique_lock lock(mutex);
+    size_t reported = 0;
+    while (reported < count) {
+      changed.wait(lock, [&] { return done > reported || next.load() >= count; });
+      if (done == reported) {
+        // Stopped early: wait for the workers instead of progress.
+        if (next.load() >= count && done < count) {
+          lock.unlock();
+          break;
+        }
+        continue;
+      }
+      reported = done;
+      if (options.progress) {
+        lock.unlock();
+        options.progress(static_cast<int>(reported), static_cast<int>(count));
+        lock.lock();
+      }
+    }
+  }
+  for (std::thread& worker : workers) worker.join();
+  for (const Status& error : errors) RS_RETURN_IF_ERROR(error);
+  std::vector<RankResult> out;
+  for (size_t i = 0; i < count; ++i) {
+    warnings->insert(warnings->end(), rank_warnings[i].begin(), rank_warnings[i].end());
+    out.push_back(std::move(*results[i]));
+  }
+  return out;
+}
+
+Workload MakeWorkload(const std::vector<RankResult>& ranks, std::optional<int> world_size) {
+  Workload workload;
+  if (ranks.empty()) return workload;
+  const RankActivity& first = ranks.front().activity;
+  workload.command = first.meta.command_line;
+  workload.backend = first.meta.backend;
+  if (world_size) workload.world_size = *world_size;
+  for (const RankResult& rank : ranks) {
+    if (!rank.activity.workload) continue;
+    const WorkloadMark& mark = *rank.activity.workload;
+    if (mark.world_size) workload.world_size = *mark.world_size;
+    workload.batch_per_rank = mark.batch;
+    workload.accumulation = mark.accum;
+    workload.steps = mark.steps;
+    workload.parameters = mark.parameters;
+    workload.source = "workload mark";
+    break;
+  }
+  if (workload.batch_per_rank && workload.world_size) {
+    workload.global_batch = *workload.batch_per_rank * *workload.world_size * workload.accumulation.value_or(1);
+    return workload;
+  }
+  // Else the step payload: samples per rank per step (batch · accumulation).
+  std::vector<double> samples;
+  for (const StepRange& step : first.steps) {
+    if (step.samples > 0) samples.push_back(static_cast<double>(step.samples));
+  }
+  if (!samples.empty() && workload.world_size) {
+    workload.global_batch = static_cast<int64_t>(ComputeStats(samples).median) * *workload.world_size;
+    workload.source = "step payload";
+  }
+  return workload;
+}
+
+RunMetric MakeRunMetric(const std::vector<DeviceReport>& devices, const char* name, bool higher_is_better,
+                        const Stats StepStats::*field) {
+  RunMetric metric;
+  metric.name = name;
+  metric.higher_is_better = higher_is_better;
+  std::vector<double> medians;
+  bool first = true;
+  for (const DeviceReport& device : devices) {
+    const Stats& stats = device.step_stats.*field;
+    if (stats.count == 0) continue;
+    medians.push_back(stats.median);
+    const bool worse = higher_is_better ? stats.median < metric.worst : stats.median > metric.worst;
+    if (first || worse) {
+      metric.worst = stats.median;
+      metric.worst_rank = device.rank;
+      metric.worst_device = device.device;
+      first = false;
+    }
+  }
+  metric.median = ComputeStats(std::move(medians)).median;
+  return metric;
+}
+
+Result<Report> BuildReport(std::vector<RankResult> ranks, RunInfo run, std::vector<std::string> warnings,
+                           const AnalyzeOptions& options) {
+  Report report;
+  report.tool_version = options.tool_version;
+  report.comm_patterns = options.classify.comm_patterns;
+  report.compute_patterns = options.classify.compute_patterns;
+  std::sort(ranks.begin(), ranks.end(),
+            [](const RankResult& a, const RankResult& b) { return a.activity.rank < b.activity.rank; });
+
+  for (const RankResult& rank : ranks) {
+    run.ranks.push_back(rank.activity.rank);
+    run.events += rank.activity.events;
+    run.invalid_events += rank.activity.invalid_events;
+    run.dropped_events += rank.activity.dropped_events;
+    if (rank.devices.empty()) run.ranks_without_activity.push_back(rank.activity.rank);
+  }
+  if (!ranks.empty() && run.ranks_without_activity.size() == ranks.size()) {
+    return InvalidArgument(
+        "no rank has device activity (kernels, copies, or ranges in a compute or comm category): nothing to "
+        "measure; was the program annotated, or run on a GPU with CUDA tracing on?");
+  }
+  if (!run.ranks_without_activity.empty()) {
+    warnings.push_back(fmt::format("rank(s) {} recorded no device activity and are left out of the metrics",
+                                   JoinRanks(run.ranks_without_activity)));
+  }
+  if (run.invalid_events > 0) {
+    warnings.push_back(fmt::format("{} event(s) end before they start (a damaged file?) and were skipped",
+                                   run.invalid_events));
+  }
+  if (run.dropped_events > 0) {
+    warnings.push_back(fmt::format("{} event(s) were lost while recording (see the files' drops tables); "
+                                   "times may be understated", run.dropped_events));
+  }
+
+  // Steps.
+  StepSelection& selection = report.steps;
+  selection.skip_steps = options.skip_steps;
+  selection.first = options.first_step;
+  selection.last = options.last_step;
+  std::set<int64_t> aggregated_numbers;
+  std::map<int64_t, std::vector<double>> step_times;
+  int64_t fewest_aggregated = -1;
+  bool any_step_ranges = false;
+  for (const RankResult& rank : ranks) {
+    if (rank.devices.empty()) continue;
+    if (!rank.activity.step_source.empty()) {
+      any_step_ranges = true;
+      if (selection.source.empty()) selection.source = rank.activity.step_source;
+    }
+    const std::vector<StepMetrics>& steps = rank.devices.front().steps;
+    selection.steps_found = std::max<int64_t>(selection.steps_found, static_cast<int64_t>(steps.size()));
+    int64_t aggregated = 0;
+    for (const StepMetrics& step : steps) {
+      step_times[step.number].push_back(static_cast<double>(step.end_ns - step.start_ns));
+      if (!step.aggregated) continue;
+      ++aggregated;
+      aggregated_numbers.insert(step.number);
+    }
+    fewest_aggregated = fewest_aggregated < 0 ? aggregated : std::min(fewest_aggregated, aggregated);
+  }
+  if (selection.source.empty()) selection.source = "whole trace (no step ranges)";
+  selection.steps_aggregated = std::max<int64_t>(fewest_aggregated, 0);
+  if ((options.first_step || options.last_step) && !any_step_ranges) {
+    return InvalidArgument("--steps: the run has no step ranges (NVTX ranges named 'step', 'train_step' or "
+                           "'ProfilerStep#N'), so no step can be selected");
+  }
+  if ((options.first_step || options.last_step) && aggregated_numbers.empty()) {
+    int64_t lowest = INT64_MAX, highest = INT64_MIN;
+    for (const auto& [number, times] : step_times) {
+      lowest = std::min(lowest, number);
+      highest = std::max(highest, number);
+    }
+    return InvalidArgument(fmt::format("--steps {}..{} selects no step after --skip-steps {}; the run has steps {}..{}",
+                                       options.first_step ? fmt::format("{}", *options.first_step) : "",
+                                       options.last_step ? fmt::format("{}", *options.last_step) : "",
+                                       options.skip_steps, lowest, highest));
+  }
+  if (fewest_aggregated == 0 && !aggregated_numbers.empty()) {
+    warnings.push_back("some ranks have no step in the selection; their aggregates are empty");
+  }
+
+  // Across ranks.
+  std::map<int64_t, double> median_step_ns;
+  for (auto& [number, times] : step_times) median_step_ns[number] = ComputeStats(times).median;
+  std::vector<RankCollectives> inputs;
+  std::vector<size_t> input_of;
+  for (const RankResult& rank : ranks) {
+    if (rank.devices.empty()) continue;
+    inputs.push_back({rank.activity.rank, rank.activity.meta.host, rank.activity.collective_source,
+                      &rank.activity.steps, &rank.activity.collective_kinds, &rank.activity.collectives});
+  }
+  // The step windows the cross-rank analysis sees must be the ones measured (with the
+  // whole-trace step added): take them from the first device.
+  std::vector<std::vector<StepRange>> measured_steps;
+  for (const RankResult& rank : ranks) {
+    if (rank.devices.empty()) continue;
+    std::vector<StepRange> steps;
+    for (const StepMetrics& step : rank.devices.front().steps) steps.push_back({step.number, step.start_ns, step.end_ns, 0});
+    measured_steps.push_back(std::move(steps));
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) inputs[i].steps = &measured_steps[i];
+  CrossRankResult cross = AnalyzeCrossRank(inputs, aggregated_numbers, median_step_ns);
+  warnings.insert(warnings.end(), cross.warnings.begin(), cross.warnings.end());
+  report.cross_rank = std::move(cross.cross_rank);
+
+  size_t input = 0;
+  for (RankResult& rank : ranks) {
+    if (rank.devices.empty()) continue;
+    for (DeviceReport& device : rank.devices) {
+      for (size_t i = 0; i < device.steps.size(); ++i) device.steps[i].wait_ns = cross.step_wait_ns[input][i];
+      device.wait_ns = report.cross_rank.waits[input].wait_ns;
+      device.transfer_ns = report.cross_rank.waits[input].transfer_ns;
+      device.step_stats = ComputeStepStats(device.steps);
+      report.ranks.push_back(std::move(device));
+    }
+    ++input;
+  }
+  std::sort(report.ranks.begin(), report.ranks.end(), [](const DeviceReport& a, const DeviceReport& b) {
+    return a.rank != b.rank ? a.rank < b.rank : a.device < b.device;
+  });
+
+  // Spread across ranks: max / median of the per-device medians.
+  auto spread = [&](const Stats StepStats::*field) -> std::optional<double> {
+    std::vector<double> medians;
+    for (const DeviceReport& device : report.ranks) {
+      if ((device.step_stats.*field).count > 0) medians.push_back((device.step_stats.*field).median);
+    }
+    if (medians.size() < 2) return std::nullopt;
+    const Stats stats = ComputeStats(medians);
+    if (stats.median <= 0) return std::nullopt;
+    return stats.max / stats.median;
+  };
+  report.cross_rank.step_time_spread = spread(&StepStats::step_ns);
+  report.cross_rank.compute_time_spread = spread(&StepStats::compute_ns);
+
+  // Per run.
+  report.workload = MakeWorkload(ranks, run.world_size);
+  RunSummary& summary = report.summary;
+  summary.ranks = static_cast<int>(run.ranks.size() - run.ranks_without_activity.size());
+  summary.steps = selection.steps_aggregated;
+  summary.metrics = {
+      MakeRunMetric(report.ranks, "step_ns", false, &StepStats::step_ns),
+      MakeRunMetric(report.ranks, "compute_ns", false, &StepStats::compute_ns),
+      MakeRunMetric(report.ranks, "comm_ns", false, &StepStats::comm_ns),
+      MakeRunMetric(report.ranks, "exposed_comm_ns", false, &StepStats::exposed_comm_ns),
+      MakeRunMetric(report.ranks, "overlap_pct", true, &StepStats::overlap_pct),
+      MakeRunMetric(report.ranks, "comm_compute_ratio", false, &StepStats::comm_compute_ratio),
+      MakeRunMetric(report.ranks, "utilization_pct", true, &StepStats::utilization_pct),
+      MakeRunMetric(report.ranks, "wait_ns", false, &StepStats::wait_ns),
+  };
+  std::vector<double> step_medians;
+  for (const DeviceReport& device : report.ranks) {
+    if (device.step_stats.step_ns.count > 0) step_medians.push_back(device.step_stats.step_ns.median);
+  }
+  if (!step_medians.empty()) summary.step_time_ns = ComputeStats(step_medians).median;
+  if (summary.step_time_ns && *summary.step_time_ns > 0 && report.workload.global_batch) {
+    summary.throughput = static_cast<double>(*report.workload.global_batch) / (*summary.step_time_ns / 1e9);
+  } else if (!report.workload.global_batch) {
+    warnings.push_back("throughput unknown: the trace does not say the batch size (no 'workload' mark or step "
+                       "payload with 'samples')");
+  }
+
+  // Top activities over all ranks.
+  std::map<std::pair<std::string, ActivityClass>, ActivitySummary> totals;
+  for (const RankResult& rank : ranks) {
+    for (const ActivitySummary& activity : rank.activity.activities) {
+      ActivitySummary& total = totals[{activity.name, activity.activity_class}];
+      total.name = activity.name;
+      total.activity_class = activity.activity_class;
+      total.count += activity.count;
+      total.total_ns += activity.total_ns;
+    }
+  }
+  for (auto& [key, total] : totals) report.top_activities.push_back(std::move(total));
+  std::sort(report.top_activities.begin(), report.top_activities.end(),
+            [](const ActivitySummary& a, const ActivitySummary& b) {
+              return a.total_ns != b.total_ns ? a.total_ns > b.total_ns : a.name < b.name;
+            });
+  if (report.top_activities.size() > options.top) report.top_activities.resize(options.top);
+
+  report.run = std::move(run);
+  report.warnings = std::move(warnings);
+  return report;
+}
+
+}  // namespace
+
+Result<Report> AnalyzeRun(const std::filesystem::path& path, const AnalyzeOptions& options) {
+  RS_ASSIGN_OR_RETURN(trace::Run run, trace::OpenRun(path));
+  RunInfo info;
+  info.directory = run.directory.string();
+  info.run_id = run.run_id;
+  info.world_size = run.world_size;
+  info.missing_ranks = run.missing_ranks;
+  info.unfinished_files = run.crashed;
+  std::vector<std::string> warnings = run.Warnings();
+  if (!run.unranked.empty()) {
+    warnings.push_back(fmt::format("{} file(s) without a rank (e.g. data-loader processes) are not analyzed",
+                                   run.unranked.size()));
+  }
+  if (run.ranks.empty()) {
+    return InvalidArgument(fmt::format("{}: no rank files (rank-<N>.sqlite) to analyze", path.string()));
+  }
+  std::vector<std::filesystem::path> files;
+  for (const trace::RunFile& file : run.ranks) files.push_back(file.path);
+  RS_ASSIGN_OR_RETURN(std::vector<RankResult> ranks, MeasureAll(files, options, &warnings));
+  return BuildReport(std::move(ranks), std::move(info), std::move(warnings), options);
+}
+
+Result<Report> AnalyzeTraces(const std::vector<trace::RankTrace>& traces, const AnalyzeOptions& options) {
+  if (traces.empty()) return InvalidArgument("no rank traces to analyze");
+  RunInfo info;
+  std::set<int> seen;
+  for (const trace::RankTrace& trace : traces) {
+    if (!trace.meta.rank) return InvalidArgument("a rank trace does not say which rank wrote it");
+    if (!seen.insert(*trace.meta.rank).second) {
+      return Inconsistent(fmt::format("two traces claim rank {}", *trace.meta.rank));
+    }
+    if (trace.meta.world_size) info.world_size = *trace.meta.world_size;
+    if (info.run_id.empty()) info.run_id = trace.meta.run_id;
+  }
+  std::vector<std::string> warnings;
+  if (info.world_size) {
+    for (int r = 0; r < *info.world_size; ++r) {
+      if (!seen.contains(r)) info.missing_ranks.push_back(r);
+    }
+    if (!info.missing_ranks.empty()) {
+      warnings.push_back(fmt::format("rank(s) {} of world size {} are missing: cross-rank figures cover the others only",
+                                     JoinRanks(info.missing_ranks), *info.world_size));
+    }
+  }
+  RS_ASSIGN_OR_RETURN(std::vector<RankResult> ranks, MeasureAll(traces, options, &warnings));
+  return BuildReport(std::move(ranks), std::move(info), std::move(warnings), options);
+}
+
+}  // namespace rankscope::analyzer

@@ -1,0 +1,571 @@
+#include "analyzer/rank_scan.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <charconv>
+#include <map>
+#include <unordered_map>
+
+#include "analyzer/classify_internal.h"
+
+namespace rankscope::analyzer {
+namespace {
+
+using Json = nlohmann::json;
+
+constexpr size_t kClassCount = 3;
+constexpr int8_t kUnknown = -2;
+constexpr int8_t kNoClass = -1;
+
+bool EqualsIgnoringCase(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
+         });
+}
+
+// N of "ProfilerStep#N", PyTorch profiler's step ranges.
+std::optional<int64_t> ProfilerStepNumber(std::string_view name) {
+  constexpr std::string_view kPrefix = "ProfilerStep#";
+  if (name.size() <= kPrefix.size() || name.substr(0, kPrefix.size()) != kPrefix) return std::nullopt;
+  int64_t number = 0;
+  const char* first = name.data() + kPrefix.size();
+  const char* last = name.data() + name.size();
+  const auto [end, ec] = std::from_chars(first, last, number);
+  if (ec != std::errc() || end != last) return std::nullopt;
+  return number;
+}
+
+Json ParseObject(const std::string& text) {
+  if (text.empty() || text.front() != '{') return Json();
+  Json parsed = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  return parsed.is_object() ? parsed : Json();
+}
+
+std::optional<int64_t> IntField(const Json& object, const char* key) {
+  if (!object.is_object()) return std::nullopt;
+  const auto found = object.find(key);
+  if (found == object.end()) return std::nullopt;
+  if (found->is_number_unsigned()) {
+    const uint64_t value = found->get<uint64_t>();
+    if (value > static_cast<uint64_t>(INT64_MAX)) return std::nullopt;
+    return static_cast<int64_t>(value);
+  }
+  if (found->is_number_integer()) return found->get<int64_t>();
+  return std::nullopt;
+}
+
+bool IsIntegerPayload(uint32_t kind) {
+  using trace::PayloadKind;
+  switch (static_cast<PayloadKind>(kind)) {
+    case PayloadKind::kUint64:
+    case PayloadKind::kInt64:
+    case PayloadKind::kUint32:
+    case PayloadKind::kInt32:
+      return true;
+    default:
+      return false;
+  }
+}
+
+struct StepCandidate {
+  trace::LaneId lane = trace::kNoLane;
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+  trace::StringId name = trace::kEmptyString;
+  trace::StringId args = trace::kEmptyString;
+  uint32_t payload_kind = 0;
+  int64_t payload_int = 0;
+};
+
+struct NameTotal {
+  int64_t count = 0;
+  int64_t total_ns = 0;
+  int8_t activity_class = kNoClass;
+};
+
+// Intervals of one lane, one vector per class, in arrival order.
+struct LaneIntervals {
+  std::array<std::vector<Interval>, kClassCount> by_class;
+};
+
+IntervalSet MergeLane(std::vector<Interval>& intervals) {
+  auto by_start = [](const Interval& a, const Interval& b) { return a.start < b.start; };
+  // Rows of one lane arrive in time order from files rankscope wrote; others get sorted.
+  if (!std::is_sorted(intervals.begin(), intervals.end(), by_start)) {
+    std::sort(intervals.begin(), intervals.end(), by_start);
+  }
+  IntervalSet merged = IntervalSet::FromSortedByStart(intervals);
+  std::vector<Interval>().swap(intervals);  // release as we go: peak memory matters
+  return merged;
+}
+
+}  // namespace
+
+const char* CollectiveSourceName(CollectiveSource source) {
+  switch (source) {
+    case CollectiveSource::kNone: return "";
+    case CollectiveSource::kPlugin: return "NCCL profiler plugin";
+    case CollectiveSource::kKernels: return "NCCL kernels";
+    case CollectiveSource::kRanges: return "comm ranges";
+  }
+  return "";
+}
+
+trace::CollectiveOp OpFromName(const std::string& name) {
+  using trace::CollectiveOp;
+  std::string lower;
+  lower.reserve(name.size());
+  for (char c : name) {
+    if (c == '_' || c == '-' || c == ' ') continue;
+    lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
+  // Longer names first: "reducescatter" contains "reduce", "allgather" contains "gather".
+  static constexpr std::pair<const char*, CollectiveOp> kNames[] = {
+      {"reducescatter", CollectiveOp::kReduceScatter}, {"allreduce", CollectiveOp::kAllReduce},
+      {"allgather", CollectiveOp::kAllGather},         {"alltoall", CollectiveOp::kAllToAll},
+      {"broadcast", CollectiveOp::kBroadcast},         {"sendrecv", CollectiveOp::kUnknown},
+      {"reduce", CollectiveOp::kReduce},               {"gather", CollectiveOp::kGather},
+      {"scatter", CollectiveOp::kScatter},             {"barrier", CollectiveOp::kBarrier},
+      {"send", CollectiveOp::kSend},                   {"recv", CollectiveOp::kRecv},
+  };
+  for (const auto& [text, op] : kNames) {
+    if (lower.find(text) != std::string::npos) return op;
+  }
+  return CollectiveOp::kUnknown;
+}
+
+const char* CollectiveOpName(trace::CollectiveOp op) {
+  using trace::CollectiveOp;
+  switch (op) {
+    case CollectiveOp::kUnknown: return "unknown";
+    case CollectiveOp::kAllReduce: return "allreduce";
+    case CollectiveOp::kAllGather: return "allgather";
+    case CollectiveOp::kReduceScatter: return "reducescatter";
+    case CollectiveOp::kBroadcast: return "broadcast";
+    case CollectiveOp::kReduce: return "reduce";
+    case CollectiveOp::kAllToAll: return "alltoall";
+    case CollectiveOp::kSend: return "send";
+    case CollectiveOp::kRecv: return "recv";
+    case CollectiveOp::kBarrier: return "barrier";
+    case CollectiveOp::kGather: return "gather";
+    case CollectiveOp::kScatter: return "scatter";
+  }
+  return "unknown";
+}
+
+class RankScanner::Impl {
+ public:
+  explicit Impl(ScanOptions options) : options_(std::move(options)) {}
+
+  Status OnHeader(trace::StreamHeader header);
+  Status OnSpans(trace::SpanTable table, std::span<const trace::SpanRow> rows);
+  Result<RankActivity> Finish();
+
+ private:
+  const std::string& Str(trace::StringId id) const {
+    static const std::string kEmpty;
+    return id < header_.strings.size() ? header_.strings[id] : kEmpty;
+  }
+  size_t LaneSlot(trace::LaneId lane) const { return lane < device_lanes_.size() ? lane : 0; }
+  int8_t KernelClass(trace::StringId name);
+  int8_t RangeClass(const trace::SpanRow& row);
+  bool IsStepName(trace::StringId name);
+  uint32_t KindIndex(const std::string& kind);
+  void CountName(trace::StringId name, int8_t activity_class, int64_t duration);
+  void AddDeviceRow(const trace::SpanRow& row, int8_t activity_class);
+  void AddCommRecord(std::vector<CollectiveRecord>& records, const trace::SpanRow& row, uint64_t bytes);
+  uint64_t ArgsBytes(trace::StringId args);
+  void ChooseSteps(RankActivity& activity);
+  void ChooseCollectives(RankActivity& activity);
+
+  ScanOptions options_;
+  bool have_header_ = false;
+  trace::StreamHeader header_;
+  // Indexed by lane id; slot 0 takes rows whose lane the file never declared.
+  std::vector<LaneIntervals> device_lanes_;  // kernels, copies, sets: the lane's device
+  std::vector<LaneIntervals> range_lanes_;   // CPU-backend ranges: device -1
+  std::vector<int8_t> kernel_class_;         // per StringId, kUnknown until first seen
+  std::vector<int8_t> user_class_;           // per StringId: user pattern verdict
+  std::vector<int8_t> step_name_;            // per StringId: 1 a step name, 0 not
+  std::unordered_map<uint64_t, int8_t> category_class_;  // (domain << 32 | category)
+  std::vector<NameTotal> name_totals_;       // per StringId
+  NameTotal memcpy_total_, memset_total_;
+  std::vector<StepCandidate> step_candidates_;
+  std::vector<CollectiveRecord> kernel_records_, range_records_;
+  std::vector<std::string> kinds_;
+  std::map<std::string, uint32_t> kind_index_;
+  std::unordered_map<trace::StringId, uint64_t> args_bytes_;
+  int64_t events_ = 0;
+  int64_t invalid_events_ = 0;
+};
+
+Status RankScanner::Impl::OnHeader(trace::StreamHeader header) {
+  if (have_header_) return InternalError("rank stream sent its header twice");
+  have_header_ = true;
+  header_ = std::move(header);
+  const size_t lanes = header_.lanes.size() + 1;
+  device_lanes_.resize(lanes);
+  range_lanes_.resize(lanes);
+  const size_t strings = header_.strings.size();
+  kernel_class_.assign(strings, kUnknown);
+  user_class_.assign(strings, kUnknown);
+  step_name_.assign(strings, kUnknown);
+  name_totals_.resize(strings);
+  events_ += static_cast<int64_t>(header_.marks.size() + header_.collectives.size());
+  return Status::Ok();
+}
+
+int8_t RankScanner::Impl::KernelClass(trace::StringId name) {
+  if (name >= kernel_class_.size()) return static_cast<int8_t>(ClassifyKernelName(Str(name), options_.classify));
+  int8_t& cached = kernel_class_[name];
+  if (cached == kUnknown) cached = static_cast<int8_t>(ClassifyKernelName(Str(name), options_.classify));
+  return cached;
+}
+
+int8_t RankScanner::Impl::RangeClass(const trace::SpanRow& row) {
+  // The category's name first ("compute"/"comm" in any domain), then the lane's role.
+  int8_t activity_class = kNoClass;
+  if (row.category != 0) {
+    const uint64_t key = (uint64_t{row.domain} << 32) | row.category;
+    auto [it, inserted] = category_class_.try_emplace(key, kNoClass);
+    if (inserted) {
+      if (auto found = CategoryClassByName(header_.meta.entries, Str(row.domain), row.category)) {
+        it->second = static_cast<int8_t>(*found);
+      }
+    }
+    activity_class = it->second;
+  }
+  if (activity_class == kNoClass && row.lane >= 1 && row.lane <= header_.lanes.size()) {
+    if (auto role = RoleClassOf(header_.lanes[row.lane - 1].role)) activity_class = static_cast<int8_t>(*role);
+  }
+  if (activity_class == kNoClass) return kNoClass;  // an annotation
+  // User patterns re-class device work only, never annotations.
+  auto user_verdict = [&]() -> int8_t {
+    std::optional<ActivityClass> user = UserPatternClass(Str(row.name), options_.classify);
+    return user ? static_cast<int8_t>(*user) : kNoClass;
+  };
+  int8_t user = kNoClass;
+  if (row.name < user_class_.size()) {
+    int8_t& cached = user_class_[row.name];
+    if (cached == kUnknown) cached = user_verdict();
+    user = cached;
+  } else {
+    user = user_verdict();
+  }
+  return user != kNoClass ? user : activity_class;
+}
+
+bool RankScanner::Impl::IsStepName(trace::StringId name) {
+  auto decide = [&]() -> int8_t {
+    const std::string& text = Str(name);
+    if (ProfilerStepNumber(text)) return 1;
+    return std::any_of(options_.step_names.begin(), options_.step_names.end(),
+                       [&](const std::string& step) { return EqualsIgnoringCase(text, step); })
+               ? 1
+               : 0;
+  };
+  if (name >= step_name_.size()) return decide() == 1;
+  int8_t& cached = step_name_[name];
+  if (cached == kUnknown) cached = decide();
+  return cached == 1;
+}
+
+uint32_t RankScanner::Impl::KindIndex(const std::string& kind) {
+  auto [it, inserted] = kind_index_.try_emplace(kind, static_cast<uint32_t>(kinds_.size()));
+  if (inserted) kinds_.push_back(kind);
+  return it->second;
+}
+
+void RankScanner::Impl::CountName(trace::StringId name, int8_t activity_class, int64_t duration) {
+  if (name >= name_totals_.size()) name_totals_.resize(size_t{name} + 1);
+  NameTotal& total = name_totals_[name];
+  ++total.count;
+  total.total_ns += duration;
+  total.activity_class = activity_class;
+}
+
+uint64_t RankScanner::Impl::ArgsBytes(trace::StringId args) {
+  if (args == trace::kEmptyString) return 0;
+  auto [it, inserted] = args_bytes_.try_emplace(args, 0);
+  if (inserted) {
+    const std::optional<int64_t> bytes = IntField(ParseObject(Str(args)), "bytes");
+    it->second = bytes && *bytes > 0 ? static_cast<uint64_t>(*bytes) : 0;
+  }
+  return it->second;
+}
+
+void RankScanner::Impl::AddCommRecord(std::vector<CollectiveRecord>& records, const trace::SpanRow& row,
+                                      uint64_t bytes) {
+  const std::string& name = Str(row.name);
+  CollectiveRecord record;
+  record.kind = KindIndex(name.empty() ? "collective" : name);
+  record.op = OpFromName(name);
+  record.start_ns = row.start_ns;
+  record.end_ns = row.end_ns;
+  record.bytes = bytes;
+  records.push_back(record);
+}
+
+Status RankScanner::Impl::OnSpans(trace::SpanTable table, std::span<const trace::SpanRow> rows) {
+  if (!have_header_) return InternalError("rank stream sent events before its header");
+  events_ += static_cast<int64_t>(rows.size());
+  for (const trace::SpanRow& row : rows) {
+    const std::optional<int64_t> duration = trace::CheckedDuration(row.start_ns, row.end_ns);
+    if (!duration) {
+      ++invalid_events_;
+      continue;
+    }
+    switch (table) {
+      case trace::SpanTable::kKernels: {
+        const int8_t activity_class = KernelClass(row.name);
+        device_lanes_[LaneSlot(row.lane)].by_class[static_cast<size_t>(activity_class)].push_back(
+            {row.start_ns, row.end_ns});
+        CountName(row.name, activity_class, *duration);
+        if (activity_class == static_cast<int8_t>(ActivityClass::kComm) && header_.collectives.empty()) {
+          AddCommRecord(kernel_records_, row, 0);
+        }
+        break;
+      }
+      case trace::SpanTable::kMemcpys:
+      case trace::SpanTable::kMemsets: {
+        device_lanes_[LaneSlot(row.lane)].by_class[static_cast<size_t>(ActivityClass::kMemory)].push_back(
+            {row.start_ns, row.end_ns});
+        NameTotal& total = table == trace::SpanTable::kMemcpys ? memcpy_total_ : memset_total_;
+        ++total.count;
+        total.total_ns += *duration;
+        total.activity_class = static_cast<int8_t>(ActivityClass::kMemory);
+        break;
+      }
+      case trace::SpanTable::kNvtxRanges: {
+        if (IsStepName(row.name)) {
+          step_candidates_.push_back(
+              {row.lane, row.start_ns, row.end_ns, row.name, row.args, row.payload_kind, row.payload_int});
+          break;
+        }
+        const int8_t activity_class = RangeClass(row);
+        if (activity_class == kNoClass) break;
+        range_lanes_[LaneSlot(row.lane)].by_class[static_cast<size_t>(activity_class)].push_back(
+            {row.start_ns, row.end_ns});
+        CountName(row.name, activity_class, *duration);
+        if (activity_class == static_cast<int8_t>(ActivityClass::kComm) && header_.collectives.empty()) {
+          AddCommRecord(range_records_, row, ArgsBytes(row.args));
+        }
+        break;
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+void RankScanner::Impl::ChooseSteps(RankActivity& activity) {
+  if (step_candidates_.empty()) return;
+  // The lane with the most step ranges: the training loop's thread.
+  std::map<trace::LaneId, size_t> per_lane;
+  for (const StepCandidate& candidate : step_candidates_) ++per_lane[candidate.lane];
+  const trace::LaneId lane =
+      std::max_element(per_lane.begin(), per_lane.end(), [](const auto& a, const auto& b) { return a.second < b.second; })
+          ->first;
+  std::vector<StepCandidate> chosen;
+  for (const StepCandidate& candidate : step_candidates_) {
+    if (candidate.lane == lane) chosen.push_back(candidate);
+  }
+  std::sort(chosen.begin(), chosen.end(), [](const StepCandidate& a, const StepCandidate& b) {
+    return a.start_ns != b.start_ns ? a.start_ns < b.start_ns : a.end_ns > b.end_ns;
+  });
+  std::vector<trace::StringId> names;
+  bool numbers_usable = true;
+  for (const StepCandidate& candidate : chosen) {
+    // Outermost ranges only: a step nested in (or overlapping) the previous one is a phase.
+    if (!activity.steps.empty() && candidate.start_ns < activity.steps.back().end_ns) continue;
+    const Json args = ParseObject(Str(candidate.args));
+    StepRange step;
+    step.start_ns = candidate.start_ns;
+    step.end_ns = candidate.end_ns;
+    step.samples = IntField(args, "samples").value_or(0);
+    if (std::optional<int64_t> number = IntField(args, "step")) {
+      step.number = *number;
+    } else if (std::optional<int64_t> profiler = ProfilerStepNumber(Str(candidate.name))) {
+      step.number = *profiler;
+    } else if (IsIntegerPayload(candidate.payload_kind)) {
+      step.number = candidate.payload_int;
+    } else {
+      numbers_usable = false;
+    }
+    if (!activity.steps.empty() && step.number <= activity.steps.back().number) numbers_usable = false;
+    activity.steps.push_back(step);
+    if (std::find(names.begin(), names.end(), candidate.name) == names.end()) names.push_back(candidate.name);
+  }
+  // Numbers that do not increase cannot identify steps across ranks: use the index.
+  if (!numbers_usable) {
+    for (size_t i = 0; i < activity.steps.size(); ++i) activity.steps[i].number = static_cast<int64_t>(i);
+  }
+  activity.step_source = "NVTX ranges";
+  for (size_t i = 0; i < names.size() && i < 3; ++i) activity.step_source += (i == 0 ? " '" : ", '") + Str(names[i]) + "'";
+}
+
+void RankScanner::Impl::ChooseCollectives(RankActivity& activity) {
+  std::vector<CollectiveRecord> records;
+  if (!header_.collectives.empty()) {
+    activity.collective_source = CollectiveSource::kPlugin;
+    for (const trace::CollectiveEvent& event : header_.collectives) {
+      if (!trace::CheckedDuration(event.start_ns, event.end_ns)) continue;  // counted below
+      const std::string& name = Str(event.name);
+      CollectiveRecord record;
+      record.op = event.op != trace::CollectiveOp::kUnknown ? event.op : OpFromName(name);
+      record.kind = KindIndex(!name.empty() ? name : CollectiveOpName(record.op));
+      record.comm_size = event.comm_size;
+      record.comm_hash = event.comm_hash;
+      record.sequence = event.sequence;
+      record.start_ns = event.start_ns;
+      record.end_ns = event.end_ns;
+      record.bytes = event.bytes;
+      records.push_back(record);
+    }
+  } else {
+    const bool kernels = !kernel_records_.empty();
+    activity.collective_source = kernels ? CollectiveSource::kKernels
+                                 : range_records_.empty() ? CollectiveSource::kNone
+                                                          : CollectiveSource::kRanges;
+    records = kernels ? std::move(kernel_records_) : std::move(range_records_);
+  }
+  std::stable_sort(records.begin(), records.end(),
+                   [](const CollectiveRecord& a, const CollectiveRecord& b) { return a.start_ns < b.start_ns; });
+  if (activity.collective_source != CollectiveSource::kPlugin) {
+    // The n-th of each kind: the identity that matches it across ranks.
+    std::vector<uint64_t> next(kinds_.size(), 0);
+    for (CollectiveRecord& record : records) record.sequence = next[record.kind]++;
+  }
+  activity.collectives = std::move(records);
+  activity.collective_kinds = kinds_;
+}
+
+Result<RankActivity> RankScanner::Impl::Finish() {
+  if (!have_header_) return InternalError("rank stream ended without its header");
+  RankActivity activity;
+  activity.rank = header_.meta.rank.value_or(-1);
+
+  // Merge each lane, then unite the lanes of each device.
+  std::map<int, std::array<IntervalSet, kClassCount>> per_device;
+  auto add_lanes = [&](std::vector<LaneIntervals>& lanes, bool ranges) {
+    for (size_t slot = 0; slot < lanes.size(); ++slot) {
+      int device = kCpuDevice;
+      if (!ranges && slot >= 1 && slot <= header_.lanes.size()) device = header_.lanes[slot - 1].device;
+      for (size_t c = 0; c < kClassCount; ++c) {
+        std::vector<Interval>& intervals = lanes[slot].by_class[c];
+        if (intervals.empty()) continue;
+        IntervalSet merged = MergeLane(intervals);
+        IntervalSet& into = per_device[device][c];
+        into = into.empty() ? std::move(merged) : Union(into, merged);
+      }
+    }
+    std::vector<LaneIntervals>().swap(lanes);
+  };
+  add_lanes(device_lanes_, false);
+  add_lanes(range_lanes_, true);
+  for (auto& [device, sets] : per_device) {
+    DeviceActivity device_activity;
+    device_activity.device = device;
+    device_activity.compute = std::move(sets[static_cast<size_t>(ActivityClass::kCompute)]);
+    device_activity.comm = std::move(sets[static_cast<size_t>(ActivityClass::kComm)]);
+    device_activity.memory = std::move(sets[static_cast<size_t>(ActivityClass::kMemory)]);
+    if (device_activity.compute.empty() && device_activity.comm.empty() && device_activity.memory.empty()) continue;
+    activity.devices.push_back(std::move(device_activity));
+  }
+
+  ChooseSteps(activity);
+  ChooseCollectives(activity);
+
+  for (size_t id = 0; id < name_totals_.size(); ++id) {
+    const NameTotal& total = name_totals_[id];
+    if (total.count == 0) continue;
+    activity.activities.push_back({Str(static_cast<trace::StringId>(id)),
+                                   static_cast<ActivityClass>(total.activity_class), total.count, total.total_ns});
+  }
+  for (const auto& [name, total] : {std::pair<const char*, const NameTotal&>{"[memcpy]", memcpy_total_},
+                                    std::pair<const char*, const NameTotal&>{"[memset]", memset_total_}}) {
+    if (total.count > 0) activity.activities.push_back({name, ActivityClass::kMemory, total.count, total.total_ns});
+  }
+
+  for (const trace::NvtxMarkEvent& mark : header_.marks) {
+    if (Str(mark.name) != "workload") continue;
+    const Json args = ParseObject(Str(mark.args));
+    if (!args.is_object()) continue;
+    activity.workload = WorkloadMark{IntField(args, "world_size"), IntField(args, "batch"), IntField(args, "accum"),
+                                     IntField(args, "steps"), IntField(args, "parameters")};
+    break;
+  }
+  for (const trace::CollectiveEvent& event : header_.collectives) {
+    if (!trace::CheckedDuration(event.start_ns, event.end_ns)) ++invalid_events_;
+  }
+  for (const trace::DropRecord& drop : header_.drops) {
+    activity.dropped_events += static_cast<int64_t>(std::min<uint64_t>(drop.count, INT64_MAX / 2));
+  }
+  activity.events = events_;
+  activity.invalid_events = invalid_events_;
+  activity.meta = std::move(header_.meta);
+  return activity;
+}
+
+RankScanner::RankScanner(ScanOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
+RankScanner::~RankScanner() = default;
+Status RankScanner::OnHeader(trace::StreamHeader header) { return impl_->OnHeader(std::move(header)); }
+Status RankScanner::OnSpans(trace::SpanTable table, std::span<const trace::SpanRow> rows) {
+  return impl_->OnSpans(table, rows);
+}
+Result<RankActivity> RankScanner::Finish() { return impl_->Finish(); }
+
+Status FeedRankTrace(const trace::RankTrace& trace, trace::SpanVisitor& visitor) {
+  trace::StreamHeader header;
+  header.meta = trace.meta;
+  header.strings = trace.strings;
+  header.lanes = trace.lanes;
+  header.drops = trace.drops;
+  header.marks = trace.events.nvtx_marks;
+  header.collectives = trace.events.collectives;
+  RS_RETURN_IF_ERROR(visitor.OnHeader(std::move(header)));
+
+  constexpr size_t kBatch = 4096;
+  std::vector<trace::SpanRow> batch;
+  batch.reserve(kBatch);
+  auto flush = [&](trace::SpanTable table) -> Status {
+    if (batch.empty()) return Status::Ok();
+    Status status = visitor.OnSpans(table, batch);
+    batch.clear();
+    return status;
+  };
+  auto feed = [&](trace::SpanTable table, const auto& events, auto to_row) -> Status {
+    for (const auto& event : events) {
+      batch.push_back(to_row(event));
+      if (batch.size() == kBatch) RS_RETURN_IF_ERROR(flush(table));
+    }
+    return flush(table);
+  };
+  auto common = [](const trace::EventCommon& e, trace::StringId name) {
+    trace::SpanRow row;
+    row.lane = e.lane;
+    row.name = name;
+    row.start_ns = e.start_ns;
+    row.end_ns = e.end_ns;
+    return row;
+  };
+  RS_RETURN_IF_ERROR(feed(trace::SpanTable::kKernels, trace.events.kernels,
+                          [&](const trace::KernelEvent& e) { return common(e, e.name); }));
+  RS_RETURN_IF_ERROR(feed(trace::SpanTable::kMemcpys, trace.events.memcpys,
+                          [&](const trace::MemcpyEvent& e) { return common(e, trace::kEmptyString); }));
+  RS_RETURN_IF_ERROR(feed(trace::SpanTable::kMemsets, trace.events.memsets,
+                          [&](const trace::MemsetEvent& e) { return common(e, trace::kEmptyString); }));
+  return feed(trace::SpanTable::kNvtxRanges, trace.events.nvtx_ranges, [&](const trace::NvtxRangeEvent& e) {
+    trace::SpanRow row = common(e, e.name);
+    row.domain = e.domain;
+    row.category = e.category;
+    row.args = e.args;
+    row.payload_kind = static_cast<uint32_t>(e.payload.kind);
+    row.payload_int = e.payload.int_value;
+    return row;
+  });
+}
+
+}  // namespace rankscope::analyzer

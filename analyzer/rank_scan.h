@@ -1,0 +1,92 @@
+// One rank's events reduced, in one streaming pass, to what the metrics need: merged
+// activity per device and class (METRICS.md §1), step windows (§2), the collectives that
+// cross-rank matching uses (§4), time per activity name, and the workload mark (§5).
+// Files stream in through TraceReader::Stream; in-memory traces through FeedRankTrace, so
+// both take the same path.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "analyzer/classify.h"
+#include "analyzer/report.h"
+#include "base/status.h"
+#include "trace/reader.h"
+
+namespace rankscope::analyzer {
+
+struct ScanOptions {
+  ClassifyOptions classify;
+  std::vector<std::string> step_names;  // compared without case; ProfilerStep#N always counts
+};
+
+struct StepRange {
+  int64_t number = 0;
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+  int64_t samples = 0;  // from the step payload; 0 when unknown
+};
+
+enum class CollectiveSource : uint8_t { kNone, kPlugin, kKernels, kRanges };
+const char* CollectiveSourceName(CollectiveSource source);
+
+struct CollectiveRecord {
+  uint32_t kind = 0;       // index into RankActivity::collective_kinds
+  trace::CollectiveOp op = trace::CollectiveOp::kUnknown;
+  int32_t comm_size = 0;   // 0 when unknown
+  uint64_t comm_hash = 0;  // plugin records only
+  uint64_t sequence = 0;   // plugin: the record's; otherwise the n-th of its kind
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+  uint64_t bytes = 0;
+};
+
+struct WorkloadMark {
+  std::optional<int64_t> world_size, batch, accum, steps, parameters;
+};
+
+struct RankActivity {
+  int rank = -1;  // -1: the file names no rank
+  trace::RankMeta meta;
+  std::vector<DeviceActivity> devices;  // with any activity, sorted by device
+  std::vector<StepRange> steps;         // sorted by start; empty: no step ranges
+  std::string step_source;              // e.g. "NVTX ranges 'step'"; empty without steps
+  CollectiveSource collective_source = CollectiveSource::kNone;
+  std::vector<std::string> collective_kinds;
+  std::vector<CollectiveRecord> collectives;  // sorted by start
+  std::vector<ActivitySummary> activities;    // every name with device time
+  std::optional<WorkloadMark> workload;
+  int64_t events = 0;
+  int64_t invalid_events = 0;
+  int64_t dropped_events = 0;
+};
+
+// The CollectiveOp a collective's name suggests ("ncclDevKernel_AllReduce_Sum_f32",
+// "allreduce", "AllGather" ...), any case.
+trace::CollectiveOp OpFromName(const std::string& name);
+const char* CollectiveOpName(trace::CollectiveOp op);
+
+class RankScanner final : public trace::SpanVisitor {
+ public:
+  explicit RankScanner(ScanOptions options);
+  ~RankScanner() override;
+  RankScanner(const RankScanner&) = delete;
+  RankScanner& operator=(const RankScanner&) = delete;
+
+  Status OnHeader(trace::StreamHeader header) override;
+  Status OnSpans(trace::SpanTable table, std::span<const trace::SpanRow> rows) override;
+  // The rank's activity; fails when the header never came.
+  Result<RankActivity> Finish();
+
+  class Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// Streams an in-memory trace into `visitor` as TraceReader::Stream would stream its file.
+Status FeedRankTrace(const trace::RankTrace& trace, trace::SpanVisitor& visitor);
+
+}  // namespace rankscope::analyzer

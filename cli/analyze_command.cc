@@ -1,0 +1,192 @@
+#include "cli/analyze_command.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "analyzer/report_writers.h"
+#include "base/text.h"
+#include "cli/messages.h"
+#include "cli/profile.h"
+
+#ifndef RANKSCOPE_VERSION
+#define RANKSCOPE_VERSION "unknown"
+#endif
+
+namespace rankscope::cli {
+namespace fs = std::filesystem;
+namespace {
+
+std::optional<int64_t> ParseStepNumber(std::string_view text) {
+  int64_t value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return value;
+}
+
+// Writes `text` to `path` through a temporary file in the same directory and a rename.
+Status WriteFileAtomically(const fs::path& path, const std::string& text) {
+  const fs::path temporary = path.string() + fmt::format(".tmp-{}", ::getpid());
+  {
+    std::ofstream file(temporary, std::ios::binary | std::ios::trunc);
+    if (!file) return IoError(fmt::format("cannot write {}: {}", temporary.string(), std::strerror(errno)));
+    file.write(text.data(), static_cast<std::streamsize>(text.size()));
+    file.flush();
+    if (!file) {
+      std::error_code ignored;
+      fs::remove(temporary, ignored);
+      return IoError(fmt::format("cannot write {}: {}", temporary.string(), std::strerror(errno)));
+    }
+  }
+  std::error_code ec;
+  fs::rename(temporary, path, ec);
+  if (ec) {
+    fs::remove(temporary, ec);
+    return IoError(fmt::format("cannot write {}: {}", path.string(), ec.message()));
+  }
+  return Status::Ok();
+}
+
+const char* FormatName(ReportFormat format) {
+  switch (format) {
+    case ReportFormat::kText: return "text";
+    case ReportFormat::kJson: return "JSON";
+    case ReportFormat::kMarkdown: return "Markdown";
+    case ReportFormat::kHtml: return "HTML";
+  }
+  return "";
+}
+
+}  // namespace
+
+Result<ReportFormat> ParseReportFormat(const std::string& text) {
+  if (text == "text") return ReportFormat::kText;
+  if (text == "json") return ReportFormat::kJson;
+  if (text == "md" || text == "markdown") return ReportFormat::kMarkdown;
+  if (text == "html") return ReportFormat::kHtml;
+  return InvalidArgument(fmt::format("--format {}: expected text, json, md or html", Printable(text)));
+}
+
+Result<std::pair<std::optional<int64_t>, std::optional<int64_t>>> ParseStepRange(const std::string& text) {
+  using Range = std::pair<std::optional<int64_t>, std::optional<int64_t>>;
+  const std::string usage = fmt::format("--steps {}: expected A..B, A.., ..B or N (step numbers)", Printable(text));
+  const size_t dots = text.find("..");
+  if (dots == std::string::npos) {
+    const std::optional<int64_t> single = ParseStepNumber(text);
+    if (!single) return InvalidArgument(usage);
+    return Range{single, single};
+  }
+  const std::string_view first(text.data(), dots);
+  const std::string_view last(text.data() + dots + 2, text.size() - dots - 2);
+  if (first.empty() && last.empty()) return InvalidArgument(usage);
+  Range range;
+  if (!first.empty()) {
+    range.first = ParseStepNumber(first);
+    if (!range.first) return InvalidArgument(usage);
+  }
+  if (!last.empty()) {
+    range.second = ParseStepNumber(last);
+    if (!range.second) return InvalidArgument(usage);
+  }
+  if (range.first && range.second && *range.first > *range.second) {
+    return InvalidArgument(fmt::format("--steps {}: the first step is after the last", Printable(text)));
+  }
+  return range;
+}
+
+Result<analyzer::AnalyzeOptions> MakeAnalyzeOptions(const AnalyzeRequest& request) {
+  analyzer::AnalyzeOptions options;
+  options.tool_version = RANKSCOPE_VERSION;
+  options.threads = request.threads;
+  if (request.threads < 0) return InvalidArgument(fmt::format("--threads {}: must be 0 or more", request.threads));
+  if (!request.steps.empty()) {
+    RS_ASSIGN_OR_RETURN(auto range, ParseStepRange(request.steps));
+    options.first_step = range.first;
+    options.last_step = range.second;
+  }
+  // An explicit step range means exactly those steps, unless warm-up is asked for too.
+  options.skip_steps = request.skip_steps.value_or(request.steps.empty() ? 1 : 0);
+  if (options.skip_steps < 0) {
+    return InvalidArgument(fmt::format("--skip-steps {}: must be 0 or more", options.skip_steps));
+  }
+  for (const auto* patterns : {&request.comm_patterns, &request.compute_patterns, &request.step_names}) {
+    for (const std::string& pattern : *patterns) {
+      if (pattern.empty()) return InvalidArgument("an empty pattern or step name matches everything; give some text");
+    }
+  }
+  options.classify.comm_patterns = request.comm_patterns;
+  options.classify.compute_patterns = request.compute_patterns;
+  options.step_names.insert(options.step_names.end(), request.step_names.begin(), request.step_names.end());
+  return options;
+}
+
+int RunAnalyze(const AnalyzeRequest& request, std::FILE* out, std::FILE* err, bool progress_to_terminal) {
+  Result<ReportFormat> format = ParseReportFormat(request.format);
+  if (!format.ok()) {
+    PrintError(err, format.status().message());
+    return kExitUsage;
+  }
+  Result<analyzer::AnalyzeOptions> options = MakeAnalyzeOptions(request);
+  if (!options.ok()) {
+    PrintError(err, options.status().message());
+    return kExitUsage;
+  }
+  if (!request.out.empty()) {
+    // Refuse an unwritable destination before the (possibly long) analysis.
+    const fs::path parent = fs::absolute(fs::path(request.out)).parent_path();
+    std::error_code ec;
+    if (!fs::is_directory(parent, ec)) {
+      PrintError(err, fmt::format("--out {}: directory {} does not exist", request.out, parent.string()));
+      return kExitUsage;
+    }
+    if (fs::is_directory(request.out, ec)) {
+      PrintError(err, fmt::format("--out {}: is a directory; give a file name", request.out));
+      return kExitUsage;
+    }
+    if (::access(parent.c_str(), W_OK) != 0) {
+      PrintError(err, fmt::format("--out {}: cannot write in {}: {}", request.out, parent.string(),
+                                  std::strerror(errno)));
+      return kExitUsage;
+    }
+  }
+  if (progress_to_terminal) {
+    options->progress = [err](int done, int total) {
+      PrintText(err, fmt::format("\rrankscope: read {}/{} rank files{}", done, total, done == total ? "\n" : ""));
+    };
+  }
+  Result<analyzer::Report> report = analyzer::AnalyzeRun(request.run, *options);
+  if (!report.ok()) {
+    PrintError(err, report.status().message());
+    return kExitUsage;
+  }
+
+  std::string text;
+  switch (*format) {
+    case ReportFormat::kText: text = analyzer::ReportToText(*report); break;
+    case ReportFormat::kJson: text = analyzer::ReportToJson(*report); break;
+    case ReportFormat::kMarkdown: text = analyzer::ReportToMarkdown(*report); break;
+    case ReportFormat::kHtml: text = analyzer::ReportToHtml(*report); break;
+  }
+  // The text report ends with its warnings; elsewhere they go to stderr.
+  const bool warnings_in_output = *format == ReportFormat::kText && request.out.empty();
+  if (!warnings_in_output) {
+    for (const std::string& warning : report->warnings) PrintText(err, fmt::format("rankscope: warning: {}\n", OneLine(warning)));
+  }
+  if (request.out.empty()) {
+    PrintText(out, text);
+  } else if (Status written = WriteFileAtomically(request.out, text); !written.ok()) {
+    PrintError(err, written.message());
+    return kExitUsage;
+  } else {
+    PrintNote(err, fmt::format("wrote the {} report to {}", FormatName(*format), request.out));
+  }
+  const bool partial = !report->run.missing_ranks.empty() || !report->run.ranks_without_activity.empty();
+  return partial ? kExitPartial : 0;
+}
+
+}  // namespace rankscope::cli
