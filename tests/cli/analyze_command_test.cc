@@ -1,0 +1,273 @@
+// `rankscope analyze`: option parsing, and the built binary on hand-written runs, above all
+// on every input a user can get wrong (one error line, the right exit status, nothing
+// written or changed).
+#include <gtest/gtest.h>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/analyze_command.h"
+#include "cli/profile.h"
+#include "tests/cli/cli_test_util.h"
+#include "trace/run_dir.h"
+#include "trace/writer.h"
+
+namespace rankscope::cli {
+namespace {
+
+using testing::Lines;
+using testing::RunRankscope;
+using testing::Snapshot;
+using testing::TempDir;
+
+TEST(ParseStepRange, AcceptsTheFourForms) {
+  using Range = std::pair<std::optional<int64_t>, std::optional<int64_t>>;
+  EXPECT_EQ(*ParseStepRange("3..7"), (Range{3, 7}));
+  EXPECT_EQ(*ParseStepRange("3.."), (Range{3, std::nullopt}));
+  EXPECT_EQ(*ParseStepRange("..7"), (Range{std::nullopt, 7}));
+  EXPECT_EQ(*ParseStepRange("5"), (Range{5, 5}));
+}
+
+TEST(ParseStepRange, RefusesNonsense) {
+  for (const char* text : {"", "..", "a..b", "3..x", "7..3", "3...7", "1,2", " 3"}) {
+    EXPECT_FALSE(ParseStepRange(text).ok()) << text;
+  }
+}
+
+TEST(MakeAnalyzeOptions, StepsWithoutSkipMeansExactlyThoseSteps) {
+  AnalyzeRequest request;
+  EXPECT_EQ(MakeAnalyzeOptions(request)->skip_steps, 1);
+  request.steps = "2..4";
+  EXPECT_EQ(MakeAnalyzeOptions(request)->skip_steps, 0);
+  request.skip_steps = 3;
+  EXPECT_EQ(MakeAnalyzeOptions(request)->skip_steps, 3);
+  request.skip_steps = -1;
+  EXPECT_FALSE(MakeAnalyzeOptions(request).ok());
+}
+
+TEST(MakeAnalyzeOptions, PatternsReachTheClassifier) {
+  AnalyzeRequest request;
+  request.comm_patterns = {"deep_ep"};
+  request.compute_patterns = {"fused"};
+  request.step_names = {"iteration"};
+  const Result<analyzer::AnalyzeOptions> options = MakeAnalyzeOptions(request);
+  ASSERT_TRUE(options.ok());
+  EXPECT_EQ(options->classify.comm_patterns, std::vector<std::string>{"deep_ep"});
+  EXPECT_EQ(options->classify.compute_patterns, std::vector<std::string>{"fused"});
+  EXPECT_NE(std::find(options->step_names.begin(), options->step_names.end(), "iteration"), options->step_names.end());
+  request.comm_patterns = {""};
+  EXPECT_FALSE(MakeAnalyzeOptions(request).ok());
+}
+
+TEST(ParseReportFormat, KnowsTheFourFormats) {
+  EXPECT_EQ(*ParseReportFormat("text"), ReportFormat::kText);
+  EXPECT_EQ(*ParseReportFormat("json"), ReportFormat::kJson);
+  EXPECT_EQ(*ParseReportFormat("md"), ReportFormat::kMarkdown);
+  EXPECT_EQ(*ParseReportFormat("html"), ReportFormat::kHtml);
+  EXPECT_FALSE(ParseReportFormat("pdf").ok());
+}
+
+struct RankSpec {
+  std::string run_id = "run-a";
+  int world_size = 2;
+  int steps = 3;
+  bool device_activity = true;
+};
+
+// A rank file as the collector writes it for the CPU backend: compute and comm ranges on
+// their own lanes, step ranges on the main thread, one all-reduce per step.
+void WriteRank(const std::filesystem::path& dir, int rank, const RankSpec& spec) {
+  trace::RankIdentity who;
+  who.run_id = spec.run_id;
+  who.rank = rank;
+  who.world_size = spec.world_size;
+  who.host = "host";
+  who.pid = 1000 + rank;
+  who.command_line = "trainer --steps 3";
+  auto writer = trace::TraceWriter::Create(dir / trace::RankFileName(rank), who);
+  ASSERT_TRUE(writer.ok()) << writer.status().ToString();
+  trace::TraceWriter& w = **writer;
+  w.SetMeta("nvtx.category.rankscope.1", "compute");
+  w.SetMeta("nvtx.category.rankscope.2", "comm");
+  auto lane = [&](int64_t tid, const char* name) {
+    trace::Lane l;
+    l.kind = trace::LaneKind::kCpuThread;
+    l.pid = who.pid;
+    l.tid = tid;
+    l.name = name;
+    return w.AddLane(l);
+  };
+  const trace::LaneId main = lane(1, "main"), compute = lane(2, "compute"), comm = lane(3, "comm");
+  trace::EventTables batch;
+  auto range = [&](trace::LaneId on, const char* name, uint32_t category, int64_t start, int64_t end,
+                   const std::string& args) {
+    trace::NvtxRangeEvent r;
+    r.lane = on;
+    r.name = w.Intern(name);
+    r.domain = w.Intern("rankscope");
+    r.category = category;
+    r.start_ns = start;
+    r.end_ns = end;
+    r.args = w.Intern(args);
+    batch.nvtx_ranges.push_back(r);
+  };
+  const int64_t ms = 1'000'000;
+  for (int step = 0; step < spec.steps; ++step) {
+    const int64_t t0 = 1'000'000'000 + step * 10 * ms;
+    range(main, "step", 0, t0, t0 + 10 * ms, fmt::format(R"({{"samples":8,"step":{}}})", step));
+    if (!spec.device_activity) continue;
+    range(compute, "linear_forward", 1, t0, t0 + 6 * ms, "");
+    range(comm, "allreduce", 2, t0 + 4 * ms, t0 + 8 * ms, R"({"bucket":0,"bytes":4000000})");
+  }
+  ASSERT_TRUE(w.Submit(std::move(batch)));
+  ASSERT_TRUE(w.Close().ok());
+}
+
+void WriteRun(const std::filesystem::path& dir, int ranks, const RankSpec& spec = {}) {
+  std::filesystem::create_directories(dir);
+  for (int rank = 0; rank < ranks; ++rank) WriteRank(dir, rank, spec);
+}
+
+// One "rankscope: error:" line and nothing else on stderr.
+void ExpectOneErrorLine(const testing::RankscopeRun& run, const std::string& contains) {
+  const std::vector<std::string> lines = Lines(run.err);
+  ASSERT_EQ(lines.size(), 1u) << run.err;
+  EXPECT_EQ(lines[0].rfind("rankscope: error: ", 0), 0u) << lines[0];
+  EXPECT_NE(lines[0].find(contains), std::string::npos) << lines[0];
+  EXPECT_TRUE(run.out.empty()) << run.out;
+}
+
+TEST(RankscopeAnalyze, ReportsACompleteRunInEveryFormat) {
+  TempDir dir;
+  WriteRun(dir / "run", 2);
+  const auto before = Snapshot(dir / "run");
+
+  const auto text = RunRankscope({"analyze", (dir / "run").string()});
+  EXPECT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("2 of 2"), std::string::npos) << text.out;
+
+  const auto json = RunRankscope({"analyze", (dir / "run").string(), "--format", "json"});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const nlohmann::json report = nlohmann::json::parse(json.out);
+  ASSERT_EQ(report["ranks"].size(), 2u);
+  // Step 0 is warm-up; steps 1 and 2: compute [0,6) ms, comm [4,8) ms of a 10 ms step.
+  const nlohmann::json& totals = report["ranks"][0]["totals"];
+  EXPECT_EQ(report["ranks"][0]["step_stats"]["step_ns"]["median"], 10e6);
+  EXPECT_EQ(report["ranks"][0]["step_stats"]["overlap_pct"]["median"], 50.0);  // 2 of 4 ms hidden
+  EXPECT_EQ(totals["window_ns"], 28'000'000);  // [0, 28) ms: first compute start to last comm end
+  // Global batch 8 samples/rank x 2 ranks = 16 per 10 ms step: 1600 samples/s.
+  EXPECT_DOUBLE_EQ(report["summary"]["throughput"].get<double>(), 1600.0);
+
+  for (const char* format : {"md", "html"}) {
+    const auto out = RunRankscope({"analyze", (dir / "run").string(), "--format", format});
+    EXPECT_EQ(out.exit_code, 0) << out.err;
+    EXPECT_FALSE(out.out.empty());
+  }
+  EXPECT_EQ(Snapshot(dir / "run"), before) << "analyze must not change the run";
+}
+
+TEST(RankscopeAnalyze, WritesTheReportFileAndSaysWhere) {
+  TempDir dir;
+  WriteRun(dir / "run", 2);
+  const std::string out = (dir / "report.html").string();
+  const auto run = RunRankscope({"analyze", (dir / "run").string(), "--format", "html", "--out", out});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_TRUE(run.out.empty());
+  EXPECT_NE(run.err.find("wrote the HTML report to " + out), std::string::npos) << run.err;
+  EXPECT_NE(testing::ReadFile(out).find("<svg"), std::string::npos);
+  // No temporary file left beside it.
+  int files = 0;
+  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator(dir.path())) ++files;
+  EXPECT_EQ(files, 2);  // run/ and report.html
+}
+
+TEST(RankscopeAnalyze, MissingRanksGiveAPartialReportAndExitOne) {
+  TempDir dir;
+  std::filesystem::create_directories(dir / "run");
+  RankSpec spec;
+  spec.world_size = 4;
+  WriteRank(dir / "run", 0, spec);
+  WriteRank(dir / "run", 1, spec);
+  const auto run = RunRankscope({"analyze", (dir / "run").string(), "--format", "json"});
+  EXPECT_EQ(run.exit_code, kExitPartial) << run.err;
+  const nlohmann::json report = nlohmann::json::parse(run.out);
+  EXPECT_EQ(report["run"]["missing_ranks"], nlohmann::json::array({2, 3}));
+  EXPECT_EQ(report["ranks"].size(), 2u);
+  EXPECT_NE(run.err.find("rankscope: warning:"), std::string::npos);
+  EXPECT_NE(run.err.find("2-3"), std::string::npos) << run.err;
+}
+
+TEST(RankscopeAnalyze, FilesOfTwoRunsAreRefused) {
+  TempDir dir;
+  std::filesystem::create_directories(dir / "run");
+  WriteRank(dir / "run", 0, RankSpec{});
+  RankSpec other;
+  other.run_id = "run-b";
+  WriteRank(dir / "run", 1, other);
+  ExpectOneErrorLine(RunRankscope({"analyze", (dir / "run").string()}), "run");
+}
+
+TEST(RankscopeAnalyze, CorruptFileIsNamed) {
+  TempDir dir;
+  WriteRun(dir / "run", 2);
+  testing::WriteFile(dir / "run" / "rank-1.sqlite", "this is not a database, it is a complaint");
+  const auto run = RunRankscope({"analyze", (dir / "run").string()});
+  EXPECT_EQ(run.exit_code, kExitUsage);
+  ExpectOneErrorLine(run, "rank-1.sqlite");
+}
+
+TEST(RankscopeAnalyze, MissingRunDirectory) {
+  TempDir dir;
+  const auto run = RunRankscope({"analyze", (dir / "nothing-here").string()});
+  EXPECT_EQ(run.exit_code, kExitUsage);
+  ExpectOneErrorLine(run, "nothing-here");
+}
+
+TEST(RankscopeAnalyze, AStepRangeThatSelectsNothingSaysWhichStepsExist) {
+  TempDir dir;
+  WriteRun(dir / "run", 2);
+  const auto run = RunRankscope({"analyze", (dir / "run").string(), "--steps", "100..200"});
+  EXPECT_EQ(run.exit_code, kExitUsage);
+  ExpectOneErrorLine(run, "the run has steps 0..2");
+}
+
+TEST(RankscopeAnalyze, NoDeviceActivityIsAnError) {
+  TempDir dir;
+  RankSpec spec;
+  spec.device_activity = false;
+  WriteRun(dir / "run", 2, spec);
+  const auto run = RunRankscope({"analyze", (dir / "run").string()});
+  EXPECT_EQ(run.exit_code, kExitUsage);
+  ExpectOneErrorLine(run, "no rank has device activity");
+}
+
+TEST(RankscopeAnalyze, ARankWithoutActivityIsNamed) {
+  TempDir dir;
+  std::filesystem::create_directories(dir / "run");
+  WriteRank(dir / "run", 0, RankSpec{});
+  RankSpec idle;
+  idle.device_activity = false;
+  WriteRank(dir / "run", 1, idle);
+  const auto run = RunRankscope({"analyze", (dir / "run").string(), "--format", "json"});
+  EXPECT_EQ(run.exit_code, kExitPartial) << run.err;
+  EXPECT_NE(run.err.find("rank(s) 1 recorded no device activity"), std::string::npos) << run.err;
+}
+
+TEST(RankscopeAnalyze, BadOptionsLeaveAnExistingReportAlone) {
+  TempDir dir;
+  WriteRun(dir / "run", 2);
+  const std::filesystem::path out = dir / "report.json";
+  testing::WriteFile(out, "the previous report");
+  ExpectOneErrorLine(RunRankscope({"analyze", (dir / "run").string(), "--format", "pdf", "--out", out.string()}),
+                     "--format");
+  ExpectOneErrorLine(RunRankscope({"analyze", (dir / "run").string(), "--steps", "9..1", "--out", out.string()}),
+                     "--steps");
+  ExpectOneErrorLine(RunRankscope({"analyze", (dir / "missing").string(), "--out", out.string()}), "missing");
+  EXPECT_EQ(testing::ReadFile(out), "the previous report");
+  ExpectOneErrorLine(RunRankscope({"analyze", (dir / "run").string(), "--out", (dir / "no" / "r.json").string()}),
+                     "does not exist");
+  ExpectOneErrorLine(RunRankscope({"analyze"}), "RUN");
+  ExpectOneErrorLine(RunRankscope({"analyze", (dir / "run").string(), "--bogus"}), "--bogus");
+}
+
+}  // namespace
+}  // namespace rankscope::cli
