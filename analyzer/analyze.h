@@ -6,7 +6,9 @@
 //   on the thread lane that has the most of them, outermost ranges only. The number is the
 //   "step" field of the range's payload JSON, else N of ProfilerStep#N, else an integer
 //   scalar payload, else the range's index. Without step ranges the whole trace (its
-//   device-activity extent) is one step, which --skip-steps never drops.
+//   device-activity extent) is one step, which --skip-steps never drops. When
+//   --skip-steps would leave no step and no --steps range is given, every step is
+//   aggregated, with a warning.
 // - Step windows are the host ranges themselves; totals use [first device activity start,
 //   last device activity end) per device.
 // - Collectives, in order of preference per rank: NCCL profiler-plugin records (matched by

@@ -228,7 +228,7 @@ CrossRankResult AnalyzeCrossRank(const std::vector<RankCollectives>& ranks, cons
       }
       const int participants = comm_size > 0 ? comm_size : static_cast<int>(instance->arrivals.size());
       ++summary.count;
-      summary.bytes += bytes;
+      summary.total_bytes += bytes;
       summary.wait_ns += instance_totals[instance].first;
       summary.transfer_ns += instance_totals[instance].second;
       const int64_t transfer = instance_transfer[instance];
@@ -254,6 +254,7 @@ CrossRankResult AnalyzeCrossRank(const std::vector<RankCollectives>& ranks, cons
     for (int64_t number : numbers) {
       StepWait row;
       row.step = number;
+      row.aggregated = aggregated_steps.contains(number);
       row.wait_ns.assign(ranks.size(), 0);
       for (size_t r = 0; r < ranks.size(); ++r) {
         const std::vector<StepRange>& steps = *ranks[r].steps;

@@ -43,7 +43,7 @@ struct Stats {
 
 struct StepMetrics {
   int64_t number = 0;      // the step's own number (payload, ProfilerStep#N) or its index
-  int64_t start_ns = 0;
+  int64_t start_ns = 0;    // on the rank's own clock (no host offset applied)
   int64_t end_ns = 0;
   bool aggregated = true;  // false: warm-up (--skip-steps) or outside --steps
   Breakdown breakdown;
@@ -115,7 +115,7 @@ struct CollectiveKindSummary {
   std::string kind;  // the collective's name
   std::string op;    // "allreduce", "allgather", ... or "unknown"
   int64_t count = 0;                 // matched instances
-  uint64_t bytes = 0;                // per instance, summed over instances
+  uint64_t total_bytes = 0;          // each instance's message size, summed over instances
   int64_t wait_ns = 0;               // summed over ranks and instances
   int64_t transfer_ns = 0;           // summed over ranks and instances
   std::optional<Stats> busbw_gbps;   // nccl-tests busbw in GB/s (1e9 bytes/s) per instance
@@ -148,6 +148,7 @@ struct RankWait {
 // One step of the wait heatmap: each rank's wait in that step, in `ranks` order.
 struct StepWait {
   int64_t step = 0;
+  bool aggregated = false;       // the step is in the aggregates (not warm-up, in --steps)
   std::vector<int64_t> wait_ns;  // parallel to CrossRank::ranks
   std::optional<int> last_rank;  // caused the most wait in the step
 };

@@ -3,62 +3,12 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/analyzer/trace_builder.h"
+
 namespace rankscope::analyzer {
 namespace {
 
-// A rank trace assembled in memory: strings, lanes and events.
-class TraceBuilder {
- public:
-  TraceBuilder() { trace_.strings = {""}; }
-
-  trace::StringId Str(const std::string& text) {
-    for (size_t i = 0; i < trace_.strings.size(); ++i) {
-      if (trace_.strings[i] == text) return static_cast<trace::StringId>(i);
-    }
-    trace_.strings.push_back(text);
-    return static_cast<trace::StringId>(trace_.strings.size() - 1);
-  }
-  trace::LaneId Lane(trace::LaneKind kind, int device, trace::LaneRole role = trace::LaneRole::kNone) {
-    trace::Lane lane;
-    lane.id = static_cast<trace::LaneId>(trace_.lanes.size() + 1);
-    lane.kind = kind;
-    lane.device = device;
-    lane.role = role;
-    trace_.lanes.push_back(lane);
-    return lane.id;
-  }
-  void Kernel(trace::LaneId lane, const std::string& name, int64_t start, int64_t end) {
-    trace::KernelEvent kernel;
-    kernel.lane = lane;
-    kernel.name = Str(name);
-    kernel.start_ns = start;
-    kernel.end_ns = end;
-    trace_.events.kernels.push_back(kernel);
-  }
-  void Copy(trace::LaneId lane, int64_t start, int64_t end) {
-    trace::MemcpyEvent copy;
-    copy.lane = lane;
-    copy.start_ns = start;
-    copy.end_ns = end;
-    trace_.events.memcpys.push_back(copy);
-  }
-  void Range(trace::LaneId lane, const std::string& domain, uint32_t category, const std::string& name,
-             int64_t start, int64_t end) {
-    trace::NvtxRangeEvent range;
-    range.lane = lane;
-    range.domain = Str(domain);
-    range.category = category;
-    range.name = Str(name);
-    range.start_ns = start;
-    range.end_ns = end;
-    trace_.events.nvtx_ranges.push_back(range);
-  }
-  void Meta(const std::string& key, const std::string& value) { trace_.meta.entries[key] = value; }
-  const trace::RankTrace& trace() const { return trace_; }
-
- private:
-  trace::RankTrace trace_;
-};
+using testing::TraceBuilder;
 
 std::vector<Interval> Of(const IntervalSet& set) { return set.intervals(); }
 

@@ -1,0 +1,74 @@
+// Formatting shared by the text, Markdown and HTML writers (report_format.cc), so that the
+// three show the same numbers the same way. Internal to the analyzer: not a public API.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "analyzer/report.h"
+
+namespace rankscope::analyzer::internal {
+
+// "0 ns", "850 ns", "850 us", "12.3 ms", "1.20 s": three significant digits, negative
+// values keep their sign; "-" for NaN or infinity.
+std::string FormatDuration(double ns);
+// "0 B", "512 B", "1.50 KiB", "25.0 MiB" (binary units); three significant digits.
+std::string FormatBytes(double bytes);
+// "45.2%"; "-" for NaN or infinity.
+std::string FormatPercent(double percent);
+// A plain number with `decimals` digits after the point; "-" for NaN or infinity.
+std::string FormatNumber(double value, int decimals);
+// "cpu" for the CPU backend (device -1), else "gpu N".
+std::string DeviceName(int device);
+// "rank 3 gpu 0" / "rank 3 cpu": one DeviceReport in charts and messages.
+std::string DeviceLabel(int rank, int device);
+// A RunMetric / StepStats value in the unit its name implies (*_ns, *_pct, a ratio).
+std::string FormatMetricValue(std::string_view metric_name, double value);
+
+// Text for HTML element content and attribute values: & < > " ' become entities.
+std::string HtmlEscape(std::string_view text);
+// Text for a GitHub-flavoured Markdown table cell: backslash before the characters that
+// would end the cell or start markup (| \ ` * _ < > [ ] ~ &), newlines become spaces.
+std::string MarkdownEscape(std::string_view text);
+
+// Terminal columns taken by UTF-8 `text` (one per code point; wide glyphs are rare here).
+size_t DisplayWidth(std::string_view text);
+// `text` cut to at most `width` columns, ending in "..." when it was cut; never splits a
+// UTF-8 sequence.
+std::string TruncateToWidth(std::string_view text, size_t width);
+
+// One table of the report, as already-formatted cells; each writer only lays it out.
+struct Table {
+  std::vector<std::string> header;
+  std::vector<bool> numeric;  // per column: right-aligned
+  std::vector<std::vector<std::string>> rows;
+  // The column that gives up width first when a terminal table is too wide (names).
+  std::optional<size_t> flexible_column;
+  std::vector<std::string> notes;  // footnotes to print under the table
+};
+
+// "label: value" lines of the run summary: run, ranks, steps, step time, throughput,
+// workload, events, collectives.
+std::vector<std::pair<std::string, std::string>> SummaryItems(const Report& report);
+// One row per DeviceReport: medians over the aggregated steps (StepStats), or the
+// whole-trace totals for a device without aggregated steps (marked and noted).
+Table RankTable(const Report& report, bool with_host);
+// RunSummary::metrics: median over ranks and the worst rank.
+Table RunMetricTable(const Report& report);
+// The first `limit` top activities, with their share of the summed device time.
+Table TopActivityTable(const Report& report, size_t limit);
+// One row per collective kind: count, bytes per op, median busbw, wait, transfer.
+Table CollectiveTable(const Report& report);
+// "collectives: NCCL kernels, 120 matched, 0 unmatched"; empty when none were seen.
+std::string CollectiveSourceLine(const Report& report);
+// "clock: ..." when the ranks ran on more than one host; empty otherwise.
+std::string ClockLine(const Report& report);
+// "stragglers: rank 3 (last in 7 of 8 steps, caused 412 ms of wait)" or
+// "stragglers: none (max/median step time 1.02)".
+std::string StragglerLine(const Report& report);
+
+}  // namespace rankscope::analyzer::internal

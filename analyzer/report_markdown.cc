@@ -1,0 +1,99 @@
+// The report as GitHub-flavoured Markdown, for a pull-request comment.
+#include <fmt/format.h>
+
+#include <string>
+#include <vector>
+
+#include "analyzer/report_format_internal.h"
+#include "analyzer/report_writers.h"
+
+namespace rankscope::analyzer {
+namespace {
+
+using internal::MarkdownEscape;
+using internal::Table;
+
+// A comment is read in full, so it lists more activities than the terminal does.
+constexpr size_t kTopActivities = 10;
+
+void AppendTable(const Table& table, std::string& out) {
+  auto append_row = [&](const std::vector<std::string>& cells) {
+    out += '|';
+    for (size_t c = 0; c < table.header.size(); ++c) {
+      out += ' ' + MarkdownEscape(c < cells.size() ? cells[c] : "") + " |";
+    }
+    out += '\n';
+  };
+  append_row(table.header);
+  out += '|';
+  for (size_t c = 0; c < table.header.size(); ++c) {
+    out += c < table.numeric.size() && table.numeric[c] ? "---:|" : "---|";
+  }
+  out += '\n';
+  for (const auto& row : table.rows) append_row(row);
+  if (!table.notes.empty()) {
+    out += '\n';
+    for (const std::string& note : table.notes) out += '_' + MarkdownEscape(note) + "_  \n";
+  }
+}
+
+void AppendSection(const std::string& title, std::string& out) { out += "\n### " + title + "\n\n"; }
+
+}  // namespace
+
+std::string ReportToMarkdown(const Report& report) {
+  std::string out = "## rankscope report";
+  if (!report.run.directory.empty()) out += ": " + MarkdownEscape(report.run.directory);
+  out += "\n\n";
+
+  Table summary;
+  summary.header = {"", ""};
+  summary.numeric = {false, false};
+  for (auto& [label, value] : internal::SummaryItems(report)) summary.rows.push_back({label, value});
+  AppendTable(summary, out);
+
+  AppendSection("Per rank", out);
+  out +=
+      "Medians over the aggregated steps. _exposed_: communication not hidden by compute; "
+      "_overlap_: share of communication hidden; _util_: busy share of the step.\n\n";
+  const Table ranks = internal::RankTable(report, /*with_host=*/true);
+  if (ranks.rows.empty()) {
+    out += "No rank with device activity.\n";
+  } else {
+    AppendTable(ranks, out);
+  }
+
+  if (const Table metrics = internal::RunMetricTable(report); !metrics.rows.empty()) {
+    AppendSection("Run metrics", out);
+    out += "Median over ranks of the per-rank medians, and the worst rank.\n\n";
+    AppendTable(metrics, out);
+  }
+
+  if (const Table activities = internal::TopActivityTable(report, kTopActivities); !activities.rows.empty()) {
+    AppendSection("Top activities", out);
+    out += "Summed over ranks; _share_ is of the summed compute + comm + memory time.\n\n";
+    AppendTable(activities, out);
+  }
+
+  const std::string source = internal::CollectiveSourceLine(report);
+  const Table collectives = internal::CollectiveTable(report);
+  if (!source.empty() || !collectives.rows.empty()) {
+    AppendSection("Collectives", out);
+    if (!source.empty()) out += MarkdownEscape(source) + "\n\n";
+    if (!collectives.rows.empty()) AppendTable(collectives, out);
+  }
+
+  AppendSection("Stragglers", out);
+  out += MarkdownEscape(internal::StragglerLine(report)) + "\n";
+  if (const std::string clock = internal::ClockLine(report); !clock.empty()) {
+    out += '\n' + MarkdownEscape(clock) + "\n";
+  }
+
+  if (!report.warnings.empty()) {
+    AppendSection("Warnings", out);
+    for (const std::string& warning : report.warnings) out += "- " + MarkdownEscape(warning) + '\n';
+  }
+  return out;
+}
+
+}  // namespace rankscope::analyzer

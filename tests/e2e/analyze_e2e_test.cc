@@ -1,0 +1,128 @@
+// End to end: the reference trainer runs as 2 and 4 ranks on the CPU under the real
+// collector (`rankscope profile -n N`), and `rankscope analyze` finds what the run did:
+// overlap that --no-overlap takes away, and the rank that --slow-rank slows.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "tests/child_process.h"
+#include "tests/temp_dir.h"
+
+namespace rankscope {
+namespace {
+
+using testing::ChildProcess;
+using testing::ProcessOptions;
+using testing::ProcessResult;
+using testing::TempDir;
+
+std::map<std::string, std::string> Environment() {
+  std::map<std::string, std::string> env = testing::CurrentEnvironment();
+  for (const char* name : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LD_PRELOAD"}) env.erase(name);
+  env["RANKSCOPE_COLLECTOR_LIB"] = COLLECTOR_LIBRARY;
+  env["ASAN_OPTIONS"] = "verify_asan_link_order=0";
+  return env;
+}
+
+ProcessResult RunProcess(std::vector<std::string> argv) {
+  ChildProcess process(argv, Environment(), ProcessOptions{.timeout = std::chrono::seconds(240)});
+  return process.Wait();
+}
+
+// Profiles `ranks` local ranks of the trainer with `args` into `dir`.
+void Profile(const std::filesystem::path& dir, int ranks, const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {RANKSCOPE_CLI, "profile", "-n", std::to_string(ranks), "-o", dir.string(), "--",
+                                   TRAINER_BINARY};
+  argv.insert(argv.end(), args.begin(), args.end());
+  const ProcessResult result = RunProcess(argv);
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+}
+
+nlohmann::json AnalyzeJson(const std::filesystem::path& dir) {
+  const ProcessResult result = RunProcess({RANKSCOPE_CLI, "analyze", dir.string(), "--format", "json"});
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  return nlohmann::json::parse(result.out, nullptr, false);
+}
+
+double RunMedian(const nlohmann::json& report, const std::string& metric) {
+  for (const nlohmann::json& entry : report["summary"]["metrics"]) {
+    if (entry["name"] == metric) return entry["median"].get<double>();
+  }
+  ADD_FAILURE() << "no run metric " << metric;
+  return 0;
+}
+
+// Buckets small enough that several all-reduces run per step, and enough compute (a large
+// batch) to hide them; enough steps that the medians do not hang on one noisy step.
+const std::vector<std::string> kOverlapWorkload = {"--steps", "12",          "--batch", "256",
+                                                   "--width", "512",         "--depth", "4",
+                                                   "--bucket-mb", "0.25",    "--first-bucket-mb", "0.25"};
+
+class AnalyzeRanks : public ::testing::TestWithParam<int> {};
+
+TEST_P(AnalyzeRanks, OverlapHidesCommunicationThatNoOverlapExposes) {
+  const int ranks = GetParam();
+  TempDir dir;
+  Profile(dir / "overlap", ranks, kOverlapWorkload);
+  std::vector<std::string> no_overlap = kOverlapWorkload;
+  no_overlap.push_back("--no-overlap");
+  Profile(dir / "no-overlap", ranks, no_overlap);
+  const nlohmann::json with = AnalyzeJson(dir / "overlap");
+  const nlohmann::json without = AnalyzeJson(dir / "no-overlap");
+  ASSERT_FALSE(with.is_discarded());
+  ASSERT_FALSE(without.is_discarded());
+
+  for (const nlohmann::json* report : {&with, &without}) {
+    ASSERT_EQ((*report)["ranks"].size(), static_cast<size_t>(ranks));
+    EXPECT_EQ((*report)["steps"]["steps_found"], 12);
+    EXPECT_EQ((*report)["steps"]["steps_aggregated"], 11);  // step 0 is warm-up
+    EXPECT_EQ((*report)["workload"]["global_batch"], 256 * ranks);  // per-rank batch x ranks x 1
+    EXPECT_EQ((*report)["cross_rank"]["collective_source"], "comm ranges");
+    for (const nlohmann::json& rank : (*report)["ranks"]) {
+      EXPECT_EQ(rank["device"], -1);
+      EXPECT_GT(rank["totals"]["compute_ns"], 0);
+      EXPECT_GT(rank["totals"]["comm_ns"], 0);
+    }
+  }
+  EXPECT_GT(RunMedian(with, "overlap_pct"), RunMedian(without, "overlap_pct"));
+  EXPECT_LT(RunMedian(with, "exposed_comm_ns"), RunMedian(without, "exposed_comm_ns"));
+  // Without overlap no all-reduce runs during backward, so almost nothing is hidden.
+  EXPECT_LT(RunMedian(without, "overlap_pct"), 10.0);
+}
+
+INSTANTIATE_TEST_SUITE_P(TwoAndFour, AnalyzeRanks, ::testing::Values(2, 4),
+                         [](const ::testing::TestParamInfo<int>& param) { return std::to_string(param.param) + "Ranks"; });
+
+TEST(AnalyzeEndToEnd, TheSlowedRankIsTheStraggler) {
+  TempDir dir;
+  Profile(dir / "run", 4,
+          {"--steps", "6", "--batch", "32", "--width", "256", "--depth", "3", "--slow-rank", "2:30"});
+  const nlohmann::json report = AnalyzeJson(dir / "run");
+  ASSERT_FALSE(report.is_discarded());
+  ASSERT_EQ(report["ranks"].size(), 4u);
+  EXPECT_EQ(report["cross_rank"]["stragglers"], nlohmann::json::array({2}));
+  for (const nlohmann::json& wait : report["cross_rank"]["waits"]) {
+    // The others wait for rank 2 about 30 ms a step; rank 2 hardly waits at all.
+    if (wait["rank"] == 2) {
+      EXPECT_EQ(wait["steps_most_wait"], 5);
+    } else {
+      EXPECT_GT(wait["wait_ns"].get<int64_t>(), 5 * 20'000'000) << wait.dump();
+    }
+  }
+  EXPECT_GT(report["summary"]["throughput"].get<double>(), 0.0);
+
+  const ProcessResult text = RunProcess({RANKSCOPE_CLI, "analyze", (dir / "run").string()});
+  EXPECT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("stragglers: rank 2"), std::string::npos) << text.out;
+
+  const std::string html = (dir / "report.html").string();
+  const ProcessResult written = RunProcess({RANKSCOPE_CLI, "analyze", (dir / "run").string(), "--format", "html", "--out", html});
+  EXPECT_EQ(written.exit_code, 0) << written.err;
+  EXPECT_NE(testing::ReadFile(html).find("<svg"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace rankscope
