@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "analyzer/metrics.h"
 #include "analyzer/report.h"
 
 namespace rankscope::analyzer::testing {
@@ -30,39 +31,13 @@ inline Breakdown MakeBreakdown(int64_t compute_only_ns, int64_t overlap_ns, int6
   breakdown.memory_ns = memory_only_ns;  // no memory activity under compute or comm here
   breakdown.exposed_comm_ns = comm_only_ns;
   breakdown.busy_ns = breakdown.window_ns - idle_ns;
-  breakdown.overlap_pct = breakdown.comm_ns > 0
-                              ? 100.0 * static_cast<double>(overlap_ns) / static_cast<double>(breakdown.comm_ns)
-                              : 0.0;
-  if (breakdown.compute_ns > 0) {
-    breakdown.comm_compute_ratio =
-        static_cast<double>(breakdown.comm_ns) / static_cast<double>(breakdown.compute_ns);
-  } else {
-    breakdown.comm_compute_ratio = breakdown.comm_ns == 0 ? std::optional<double>(0.0) : std::nullopt;
-  }
-  breakdown.utilization_pct = breakdown.window_ns > 0 ? 100.0 * static_cast<double>(breakdown.busy_ns) /
-                                                            static_cast<double>(breakdown.window_ns)
-                                                      : 0.0;
+  FillRatios(breakdown);
   return breakdown;
 }
 
-// Median, min, max and p90 (linear interpolation) of `samples`.
-inline Stats StatsOf(std::vector<double> samples) {
-  Stats stats;
-  stats.count = static_cast<int64_t>(samples.size());
-  if (samples.empty()) return stats;
-  std::sort(samples.begin(), samples.end());
-  auto quantile = [&](double q) {
-    const double position = q * static_cast<double>(samples.size() - 1);
-    const auto low = static_cast<size_t>(position);
-    const size_t high = std::min(low + 1, samples.size() - 1);
-    return samples[low] + (samples[high] - samples[low]) * (position - static_cast<double>(low));
-  };
-  stats.median = quantile(0.5);
-  stats.min = samples.front();
-  stats.max = samples.back();
-  stats.p90 = quantile(0.9);
-  return stats;
-}
+// Median, min, max and p90 of `samples`: the analyzer's own statistics, which the golden
+// tests check independently.
+inline Stats StatsOf(std::vector<double> samples) { return ComputeStats(std::move(samples)); }
 
 // One device's report from its steps: totals sum the steps (they are back to back) and
 // the stats cover the aggregated steps.
