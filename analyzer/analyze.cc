@@ -73,9 +73,7 @@ RankResult MeasureRank(RankActivity activity, const AnalyzeOptions& options, std
     report.rank = activity.rank;
     report.device = device.device;
     report.host = activity.meta.host;
-    const DeviceTimeline timeline(device);
-    device = DeviceActivity{};  // the timeline has its own sets: free these now
-    report.totals = timeline.Measure(timeline.Extent());
+    const DeviceTimeline timeline(std::move(device));
     for (size_t i = 0; i < activity.steps.size(); ++i) {
       const StepRange& step = activity.steps[i];
       StepMetrics metrics;
@@ -86,6 +84,10 @@ RankResult MeasureRank(RankActivity activity, const AnalyzeOptions& options, std
       metrics.breakdown = timeline.Measure({step.start_ns, step.end_ns});
       report.steps.push_back(metrics);
     }
+    // The whole trace, reusing the steps' breakdowns (they are sorted and disjoint).
+    report.totals = MeasureCovering(timeline, timeline.Extent(), report.steps);
+    // Everything but the wait statistics, here on the worker; waits need every rank.
+    report.step_stats = ComputeStepStats(report.steps);
     result.devices.push_back(std::move(report));
   }
   activity.devices.clear();
@@ -117,6 +119,7 @@ Result<std::vector<RankResult>> MeasureAll(const std::vector<Source>& sources, c
   std::mutex mutex;
   std::condition_variable changed;
   size_t done = 0;
+  bool failed = false;
   auto work = [&] {
     for (size_t i; (i = next.fetch_add(1)) < count;) {
       Result<RankActivity> activity = ScanRank(sources[i], options);
@@ -128,6 +131,7 @@ Result<std::vector<RankResult>> MeasureAll(const std::vector<Source>& sources, c
       }
       std::lock_guard lock(mutex);
       ++done;
+      failed = failed || !errors[i].ok();
       changed.notify_one();
     }
   };
@@ -139,16 +143,9 @@ Result<std::vector<RankResult>> MeasureAll(const std::vector<Source>& sources, c
   {
     std::unique_lock lock(mutex);
     size_t reported = 0;
-    while (reported < count) {
-      changed.wait(lock, [&] { return done > reported || next.load() >= count; });
-      if (done == reported) {
-        // Stopped early: wait for the workers instead of progress.
-        if (next.load() >= count && done < count) {
-          lock.unlock();
-          break;
-        }
-        continue;
-      }
+    while (reported < count && !failed) {
+      changed.wait(lock, [&] { return done > reported || failed; });
+      if (failed) break;  // the workers stop on their own; no more progress to tell
       reported = done;
       if (options.progress) {
         lock.unlock();
@@ -336,7 +333,7 @@ Result<Report> BuildReport(std::vector<RankResult> ranks, RunInfo run, std::vect
       for (size_t i = 0; i < device.steps.size(); ++i) device.steps[i].wait_ns = cross.step_wait_ns[input][i];
       device.wait_ns = report.cross_rank.waits[input].wait_ns;
       device.transfer_ns = report.cross_rank.waits[input].transfer_ns;
-      device.step_stats = ComputeStepStats(device.steps);
+      device.step_stats.wait_ns = ComputeWaitStats(device.steps);
       report.ranks.push_back(std::move(device));
     }
     ++input;

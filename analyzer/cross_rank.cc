@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
+#include <tuple>
+#include <unordered_map>
 
 #include "analyzer/metrics.h"
 
@@ -24,6 +26,9 @@ struct Arrival {
 struct Instance {
   std::string kind;
   std::vector<Arrival> arrivals;  // by rank index
+  int64_t median_transfer_ns = 0;
+  int64_t wait_ns = 0;            // summed over ranks
+  int64_t transfer_ns = 0;        // summed over ranks
 };
 
 template <typename T>
@@ -83,37 +88,61 @@ CrossRankResult AnalyzeCrossRank(const std::vector<RankCollectives>& ranks, cons
   const bool by_plugin_ids = sources.size() == 1 && *sources.begin() == CollectiveSource::kPlugin;
   out.collective_source = sources.size() == 1 ? CollectiveSourceName(*sources.begin()) : sources.empty() ? "" : "mixed";
 
-  // Group by identity. Which ranks take part in a communicator: those that recorded any of
-  // its collectives.
-  using Key = std::pair<std::string, uint64_t>;
-  std::map<Key, Instance> instances;
-  std::map<std::string, std::set<size_t>> members;  // communicator -> rank indexes
+  // Group by identity: (communicator, sequence) with plugin ids, else (kind, n-th). Kinds
+  // get run-wide numbers, so that the identity is two integers.
+  std::map<std::string, uint64_t> kind_ids;
+  struct Entry {
+    uint64_t group = 0;     // communicator hash, or kind id
+    uint64_t sequence = 0;
+    size_t rank_index = 0;
+    const CollectiveRecord* record = nullptr;
+  };
+  std::vector<Entry> entries;
+  size_t total_records = 0;
+  for (const RankCollectives& rank : ranks) total_records += rank.records->size();
+  entries.reserve(total_records);
   for (size_t r = 0; r < ranks.size(); ++r) {
+    std::vector<uint64_t> kind_id;
+    for (const std::string& kind : *ranks[r].kinds) {
+      kind_id.push_back(kind_ids.try_emplace(kind, kind_ids.size()).first->second);
+    }
     for (const CollectiveRecord& record : *ranks[r].records) {
-      const std::string& kind = (*ranks[r].kinds)[record.kind];
-      const std::string communicator = by_plugin_ids ? fmt::format("{:016x}", record.comm_hash) : std::string();
-      // Without plugin ids, the n-th collective of a kind is one instance on every rank.
-      Key key = by_plugin_ids ? Key{communicator, record.sequence} : Key{kind, record.sequence};
-      Instance& instance = instances[key];
-      if (instance.kind.empty()) instance.kind = kind;
-      if (std::any_of(instance.arrivals.begin(), instance.arrivals.end(),
-                      [&](const Arrival& a) { return a.rank_index == r; })) {
-        continue;  // a repeated id on one rank: keep the first
-      }
-      instance.arrivals.push_back({r, &record});
-      members[communicator].insert(r);
+      entries.push_back({by_plugin_ids ? record.comm_hash : kind_id[record.kind], record.sequence, r, &record});
     }
   }
-  std::vector<const Instance*> matched;
-  for (const auto& [key, instance] : instances) {
-    const std::string communicator = by_plugin_ids ? key.first : std::string();
-    const size_t expected = members[communicator].size();
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    return std::tie(a.group, a.sequence, a.rank_index) < std::tie(b.group, b.sequence, b.rank_index);
+  });
+  // Which ranks take part in a communicator: those that recorded any of its collectives
+  // (without plugin ids, every rank that recorded any collective).
+  std::map<uint64_t, std::set<size_t>> members;
+  for (const Entry& entry : entries) members[by_plugin_ids ? entry.group : 0].insert(entry.rank_index);
+  std::vector<Instance> instances;
+  for (size_t i = 0; i < entries.size();) {
+    size_t end = i;
+    while (end < entries.size() && entries[end].group == entries[i].group &&
+           entries[end].sequence == entries[i].sequence) {
+      ++end;
+    }
+    Instance instance;
+    const CollectiveRecord& first = *entries[i].record;
+    const std::vector<std::string>& first_kinds = *ranks[entries[i].rank_index].kinds;
+    instance.kind = first_kinds[first.kind];
+    for (size_t k = i; k < end; ++k) {
+      // A repeated id on one rank: keep the first.
+      if (k > i && entries[k].rank_index == entries[k - 1].rank_index) continue;
+      instance.arrivals.push_back({entries[k].rank_index, entries[k].record});
+    }
+    const size_t expected = members[by_plugin_ids ? entries[i].group : 0].size();
     if (instance.arrivals.size() == expected && expected >= 2) {
-      matched.push_back(&instance);
+      instances.push_back(std::move(instance));
     } else {
       ++out.unmatched;
     }
+    i = end;
   }
+  std::vector<Instance*> matched;
+  for (Instance& instance : instances) matched.push_back(&instance);
   out.matched = static_cast<int64_t>(matched.size());
   if (out.unmatched > 0) {
     result.warnings.push_back(fmt::format("{} collective(s) were not seen on every rank of their communicator "
@@ -162,10 +191,8 @@ CrossRankResult AnalyzeCrossRank(const std::vector<RankCollectives>& ranks, cons
   // Wait and transfer per instance, on aligned clocks.
   std::map<int64_t, std::vector<int64_t>> caused_by_step;  // step -> wait caused, per rank index
   std::map<std::string, std::vector<const Instance*>> by_kind;
-  std::map<const Instance*, int64_t> instance_transfer;        // median over ranks
-  std::map<const Instance*, std::pair<int64_t, int64_t>> instance_totals;  // wait, transfer summed
   std::vector<double> residuals;
-  for (const Instance* instance : matched) {
+  for (Instance* instance : matched) {
     by_kind[instance->kind].push_back(instance);
     auto aligned = [&](const Arrival& a, int64_t t) { return t + offset[host_of[a.rank_index]]; };
     int64_t last_start = INT64_MIN, first_end = INT64_MAX, last_end = INT64_MIN;
@@ -195,10 +222,9 @@ CrossRankResult AnalyzeCrossRank(const std::vector<RankCollectives>& ranks, cons
         result.step_wait_ns[a.rank_index][*step] += wait;
       }
     }
-    instance_transfer[instance] = std::llround(Median(transfers));
-    int64_t transfer_sum = 0;
-    for (int64_t transfer : transfers) transfer_sum += transfer;
-    instance_totals[instance] = {caused, transfer_sum};
+    instance->median_transfer_ns = std::llround(Median(transfers));
+    instance->wait_ns = caused;
+    for (int64_t transfer : transfers) instance->transfer_ns += transfer;
     RankWait& last_rank = out.waits[last->rank_index];
     ++last_rank.times_last;
     last_rank.wait_caused_ns += caused;
@@ -229,9 +255,9 @@ CrossRankResult AnalyzeCrossRank(const std::vector<RankCollectives>& ranks, cons
       const int participants = comm_size > 0 ? comm_size : static_cast<int>(instance->arrivals.size());
       ++summary.count;
       summary.total_bytes += bytes;
-      summary.wait_ns += instance_totals[instance].first;
-      summary.transfer_ns += instance_totals[instance].second;
-      const int64_t transfer = instance_transfer[instance];
+      summary.wait_ns += instance->wait_ns;
+      summary.transfer_ns += instance->transfer_ns;
+      const int64_t transfer = instance->median_transfer_ns;
       // bytes per nanosecond is 1e9 bytes per second: GB/s.
       if (bytes > 0 && transfer > 0) {
         busbw.push_back(static_cast<double>(bytes) / static_cast<double>(transfer) *
@@ -250,6 +276,11 @@ CrossRankResult AnalyzeCrossRank(const std::vector<RankCollectives>& ranks, cons
   for (const RankCollectives& rank : ranks) {
     for (const StepRange& step : *rank.steps) numbers.insert(step.number);
   }
+  std::vector<std::unordered_map<int64_t, int64_t>> wait_by_number(ranks.size());
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    const std::vector<StepRange>& steps = *ranks[r].steps;
+    for (size_t i = 0; i < steps.size(); ++i) wait_by_number[r][steps[i].number] += result.step_wait_ns[r][i];
+  }
   if (!matched.empty()) {
     for (int64_t number : numbers) {
       StepWait row;
@@ -257,10 +288,8 @@ CrossRankResult AnalyzeCrossRank(const std::vector<RankCollectives>& ranks, cons
       row.aggregated = aggregated_steps.contains(number);
       row.wait_ns.assign(ranks.size(), 0);
       for (size_t r = 0; r < ranks.size(); ++r) {
-        const std::vector<StepRange>& steps = *ranks[r].steps;
-        for (size_t i = 0; i < steps.size(); ++i) {
-          if (steps[i].number == number) row.wait_ns[r] += result.step_wait_ns[r][i];
-        }
+        const auto found = wait_by_number[r].find(number);
+        if (found != wait_by_number[r].end()) row.wait_ns[r] = found->second;
       }
       auto caused = caused_by_step.find(number);
       const auto median = median_step_ns.find(number);

@@ -20,7 +20,23 @@ void AppendMerged(std::vector<Interval>& out, Interval next) {
 IntervalSet IntervalSet::FromUnsorted(std::vector<Interval> intervals) {
   std::sort(intervals.begin(), intervals.end(),
             [](const Interval& x, const Interval& y) { return x.start < y.start; });
-  return FromSortedByStart(intervals);
+  return FromSortedByStart(std::move(intervals));
+}
+
+IntervalSet IntervalSet::FromSortedByStart(std::vector<Interval>&& intervals) {
+  size_t kept = 0;
+  for (const Interval& interval : intervals) {
+    if (interval.end <= interval.start) continue;
+    if (kept > 0 && interval.start <= intervals[kept - 1].end) {
+      intervals[kept - 1].end = std::max(intervals[kept - 1].end, interval.end);
+    } else {
+      intervals[kept++] = interval;
+    }
+  }
+  intervals.resize(kept);
+  IntervalSet set;
+  set.intervals_ = std::move(intervals);
+  return set;
 }
 
 IntervalSet IntervalSet::FromSortedByStart(std::span<const Interval> intervals) {
@@ -68,7 +84,7 @@ IntervalSet Union(const IntervalSet& a, const IntervalSet& b) {
     const bool take_x = j == y.size() || (i < x.size() && x[i].start <= y[j].start);
     AppendMerged(merged, take_x ? x[i++] : y[j++]);
   }
-  return IntervalSet::FromSortedByStart(merged);
+  return IntervalSet::FromSortedByStart(std::move(merged));
 }
 
 IntervalSet Intersection(const IntervalSet& a, const IntervalSet& b) {
@@ -87,7 +103,7 @@ IntervalSet Intersection(const IntervalSet& a, const IntervalSet& b) {
       ++j;
     }
   }
-  return IntervalSet::FromSortedByStart(common);
+  return IntervalSet::FromSortedByStart(std::move(common));
 }
 
 IntervalSet Difference(const IntervalSet& a, const IntervalSet& b) {
@@ -107,7 +123,7 @@ IntervalSet Difference(const IntervalSet& a, const IntervalSet& b) {
     }
     if (start < piece.end) rest.push_back({start, piece.end});
   }
-  return IntervalSet::FromSortedByStart(rest);
+  return IntervalSet::FromSortedByStart(std::move(rest));
 }
 
 }  // namespace rankscope::analyzer

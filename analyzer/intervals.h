@@ -25,6 +25,8 @@ class IntervalSet {
   static IntervalSet FromUnsorted(std::vector<Interval> intervals);
   // Intervals sorted by start (overlaps allowed): merges in one pass.
   static IntervalSet FromSortedByStart(std::span<const Interval> intervals);
+  // The same, merging in place: no second buffer.
+  static IntervalSet FromSortedByStart(std::vector<Interval>&& intervals);
 
   const std::vector<Interval>& intervals() const { return intervals_; }
   bool empty() const { return intervals_.empty(); }

@@ -86,21 +86,40 @@ struct NameTotal {
   int8_t activity_class = kNoClass;
 };
 
-// Intervals of one lane, one vector per class, in arrival order.
-struct LaneIntervals {
-  std::array<std::vector<Interval>, kClassCount> by_class;
+// Intervals of one lane and class, merged as they arrive: rows of one lane come in time
+// order from files rankscope wrote, so each one extends the last interval or follows it,
+// and no raw copy is kept. Rows out of order (other tools' files) wait aside and are
+// sorted once at the end.
+class LaneClassIntervals {
+ public:
+  void Add(Interval interval) {
+    if (merged_.empty() || interval.start >= merged_.back().start) {
+      if (!merged_.empty() && interval.start <= merged_.back().end) {
+        merged_.back().end = std::max(merged_.back().end, interval.end);
+      } else {
+        merged_.push_back(interval);
+      }
+    } else {
+      out_of_order_.push_back(interval);
+    }
+  }
+  bool empty() const { return merged_.empty(); }
+  // The merged set; leaves this empty.
+  IntervalSet Take() {
+    IntervalSet in_order = IntervalSet::FromSortedByStart(std::move(merged_));
+    if (out_of_order_.empty()) return in_order;
+    IntervalSet late = IntervalSet::FromUnsorted(std::move(out_of_order_));
+    return Union(in_order, late);
+  }
+
+ private:
+  std::vector<Interval> merged_;
+  std::vector<Interval> out_of_order_;
 };
 
-IntervalSet MergeLane(std::vector<Interval>& intervals) {
-  auto by_start = [](const Interval& a, const Interval& b) { return a.start < b.start; };
-  // Rows of one lane arrive in time order from files rankscope wrote; others get sorted.
-  if (!std::is_sorted(intervals.begin(), intervals.end(), by_start)) {
-    std::sort(intervals.begin(), intervals.end(), by_start);
-  }
-  IntervalSet merged = IntervalSet::FromSortedByStart(intervals);
-  std::vector<Interval>().swap(intervals);  // release as we go: peak memory matters
-  return merged;
-}
+struct LaneIntervals {
+  std::array<LaneClassIntervals, kClassCount> by_class;
+};
 
 }  // namespace
 
@@ -321,8 +340,7 @@ Status RankScanner::Impl::OnSpans(trace::SpanTable table, std::span<const trace:
     switch (table) {
       case trace::SpanTable::kKernels: {
         const int8_t activity_class = KernelClass(row.name);
-        device_lanes_[LaneSlot(row.lane)].by_class[static_cast<size_t>(activity_class)].push_back(
-            {row.start_ns, row.end_ns});
+        device_lanes_[LaneSlot(row.lane)].by_class[static_cast<size_t>(activity_class)].Add({row.start_ns, row.end_ns});
         CountName(row.name, activity_class, *duration);
         if (activity_class == static_cast<int8_t>(ActivityClass::kComm) && header_.collectives.empty()) {
           AddCommRecord(kernel_records_, row, 0);
@@ -331,7 +349,7 @@ Status RankScanner::Impl::OnSpans(trace::SpanTable table, std::span<const trace:
       }
       case trace::SpanTable::kMemcpys:
       case trace::SpanTable::kMemsets: {
-        device_lanes_[LaneSlot(row.lane)].by_class[static_cast<size_t>(ActivityClass::kMemory)].push_back(
+        device_lanes_[LaneSlot(row.lane)].by_class[static_cast<size_t>(ActivityClass::kMemory)].Add(
             {row.start_ns, row.end_ns});
         NameTotal& total = table == trace::SpanTable::kMemcpys ? memcpy_total_ : memset_total_;
         ++total.count;
@@ -347,8 +365,7 @@ Status RankScanner::Impl::OnSpans(trace::SpanTable table, std::span<const trace:
         }
         const int8_t activity_class = RangeClass(row);
         if (activity_class == kNoClass) break;
-        range_lanes_[LaneSlot(row.lane)].by_class[static_cast<size_t>(activity_class)].push_back(
-            {row.start_ns, row.end_ns});
+        range_lanes_[LaneSlot(row.lane)].by_class[static_cast<size_t>(activity_class)].Add({row.start_ns, row.end_ns});
         CountName(row.name, activity_class, *duration);
         if (activity_class == static_cast<int8_t>(ActivityClass::kComm) && header_.collectives.empty()) {
           AddCommRecord(range_records_, row, ArgsBytes(row.args));
@@ -454,9 +471,9 @@ Result<RankActivity> RankScanner::Impl::Finish() {
       int device = kCpuDevice;
       if (!ranges && slot >= 1 && slot <= header_.lanes.size()) device = header_.lanes[slot - 1].device;
       for (size_t c = 0; c < kClassCount; ++c) {
-        std::vector<Interval>& intervals = lanes[slot].by_class[c];
+        LaneClassIntervals& intervals = lanes[slot].by_class[c];
         if (intervals.empty()) continue;
-        IntervalSet merged = MergeLane(intervals);
+        IntervalSet merged = intervals.Take();
         IntervalSet& into = per_device[device][c];
         into = into.empty() ? std::move(merged) : Union(into, merged);
       }

@@ -617,17 +617,15 @@ Result<std::vector<Record>> ReadWholeTable(sqlite3* db, std::string_view name) {
   return rows;
 }
 
-// The lean columns of each span table, in SpanRow order.
+// The lean columns of each span table: lane, [name,] start, end, then the range columns.
+// No constant padding: every returned column costs a decode, even a literal one.
 const char* SpanQuery(SpanTable table) {
   switch (table) {
-    case SpanTable::kKernels:
-      return "SELECT lane, name, start_ns, end_ns, 0, 0, 0, 0, 0 FROM kernels ORDER BY id";
-    case SpanTable::kMemcpys:
-      return "SELECT lane, 0, start_ns, end_ns, 0, 0, 0, 0, 0 FROM memcpys ORDER BY id";
-    case SpanTable::kMemsets:
-      return "SELECT lane, 0, start_ns, end_ns, 0, 0, 0, 0, 0 FROM memsets ORDER BY id";
+    case SpanTable::kKernels: return "SELECT lane, start_ns, end_ns, name FROM kernels ORDER BY id";
+    case SpanTable::kMemcpys: return "SELECT lane, start_ns, end_ns FROM memcpys ORDER BY id";
+    case SpanTable::kMemsets: return "SELECT lane, start_ns, end_ns FROM memsets ORDER BY id";
     case SpanTable::kNvtxRanges:
-      return "SELECT lane, name, start_ns, end_ns, domain, category, args, payload_kind, payload_int "
+      return "SELECT lane, start_ns, end_ns, name, domain, category, args, payload_kind, payload_int "
              "FROM nvtx_ranges ORDER BY id";
   }
   return "";
@@ -661,15 +659,20 @@ Status TraceReader::Stream(SpanVisitor& visitor) const {
     int rc;
     while ((rc = sqlite3_step(raw)) == SQLITE_ROW) {
       SpanRow& row = batch[filled];
+      row = SpanRow{};
       row.lane = static_cast<LaneId>(sqlite3_column_int64(raw, 0));
-      row.name = static_cast<StringId>(sqlite3_column_int64(raw, 1));
-      row.start_ns = sqlite3_column_int64(raw, 2);
-      row.end_ns = sqlite3_column_int64(raw, 3);
-      row.domain = static_cast<StringId>(sqlite3_column_int64(raw, 4));
-      row.category = static_cast<uint32_t>(sqlite3_column_int64(raw, 5));
-      row.args = static_cast<StringId>(sqlite3_column_int64(raw, 6));
-      row.payload_kind = static_cast<uint32_t>(sqlite3_column_int64(raw, 7));
-      row.payload_int = sqlite3_column_int64(raw, 8);
+      row.start_ns = sqlite3_column_int64(raw, 1);
+      row.end_ns = sqlite3_column_int64(raw, 2);
+      if (table == SpanTable::kKernels || table == SpanTable::kNvtxRanges) {
+        row.name = static_cast<StringId>(sqlite3_column_int64(raw, 3));
+      }
+      if (table == SpanTable::kNvtxRanges) {
+        row.domain = static_cast<StringId>(sqlite3_column_int64(raw, 4));
+        row.category = static_cast<uint32_t>(sqlite3_column_int64(raw, 5));
+        row.args = static_cast<StringId>(sqlite3_column_int64(raw, 6));
+        row.payload_kind = static_cast<uint32_t>(sqlite3_column_int64(raw, 7));
+        row.payload_int = sqlite3_column_int64(raw, 8);
+      }
       if (++filled == kBatch) {
         RS_RETURN_IF_ERROR(visitor.OnSpans(table, std::span<const SpanRow>(batch.data(), filled)));
         filled = 0;
