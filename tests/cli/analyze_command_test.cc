@@ -252,6 +252,44 @@ TEST(RankscopeAnalyze, ARankWithoutActivityIsNamed) {
   EXPECT_NE(run.err.find("rank(s) 1 recorded no device activity"), std::string::npos) << run.err;
 }
 
+// What RunAnalyze writes to its two streams.
+struct Streams {
+  int exit_code = 0;
+  std::string out, err;
+};
+
+Streams RunInProcess(const AnalyzeRequest& request, bool terminal) {
+  std::FILE* out = std::tmpfile();
+  std::FILE* err = std::tmpfile();
+  Streams streams;
+  streams.exit_code = RunAnalyze(request, out, err, terminal);
+  for (auto [file, text] : {std::pair{out, &streams.out}, std::pair{err, &streams.err}}) {
+    std::rewind(file);
+    char buffer[4096];
+    for (size_t n; (n = std::fread(buffer, 1, sizeof buffer, file)) > 0;) text->append(buffer, n);
+    std::fclose(file);
+  }
+  return streams;
+}
+
+TEST(RunAnalyze, ProgressGoesToStderrOnlyForATerminal) {
+  TempDir dir;
+  RankSpec spec;
+  spec.world_size = 3;
+  WriteRun(dir / "run", 3, spec);
+  AnalyzeRequest request;
+  request.run = (dir / "run").string();
+  request.format = "json";
+  const Streams terminal = RunInProcess(request, /*terminal=*/true);
+  EXPECT_EQ(terminal.exit_code, 0) << terminal.err;
+  EXPECT_NE(terminal.err.find("read 3/3 rank files"), std::string::npos) << terminal.err;
+  EXPECT_EQ(terminal.out.find("rank files"), std::string::npos);  // never in the report
+  const Streams pipe = RunInProcess(request, /*terminal=*/false);
+  EXPECT_EQ(pipe.exit_code, 0) << pipe.err;
+  EXPECT_TRUE(pipe.err.empty()) << pipe.err;
+  EXPECT_EQ(pipe.out, terminal.out);
+}
+
 TEST(RankscopeAnalyze, BadOptionsLeaveAnExistingReportAlone) {
   TempDir dir;
   WriteRun(dir / "run", 2);
