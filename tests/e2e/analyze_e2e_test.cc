@@ -99,17 +99,18 @@ INSTANTIATE_TEST_SUITE_P(TwoAndFour, AnalyzeRanks, ::testing::Values(2, 4),
 TEST(AnalyzeEndToEnd, TheSlowedRankIsTheStraggler) {
   TempDir dir;
   Profile(dir / "run", 4,
-          {"--steps", "6", "--batch", "32", "--width", "256", "--depth", "3", "--slow-rank", "2:30"});
+          {"--steps", "6", "--batch", "32", "--width", "256", "--depth", "3", "--slow-rank", "2:60"});
   const nlohmann::json report = AnalyzeJson(dir / "run");
   ASSERT_FALSE(report.is_discarded());
   ASSERT_EQ(report["ranks"].size(), 4u);
   EXPECT_EQ(report["cross_rank"]["stragglers"], nlohmann::json::array({2}));
   for (const nlohmann::json& wait : report["cross_rank"]["waits"]) {
-    // The others wait for rank 2 about 30 ms a step; rank 2 hardly waits at all.
+    // The others wait for rank 2 about 60 ms a step. A sanitizer build can make some other
+    // rank the slowest in a step or two; the rule needs at least half of the 5 steps.
     if (wait["rank"] == 2) {
-      EXPECT_EQ(wait["steps_most_wait"], 5);
+      EXPECT_GE(wait["steps_most_wait"].get<int64_t>(), 3) << wait.dump();
     } else {
-      EXPECT_GT(wait["wait_ns"].get<int64_t>(), 5 * 20'000'000) << wait.dump();
+      EXPECT_GT(wait["wait_ns"].get<int64_t>(), 5 * 40'000'000) << wait.dump();
     }
   }
   EXPECT_GT(report["summary"]["throughput"].get<double>(), 0.0);
