@@ -305,23 +305,14 @@ Result<Report> BuildReport(std::vector<RankResult> ranks, RunInfo run, std::vect
   // Across ranks.
   std::map<int64_t, double> median_step_ns;
   for (auto& [number, times] : step_times) median_step_ns[number] = ComputeStats(times).median;
+  // Each rank's steps are the windows it was measured in (MeasureRank added the
+  // whole-trace step where there were no step ranges).
   std::vector<RankCollectives> inputs;
-  std::vector<size_t> input_of;
   for (const RankResult& rank : ranks) {
     if (rank.devices.empty()) continue;
     inputs.push_back({rank.activity.rank, rank.activity.meta.host, rank.activity.collective_source,
                       &rank.activity.steps, &rank.activity.collective_kinds, &rank.activity.collectives});
   }
-  // The step windows the cross-rank analysis sees must be the ones measured (with the
-  // whole-trace step added): take them from the first device.
-  std::vector<std::vector<StepRange>> measured_steps;
-  for (const RankResult& rank : ranks) {
-    if (rank.devices.empty()) continue;
-    std::vector<StepRange> steps;
-    for (const StepMetrics& step : rank.devices.front().steps) steps.push_back({step.number, step.start_ns, step.end_ns, 0});
-    measured_steps.push_back(std::move(steps));
-  }
-  for (size_t i = 0; i < inputs.size(); ++i) inputs[i].steps = &measured_steps[i];
   CrossRankResult cross = AnalyzeCrossRank(inputs, aggregated_numbers, median_step_ns);
   warnings.insert(warnings.end(), cross.warnings.begin(), cross.warnings.end());
   report.cross_rank = std::move(cross.cross_rank);
