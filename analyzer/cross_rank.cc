@@ -134,10 +134,13 @@ CrossRankResult AnalyzeCrossRank(const std::vector<RankCollectives>& ranks, cons
       instance.arrivals.push_back({entries[k].rank_index, entries[k].record});
     }
     const size_t expected = members[by_plugin_ids ? entries[i].group : 0].size();
-    if (instance.arrivals.size() == expected && expected >= 2) {
-      instances.push_back(std::move(instance));
-    } else {
-      ++out.unmatched;
+    // A communicator seen on one rank only (a single rank file) has nothing to match.
+    if (expected >= 2) {
+      if (instance.arrivals.size() == expected) {
+        instances.push_back(std::move(instance));
+      } else {
+        ++out.unmatched;
+      }
     }
     i = end;
   }

@@ -196,6 +196,20 @@ TEST(RankscopeAnalyze, MissingRanksGiveAPartialReportAndExitOne) {
   EXPECT_NE(run.err.find("2-3"), std::string::npos) << run.err;
 }
 
+TEST(RankscopeAnalyze, OneRankFileIsAnalyzedAloneWithOneWarning) {
+  TempDir dir;
+  WriteRun(dir / "run", 2);
+  const auto run = RunRankscope({"analyze", (dir / "run" / "rank-0.sqlite").string(), "--format", "json"});
+  EXPECT_EQ(run.exit_code, kExitPartial) << run.err;
+  // Only the missing rank is worth a line: one rank's collectives have nothing to match.
+  const std::vector<std::string> lines = Lines(run.err);
+  ASSERT_EQ(lines.size(), 1u) << run.err;
+  EXPECT_NE(lines[0].find("missing rank files for rank(s) 1"), std::string::npos) << lines[0];
+  const nlohmann::json report = nlohmann::json::parse(run.out);
+  EXPECT_EQ(report["cross_rank"]["unmatched"], 0);
+  EXPECT_EQ(report["ranks"].size(), 1u);
+}
+
 TEST(RankscopeAnalyze, FilesOfTwoRunsAreRefused) {
   TempDir dir;
   std::filesystem::create_directories(dir / "run");
