@@ -617,23 +617,35 @@ Result<std::vector<Record>> ReadWholeTable(sqlite3* db, std::string_view name) {
   return rows;
 }
 
-// The lean columns of each span table: lane, [name,] start, end, then the range columns.
-// No constant padding: every returned column costs a decode, even a literal one.
-const char* SpanQuery(SpanTable table) {
+// The lean columns of each span table: lane, start, end, [name,] then the range columns,
+// with correlation ids last when asked for. No constant padding: every returned column
+// costs a decode, even a literal one.
+std::string SpanQuery(SpanTable table, bool correlation) {
+  const char* correlation_column = correlation ? ", correlation_id" : "";
   switch (table) {
-    case SpanTable::kKernels: return "SELECT lane, start_ns, end_ns, name FROM kernels ORDER BY id";
-    case SpanTable::kMemcpys: return "SELECT lane, start_ns, end_ns FROM memcpys ORDER BY id";
-    case SpanTable::kMemsets: return "SELECT lane, start_ns, end_ns FROM memsets ORDER BY id";
+    case SpanTable::kKernels:
+      return fmt::format("SELECT lane, start_ns, end_ns, name{} FROM kernels ORDER BY id", correlation_column);
+    // Copies and sets have no name; a literal 0 holds its place only before a correlation.
+    case SpanTable::kMemcpys:
+      return correlation ? "SELECT lane, start_ns, end_ns, 0, correlation_id FROM memcpys ORDER BY id"
+                         : "SELECT lane, start_ns, end_ns FROM memcpys ORDER BY id";
+    case SpanTable::kMemsets:
+      return correlation ? "SELECT lane, start_ns, end_ns, 0, correlation_id FROM memsets ORDER BY id"
+                         : "SELECT lane, start_ns, end_ns FROM memsets ORDER BY id";
     case SpanTable::kNvtxRanges:
       return "SELECT lane, start_ns, end_ns, name, domain, category, args, payload_kind, payload_int "
              "FROM nvtx_ranges ORDER BY id";
+    case SpanTable::kApiCalls:
+      return "SELECT lane, start_ns, end_ns, name, correlation_id FROM api_calls ORDER BY id";
+    case SpanTable::kSyncs:
+      return "SELECT lane, start_ns, end_ns, name, correlation_id FROM syncs ORDER BY id";
   }
   return "";
 }
 
 }  // namespace
 
-Status TraceReader::Stream(SpanVisitor& visitor) const {
+Status TraceReader::Stream(SpanVisitor& visitor, StreamOptions options) const {
   sqlite3* db = impl_->db_.get();
   ReadTransaction snapshot(db);
   StreamHeader header;
@@ -651,8 +663,15 @@ Status TraceReader::Stream(SpanVisitor& visitor) const {
 
   constexpr size_t kBatch = 4096;
   std::vector<SpanRow> batch(kBatch);
-  for (SpanTable table : {SpanTable::kKernels, SpanTable::kMemcpys, SpanTable::kMemsets, SpanTable::kNvtxRanges}) {
-    auto stmt = sql::Statement::Prepare(db, SpanQuery(table));
+  std::vector<SpanTable> tables = {SpanTable::kKernels, SpanTable::kMemcpys, SpanTable::kMemsets,
+                                   SpanTable::kNvtxRanges};
+  if (options.host_calls) {
+    tables.push_back(SpanTable::kApiCalls);
+    tables.push_back(SpanTable::kSyncs);
+  }
+  for (SpanTable table : tables) {
+    const bool correlation = options.host_calls && table != SpanTable::kNvtxRanges;
+    auto stmt = sql::Statement::Prepare(db, SpanQuery(table, correlation));
     if (!stmt.ok()) return impl_->Fail(stmt.status());
     sqlite3_stmt* raw = stmt->get();
     size_t filled = 0;
@@ -663,9 +682,10 @@ Status TraceReader::Stream(SpanVisitor& visitor) const {
       row.lane = static_cast<LaneId>(sqlite3_column_int64(raw, 0));
       row.start_ns = sqlite3_column_int64(raw, 1);
       row.end_ns = sqlite3_column_int64(raw, 2);
-      if (table == SpanTable::kKernels || table == SpanTable::kNvtxRanges) {
+      if (table != SpanTable::kMemcpys && table != SpanTable::kMemsets) {
         row.name = static_cast<StringId>(sqlite3_column_int64(raw, 3));
       }
+      if (correlation) row.correlation_id = static_cast<uint64_t>(sqlite3_column_int64(raw, 4));
       if (table == SpanTable::kNvtxRanges) {
         row.domain = static_cast<StringId>(sqlite3_column_int64(raw, 4));
         row.category = static_cast<uint32_t>(sqlite3_column_int64(raw, 5));

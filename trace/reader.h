@@ -39,9 +39,16 @@ struct StreamHeader {
   std::vector<CollectiveEvent> collectives;
 };
 
-enum class SpanTable : uint8_t { kKernels, kMemcpys, kMemsets, kNvtxRanges };
+enum class SpanTable : uint8_t { kKernels, kMemcpys, kMemsets, kNvtxRanges, kApiCalls, kSyncs };
 
-// What metrics need of one kernel, copy, set or NVTX range: 48 bytes, not a full record.
+struct StreamOptions {
+  // Also stream API calls and synchronizations (after the NVTX ranges) and fill
+  // SpanRow::correlation_id: what the viewer needs for launch flows. Metrics need neither.
+  bool host_calls = false;
+};
+
+// What metrics need of one kernel, copy, set or NVTX range (or API call and sync, on
+// request): 56 bytes, not a full record.
 // Times are as stored: a damaged file may hold end < start, which consumers must check.
 struct SpanRow {
   LaneId lane = kNoLane;
@@ -53,6 +60,7 @@ struct SpanRow {
   StringId args = kEmptyString;    // ranges only: the decoded payload as JSON
   uint32_t payload_kind = 0;       // ranges only: PayloadKind of a scalar payload
   int64_t payload_int = 0;         // ranges only
+  uint64_t correlation_id = 0;     // with StreamOptions::host_calls only
 };
 
 class SpanVisitor {
@@ -94,8 +102,9 @@ class TraceReader {
   Result<EventTables> ReadLaneRange(LaneId lane, TimestampNs t0, TimestampNs t1) const;
 
   // Calls visitor.OnHeader once, then OnSpans for kernels, memcpys, memsets and NVTX
-  // ranges, all from one snapshot of the file (a live file may be growing).
-  Status Stream(SpanVisitor& visitor) const;
+  // ranges (then API calls and syncs when asked), all from one snapshot of the file (a
+  // live file may be growing).
+  Status Stream(SpanVisitor& visitor, StreamOptions options = {}) const;
 
   // Loads everything into memory, reading the tables in row-id chunks on several threads.
   Result<RankTrace> LoadAll(LoadOptions options = {}) const;

@@ -38,6 +38,8 @@ class RecordingVisitor : public SpanVisitor {
       case SpanTable::kMemcpys: return memcpys;
       case SpanTable::kMemsets: return memsets;
       case SpanTable::kNvtxRanges: return ranges;
+      case SpanTable::kApiCalls: return api_calls;
+      case SpanTable::kSyncs: return syncs;
     }
     return kernels;
   }
@@ -49,7 +51,7 @@ class RecordingVisitor : public SpanVisitor {
   int headers = 0;
   StreamHeader header;
   std::vector<std::pair<SpanTable, size_t>> batches;
-  std::vector<SpanRow> kernels, memcpys, memsets, ranges;
+  std::vector<SpanRow> kernels, memcpys, memsets, ranges, api_calls, syncs;
 };
 
 struct Written {
