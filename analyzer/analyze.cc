@@ -12,6 +12,7 @@
 
 #include "analyzer/cross_rank.h"
 #include "analyzer/metrics.h"
+#include "analyzer/parallel_internal.h"
 #include "analyzer/rank_scan.h"
 #include "trace/run_dir.h"
 
@@ -113,49 +114,13 @@ Result<std::vector<RankResult>> MeasureAll(const std::vector<Source>& sources, c
                                            std::vector<std::string>* warnings) {
   const size_t count = sources.size();
   std::vector<std::optional<RankResult>> results(count);
-  std::vector<Status> errors(count);
   std::vector<std::vector<std::string>> rank_warnings(count);
-  std::atomic<size_t> next{0};
-  std::mutex mutex;
-  std::condition_variable changed;
-  size_t done = 0;
-  bool failed = false;
-  auto work = [&] {
-    for (size_t i; (i = next.fetch_add(1)) < count;) {
-      Result<RankActivity> activity = ScanRank(sources[i], options);
-      if (activity.ok()) {
-        results[i] = MeasureRank(std::move(activity).value(), options, &rank_warnings[i]);
-      } else {
-        errors[i] = activity.status();
-        next.store(count);  // stop early: the run fails anyway
-      }
-      std::lock_guard lock(mutex);
-      ++done;
-      failed = failed || !errors[i].ok();
-      changed.notify_one();
-    }
+  auto measure = [&](size_t i) -> Status {
+    RS_ASSIGN_OR_RETURN(RankActivity activity, ScanRank(sources[i], options));
+    results[i] = MeasureRank(std::move(activity), options, &rank_warnings[i]);
+    return Status::Ok();
   };
-  const unsigned hardware = std::max(1u, std::thread::hardware_concurrency());
-  const size_t threads = std::clamp<size_t>(options.threads > 0 ? static_cast<size_t>(options.threads) : hardware,
-                                            1, std::max<size_t>(count, 1));
-  std::vector<std::thread> workers;
-  for (size_t t = 0; t < threads; ++t) workers.emplace_back(work);
-  {
-    std::unique_lock lock(mutex);
-    size_t reported = 0;
-    while (reported < count && !failed) {
-      changed.wait(lock, [&] { return done > reported || failed; });
-      if (failed) break;  // the workers stop on their own; no more progress to tell
-      reported = done;
-      if (options.progress) {
-        lock.unlock();
-        options.progress(static_cast<int>(reported), static_cast<int>(count));
-        lock.lock();
-      }
-    }
-  }
-  for (std::thread& worker : workers) worker.join();
-  for (const Status& error : errors) RS_RETURN_IF_ERROR(error);
+  RS_RETURN_IF_ERROR(ParallelFor(count, options.threads, measure, options.progress));
   std::vector<RankResult> out;
   for (size_t i = 0; i < count; ++i) {
     warnings->insert(warnings->end(), rank_warnings[i].begin(), rank_warnings[i].end());

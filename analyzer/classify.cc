@@ -63,6 +63,27 @@ const char* ActivityClassName(ActivityClass activity_class) {
   return "?";
 }
 
+const char* EventClassName(EventClass event_class) {
+  switch (event_class) {
+    case EventClass::kCompute: return "compute";
+    case EventClass::kComm: return "comm";
+    case EventClass::kMemory: return "memory";
+    case EventClass::kAnnotation: return "annotation";
+    case EventClass::kApiCall: return "API call";
+    case EventClass::kSync: return "sync";
+    case EventClass::kCollective: return "collective";
+    case EventClass::kMark: return "mark";
+  }
+  return "?";
+}
+
+std::optional<ActivityClass> DeviceClassOf(EventClass event_class) {
+  if (static_cast<uint8_t>(event_class) <= static_cast<uint8_t>(EventClass::kMemory)) {
+    return static_cast<ActivityClass>(event_class);
+  }
+  return std::nullopt;
+}
+
 ActivityClass ClassifyKernelName(const std::string& name, const ClassifyOptions& options) {
   if (std::optional<ActivityClass> user = UserPatternClass(name, options)) return *user;
   if (ContainsIgnoringCase(name, "nccl")) return ActivityClass::kComm;

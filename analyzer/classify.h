@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,22 @@ namespace rankscope::analyzer {
 
 enum class ActivityClass : uint8_t { kCompute, kComm, kMemory };
 const char* ActivityClassName(ActivityClass activity_class);
+
+// What the viewer shows an event as: the three device classes (same values), then the
+// host-side kinds, which are never device time.
+enum class EventClass : uint8_t {
+  kCompute = 0, kComm = 1, kMemory = 2,
+  kAnnotation = 3,  // NVTX ranges that are not device work
+  kApiCall = 4,     // CUDA runtime/driver calls
+  kSync = 5,        // synchronizations
+  kCollective = 6,  // NCCL profiler-plugin records (collectives as NCCL saw them)
+  kMark = 7,        // NVTX instants
+};
+inline constexpr int kEventClassCount = 8;
+const char* EventClassName(EventClass event_class);
+inline EventClass ToEventClass(ActivityClass activity_class) { return static_cast<EventClass>(activity_class); }
+// The device class of an event class; nullopt for host-side kinds.
+std::optional<ActivityClass> DeviceClassOf(EventClass event_class);
 
 struct ClassifyOptions {
   std::vector<std::string> comm_patterns;

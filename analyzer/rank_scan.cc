@@ -9,7 +9,7 @@
 #include <map>
 #include <unordered_map>
 
-#include "analyzer/classify_internal.h"
+#include "analyzer/span_classifier.h"
 
 namespace rankscope::analyzer {
 namespace {
@@ -177,7 +177,7 @@ const char* CollectiveOpName(trace::CollectiveOp op) {
 
 class RankScanner::Impl {
  public:
-  explicit Impl(ScanOptions options) : options_(std::move(options)) {}
+  explicit Impl(ScanOptions options) : options_(std::move(options)), classifier_(options_.classify) {}
 
   Status OnHeader(trace::StreamHeader header);
   Status OnSpans(trace::SpanTable table, std::span<const trace::SpanRow> rows);
@@ -201,15 +201,13 @@ class RankScanner::Impl {
   void ChooseCollectives(RankActivity& activity);
 
   ScanOptions options_;
+  SpanClassifier classifier_;
   bool have_header_ = false;
   trace::StreamHeader header_;
   // Indexed by lane id; slot 0 takes rows whose lane the file never declared.
   std::vector<LaneIntervals> device_lanes_;  // kernels, copies, sets: the lane's device
   std::vector<LaneIntervals> range_lanes_;   // CPU-backend ranges: device -1
-  std::vector<int8_t> kernel_class_;         // per StringId, kUnknown until first seen
-  std::vector<int8_t> user_class_;           // per StringId: user pattern verdict
   std::vector<int8_t> step_name_;            // per StringId: 1 a step name, 0 not
-  std::unordered_map<uint64_t, int8_t> category_class_;  // (domain << 32 | category)
   std::vector<NameTotal> name_totals_;       // per StringId
   NameTotal memcpy_total_, memset_total_;
   std::vector<StepCandidate> step_candidates_;
@@ -229,8 +227,7 @@ Status RankScanner::Impl::OnHeader(trace::StreamHeader header) {
   device_lanes_.resize(lanes);
   range_lanes_.resize(lanes);
   const size_t strings = header_.strings.size();
-  kernel_class_.assign(strings, kUnknown);
-  user_class_.assign(strings, kUnknown);
+  classifier_.Reset(&header_);
   step_name_.assign(strings, kUnknown);
   name_totals_.resize(strings);
   events_ += static_cast<int64_t>(header_.marks.size() + header_.collectives.size());
@@ -238,43 +235,12 @@ Status RankScanner::Impl::OnHeader(trace::StreamHeader header) {
 }
 
 int8_t RankScanner::Impl::KernelClass(trace::StringId name) {
-  if (name >= kernel_class_.size()) return static_cast<int8_t>(ClassifyKernelName(Str(name), options_.classify));
-  int8_t& cached = kernel_class_[name];
-  if (cached == kUnknown) cached = static_cast<int8_t>(ClassifyKernelName(Str(name), options_.classify));
-  return cached;
+  return static_cast<int8_t>(classifier_.KernelClass(name));
 }
 
 int8_t RankScanner::Impl::RangeClass(const trace::SpanRow& row) {
-  // The category's name first ("compute"/"comm" in any domain), then the lane's role.
-  int8_t activity_class = kNoClass;
-  if (row.category != 0) {
-    const uint64_t key = (uint64_t{row.domain} << 32) | row.category;
-    auto [it, inserted] = category_class_.try_emplace(key, kNoClass);
-    if (inserted) {
-      if (auto found = CategoryClassByName(header_.meta.entries, Str(row.domain), row.category)) {
-        it->second = static_cast<int8_t>(*found);
-      }
-    }
-    activity_class = it->second;
-  }
-  if (activity_class == kNoClass && row.lane >= 1 && row.lane <= header_.lanes.size()) {
-    if (auto role = RoleClassOf(header_.lanes[row.lane - 1].role)) activity_class = static_cast<int8_t>(*role);
-  }
-  if (activity_class == kNoClass) return kNoClass;  // an annotation
-  // User patterns re-class device work only, never annotations.
-  auto user_verdict = [&]() -> int8_t {
-    std::optional<ActivityClass> user = UserPatternClass(Str(row.name), options_.classify);
-    return user ? static_cast<int8_t>(*user) : kNoClass;
-  };
-  int8_t user = kNoClass;
-  if (row.name < user_class_.size()) {
-    int8_t& cached = user_class_[row.name];
-    if (cached == kUnknown) cached = user_verdict();
-    user = cached;
-  } else {
-    user = user_verdict();
-  }
-  return user != kNoClass ? user : activity_class;
+  const std::optional<ActivityClass> activity_class = classifier_.RangeClass(row);
+  return activity_class ? static_cast<int8_t>(*activity_class) : kNoClass;
 }
 
 bool RankScanner::Impl::IsStepName(trace::StringId name) {
@@ -372,6 +338,9 @@ Status RankScanner::Impl::OnSpans(trace::SpanTable table, std::span<const trace:
         }
         break;
       }
+      case trace::SpanTable::kApiCalls:
+      case trace::SpanTable::kSyncs:
+        break;  // host calls are never device time
     }
   }
   return Status::Ok();
@@ -534,7 +503,7 @@ Status RankScanner::OnSpans(trace::SpanTable table, std::span<const trace::SpanR
 }
 Result<RankActivity> RankScanner::Finish() { return impl_->Finish(); }
 
-Status FeedRankTrace(const trace::RankTrace& trace, trace::SpanVisitor& visitor) {
+Status FeedRankTrace(const trace::RankTrace& trace, trace::SpanVisitor& visitor, trace::StreamOptions options) {
   trace::StreamHeader header;
   header.meta = trace.meta;
   header.strings = trace.strings;
@@ -560,12 +529,13 @@ Status FeedRankTrace(const trace::RankTrace& trace, trace::SpanVisitor& visitor)
     }
     return flush(table);
   };
-  auto common = [](const trace::EventCommon& e, trace::StringId name) {
+  auto common = [&](const trace::EventCommon& e, trace::StringId name) {
     trace::SpanRow row;
     row.lane = e.lane;
     row.name = name;
     row.start_ns = e.start_ns;
     row.end_ns = e.end_ns;
+    if (options.host_calls) row.correlation_id = e.correlation_id;
     return row;
   };
   RS_RETURN_IF_ERROR(feed(trace::SpanTable::kKernels, trace.events.kernels,
@@ -574,15 +544,21 @@ Status FeedRankTrace(const trace::RankTrace& trace, trace::SpanVisitor& visitor)
                           [&](const trace::MemcpyEvent& e) { return common(e, trace::kEmptyString); }));
   RS_RETURN_IF_ERROR(feed(trace::SpanTable::kMemsets, trace.events.memsets,
                           [&](const trace::MemsetEvent& e) { return common(e, trace::kEmptyString); }));
-  return feed(trace::SpanTable::kNvtxRanges, trace.events.nvtx_ranges, [&](const trace::NvtxRangeEvent& e) {
+  RS_RETURN_IF_ERROR(feed(trace::SpanTable::kNvtxRanges, trace.events.nvtx_ranges, [&](const trace::NvtxRangeEvent& e) {
     trace::SpanRow row = common(e, e.name);
+    row.correlation_id = 0;
     row.domain = e.domain;
     row.category = e.category;
     row.args = e.args;
     row.payload_kind = static_cast<uint32_t>(e.payload.kind);
     row.payload_int = e.payload.int_value;
     return row;
-  });
+  }));
+  if (!options.host_calls) return Status::Ok();
+  RS_RETURN_IF_ERROR(feed(trace::SpanTable::kApiCalls, trace.events.api_calls,
+                          [&](const trace::ApiCallEvent& e) { return common(e, e.name); }));
+  return feed(trace::SpanTable::kSyncs, trace.events.syncs,
+              [&](const trace::SyncEvent& e) { return common(e, e.name); });
 }
 
 }  // namespace rankscope::analyzer

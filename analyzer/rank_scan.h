@@ -87,6 +87,6 @@ class RankScanner final : public trace::SpanVisitor {
 };
 
 // Streams an in-memory trace into `visitor` as TraceReader::Stream would stream its file.
-Status FeedRankTrace(const trace::RankTrace& trace, trace::SpanVisitor& visitor);
+Status FeedRankTrace(const trace::RankTrace& trace, trace::SpanVisitor& visitor, trace::StreamOptions options = {});
 
 }  // namespace rankscope::analyzer

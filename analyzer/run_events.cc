@@ -1,0 +1,280 @@
+#include "analyzer/run_events.h"
+
+#include <fmt/format.h>
+
+#include <optional>
+
+#include "analyzer/parallel_internal.h"
+#include "analyzer/span_classifier.h"
+#include "trace/run_dir.h"
+#include "trace/schema.h"
+
+namespace rankscope::analyzer {
+namespace {
+
+EventSource SourceOf(trace::SpanTable table) {
+  switch (table) {
+    case trace::SpanTable::kKernels: return EventSource::kKernel;
+    case trace::SpanTable::kMemcpys: return EventSource::kMemcpy;
+    case trace::SpanTable::kMemsets: return EventSource::kMemset;
+    case trace::SpanTable::kNvtxRanges: return EventSource::kNvtxRange;
+    case trace::SpanTable::kApiCalls: return EventSource::kApiCall;
+    case trace::SpanTable::kSyncs: return EventSource::kSync;
+  }
+  return EventSource::kKernel;
+}
+
+// Classifies one rank's rows into ViewEvents and hands them on in batches.
+class RankEventStream final : public trace::SpanVisitor {
+ public:
+  RankEventStream(size_t index, std::filesystem::path file, const ClassifyOptions& classify, ViewEventSink& sink)
+      : index_(index), file_(std::move(file)), classifier_(classify), sink_(sink) {}
+
+  Status OnHeader(trace::StreamHeader header) override {
+    header_ = std::move(header);
+    classifier_.Reset(&header_);
+    ViewRank rank{file_, header_.meta, header_.strings, header_.lanes};
+    RS_RETURN_IF_ERROR(sink_.OnRank(index_, std::move(rank)));
+    // Marks and the plugin's collective records come whole with the header.
+    std::vector<ViewEvent> events;
+    events.reserve(header_.marks.size() + header_.collectives.size());
+    for (const trace::NvtxMarkEvent& mark : header_.marks) {
+      events.push_back({mark.start_ns, mark.start_ns, 0, mark.lane, mark.name, EventClass::kMark, EventSource::kMark});
+    }
+    for (const trace::CollectiveEvent& collective : header_.collectives) {
+      if (!Valid(collective.start_ns, collective.end_ns)) continue;
+      events.push_back({collective.start_ns, collective.end_ns, collective.correlation_id, collective.lane,
+                        collective.name, EventClass::kCollective, EventSource::kCollective});
+    }
+    return events.empty() ? Status::Ok() : sink_.OnEvents(index_, events);
+  }
+
+  Status OnSpans(trace::SpanTable table, std::span<const trace::SpanRow> rows) override {
+    batch_.clear();
+    const EventSource source = SourceOf(table);
+    for (const trace::SpanRow& row : rows) {
+      if (!Valid(row.start_ns, row.end_ns)) continue;
+      batch_.push_back({row.start_ns, row.end_ns, row.correlation_id, row.lane, row.name,
+                        classifier_.Classify(table, row), source});
+    }
+    return batch_.empty() ? Status::Ok() : sink_.OnEvents(index_, batch_);
+  }
+
+  int64_t invalid_events() const { return invalid_events_; }
+
+ private:
+  bool Valid(int64_t start, int64_t end) {
+    if (trace::CheckedDuration(start, end)) return true;
+    ++invalid_events_;
+    return false;
+  }
+
+  size_t index_;
+  std::filesystem::path file_;
+  SpanClassifier classifier_;
+  ViewEventSink& sink_;
+  trace::StreamHeader header_;
+  std::vector<ViewEvent> batch_;
+  int64_t invalid_events_ = 0;
+};
+
+std::string Dim(const trace::Dim3& dim) { return fmt::format("{} × {} × {}", dim.x, dim.y, dim.z); }
+
+std::string EnumName(std::string_view type, int value) {
+  for (const trace::EnumValue& entry : trace::EnumValues()) {
+    if (entry.type == type && entry.value == value) return std::string(entry.name);
+  }
+  return fmt::format("{}", value);
+}
+
+std::string Bytes(uint64_t bytes) {
+  if (bytes >= (uint64_t{1} << 30)) return fmt::format("{} ({:.2f} GiB)", bytes, static_cast<double>(bytes) / (1 << 30));
+  if (bytes >= (uint64_t{1} << 20)) return fmt::format("{} ({:.2f} MiB)", bytes, static_cast<double>(bytes) / (1 << 20));
+  if (bytes >= (uint64_t{1} << 10)) return fmt::format("{} ({:.2f} KiB)", bytes, static_cast<double>(bytes) / (1 << 10));
+  return fmt::format("{}", bytes);
+}
+
+using Fields = std::vector<std::pair<std::string, std::string>>;
+
+void AddPayload(const trace::RankTrace& strings, const trace::NvtxAttributes& attributes, Fields& fields) {
+  if (attributes.domain != trace::kEmptyString) fields.emplace_back("domain", strings.str(attributes.domain));
+  if (attributes.category != 0) fields.emplace_back("category", fmt::format("{}", attributes.category));
+  if (attributes.color != 0) fields.emplace_back("color", fmt::format("#{:08x}", attributes.color));
+  switch (attributes.payload.kind) {
+    case trace::PayloadKind::kNone: break;
+    case trace::PayloadKind::kUint64:
+    case trace::PayloadKind::kUint32:
+      fields.emplace_back("payload", fmt::format("{}", static_cast<uint64_t>(attributes.payload.int_value)));
+      break;
+    case trace::PayloadKind::kInt64:
+    case trace::PayloadKind::kInt32:
+      fields.emplace_back("payload", fmt::format("{}", attributes.payload.int_value));
+      break;
+    case trace::PayloadKind::kDouble:
+    case trace::PayloadKind::kFloat:
+      fields.emplace_back("payload", fmt::format("{}", attributes.payload.real_value));
+      break;
+  }
+  if (attributes.args != trace::kEmptyString) fields.emplace_back("args", strings.str(attributes.args));
+}
+
+template <typename Event>
+const Event* FindExact(const std::vector<Event>& events, trace::LaneId lane, int64_t start_ns, int64_t end_ns) {
+  for (const Event& event : events) {
+    if (event.lane == lane && event.start_ns == start_ns && event.end_ns == end_ns) return &event;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+const char* EventSourceName(EventSource source) {
+  switch (source) {
+    case EventSource::kKernel: return "kernel";
+    case EventSource::kMemcpy: return "memcpy";
+    case EventSource::kMemset: return "memset";
+    case EventSource::kNvtxRange: return "NVTX range";
+    case EventSource::kApiCall: return "API call";
+    case EventSource::kSync: return "synchronization";
+    case EventSource::kCollective: return "collective";
+    case EventSource::kMark: return "NVTX mark";
+  }
+  return "?";
+}
+
+Result<ViewRun> StreamRunEvents(const std::filesystem::path& path, const ViewLoadOptions& options,
+                                ViewEventSink& sink) {
+  RS_ASSIGN_OR_RETURN(trace::Run run, trace::OpenRun(path));
+  ViewRun result;
+  result.directory = run.directory;
+  result.run_id = run.run_id;
+  result.warnings = run.Warnings();
+  if (run.ranks.empty()) {
+    return InvalidArgument(fmt::format("{}: no rank files (rank-<N>.sqlite) to show", path.string()));
+  }
+  if (!run.unranked.empty()) {
+    result.warnings.push_back(
+        fmt::format("{} file(s) without a rank (e.g. data-loader processes) are not shown", run.unranked.size()));
+  }
+  result.ranks = run.ranks.size();
+  std::vector<int64_t> invalid(run.ranks.size(), 0);
+  auto stream_rank = [&](size_t i) -> Status {
+    RS_ASSIGN_OR_RETURN(std::unique_ptr<trace::TraceReader> reader, trace::TraceReader::Open(run.ranks[i].path));
+    RankEventStream stream(i, run.ranks[i].path, options.classify, sink);
+    RS_RETURN_IF_ERROR(reader->Stream(stream, trace::StreamOptions{.host_calls = true}));
+    invalid[i] = stream.invalid_events();
+    return sink.OnRankDone(i);
+  };
+  RS_RETURN_IF_ERROR(ParallelFor(run.ranks.size(), options.threads, stream_rank, options.progress));
+  for (int64_t count : invalid) result.invalid_events += count;
+  if (result.invalid_events > 0) {
+    result.warnings.push_back(fmt::format("{} event(s) ending before they start were skipped", result.invalid_events));
+  }
+  return result;
+}
+
+Result<EventDetails> ReadEventDetails(const std::filesystem::path& file, EventSource source, trace::LaneId lane,
+                                      int64_t start_ns, int64_t end_ns) {
+  RS_ASSIGN_OR_RETURN(std::unique_ptr<trace::TraceReader> reader, trace::TraceReader::Open(file));
+  // Everything on the lane around the event; instants need the window to reach before them.
+  trace::RankTrace found;
+  RS_ASSIGN_OR_RETURN(found.events, reader->ReadLaneRange(lane, start_ns - 1, start_ns + 1));
+  RS_ASSIGN_OR_RETURN(found.strings, reader->ReadStrings());
+  EventDetails details;
+  Fields& fields = details.fields;
+  auto common = [&](const trace::EventCommon& event) {
+    details.correlation_id = event.correlation_id;
+    if (event.correlation_id != 0) fields.emplace_back("correlation id", fmt::format("{}", event.correlation_id));
+  };
+  auto missing = [&]() {
+    return NotFound(fmt::format("{}: no {} on lane {} at {}..{} ns", file.string(), EventSourceName(source), lane,
+                                start_ns, end_ns));
+  };
+  switch (source) {
+    case EventSource::kKernel: {
+      const trace::KernelEvent* kernel = FindExact(found.events.kernels, lane, start_ns, end_ns);
+      if (kernel == nullptr) return missing();
+      fields.emplace_back("grid", Dim(kernel->grid));
+      fields.emplace_back("block", Dim(kernel->block));
+      fields.emplace_back("registers per thread", fmt::format("{}", kernel->registers_per_thread));
+      fields.emplace_back("shared memory", fmt::format("{} B static, {} B dynamic", kernel->static_shared_bytes,
+                                                       kernel->dynamic_shared_bytes));
+      common(*kernel);
+      break;
+    }
+    case EventSource::kMemcpy: {
+      const trace::MemcpyEvent* copy = FindExact(found.events.memcpys, lane, start_ns, end_ns);
+      if (copy == nullptr) return missing();
+      fields.emplace_back("bytes", Bytes(copy->bytes));
+      fields.emplace_back("kind", EnumName("copy_kind", static_cast<int>(copy->copy_kind)));
+      fields.emplace_back("source memory", EnumName("memory_kind", static_cast<int>(copy->src_kind)));
+      fields.emplace_back("destination memory", EnumName("memory_kind", static_cast<int>(copy->dst_kind)));
+      if (copy->src_device >= 0) fields.emplace_back("source device", fmt::format("{}", copy->src_device));
+      if (copy->dst_device >= 0) fields.emplace_back("destination device", fmt::format("{}", copy->dst_device));
+      common(*copy);
+      break;
+    }
+    case EventSource::kMemset: {
+      const trace::MemsetEvent* set = FindExact(found.events.memsets, lane, start_ns, end_ns);
+      if (set == nullptr) return missing();
+      fields.emplace_back("bytes", Bytes(set->bytes));
+      fields.emplace_back("value", fmt::format("{}", set->value));
+      fields.emplace_back("memory", EnumName("memory_kind", static_cast<int>(set->memory_kind)));
+      common(*set);
+      break;
+    }
+    case EventSource::kApiCall: {
+      const trace::ApiCallEvent* call = FindExact(found.events.api_calls, lane, start_ns, end_ns);
+      if (call == nullptr) return missing();
+      fields.emplace_back("API", EnumName("api_domain", static_cast<int>(call->domain)));
+      fields.emplace_back("callback id", fmt::format("{}", call->callback_id));
+      fields.emplace_back("return code", fmt::format("{}", call->return_code));
+      common(*call);
+      break;
+    }
+    case EventSource::kSync: {
+      const trace::SyncEvent* sync = FindExact(found.events.syncs, lane, start_ns, end_ns);
+      if (sync == nullptr) return missing();
+      fields.emplace_back("kind", EnumName("sync_kind", static_cast<int>(sync->sync_kind)));
+      if (sync->stream != 0) fields.emplace_back("stream", fmt::format("{}", sync->stream));
+      if (sync->cuda_event_id != 0) fields.emplace_back("CUDA event", fmt::format("{}", sync->cuda_event_id));
+      common(*sync);
+      break;
+    }
+    case EventSource::kNvtxRange: {
+      const trace::NvtxRangeEvent* range = FindExact(found.events.nvtx_ranges, lane, start_ns, end_ns);
+      if (range == nullptr) return missing();
+      fields.emplace_back("style", range->style == trace::NvtxRangeStyle::kPushPop ? "push/pop" : "start/end");
+      AddPayload(found, *range, fields);
+      break;
+    }
+    case EventSource::kMark: {
+      const trace::NvtxMarkEvent* mark = FindExact(found.events.nvtx_marks, lane, start_ns, end_ns);
+      if (mark == nullptr) return missing();
+      AddPayload(found, *mark, fields);
+      break;
+    }
+    case EventSource::kCollective: {
+      const trace::CollectiveEvent* collective = FindExact(found.events.collectives, lane, start_ns, end_ns);
+      if (collective == nullptr) return missing();
+      fields.emplace_back("op", EnumName("collective_op", static_cast<int>(collective->op)));
+      fields.emplace_back("bytes", Bytes(collective->bytes));
+      fields.emplace_back("datatype", EnumName("datatype", static_cast<int>(collective->datatype)));
+      fields.emplace_back("communicator", fmt::format("{:#x}", collective->comm_hash));
+      fields.emplace_back("sequence", fmt::format("{}", collective->sequence));
+      if (collective->comm_rank >= 0) {
+        fields.emplace_back("rank in communicator", fmt::format("{} of {}", collective->comm_rank, collective->comm_size));
+      }
+      if (collective->root >= 0) fields.emplace_back("root", fmt::format("{}", collective->root));
+      if (collective->peer >= 0) fields.emplace_back("peer", fmt::format("{}", collective->peer));
+      if (collective->algorithm != trace::kEmptyString) fields.emplace_back("algorithm", found.str(collective->algorithm));
+      if (collective->protocol != trace::kEmptyString) fields.emplace_back("protocol", found.str(collective->protocol));
+      if (collective->channels != 0) fields.emplace_back("channels", fmt::format("{}", collective->channels));
+      common(*collective);
+      break;
+    }
+  }
+  return details;
+}
+
+}  // namespace rankscope::analyzer

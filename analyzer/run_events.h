@@ -1,0 +1,80 @@
+// A run's events as the viewer shows them: every kernel, copy, set, NVTX range and mark,
+// API call, sync and collective record of every rank, classified by the analyzer's rules
+// (span_classifier.h), streamed rank by rank. Event details are read back on demand, so
+// the viewer keeps only what it draws. Imported formats join here.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "analyzer/classify.h"
+#include "base/status.h"
+#include "trace/reader.h"
+
+namespace rankscope::analyzer {
+
+// The table an event came from: what ReadEventDetails looks it up in.
+enum class EventSource : uint8_t { kKernel, kMemcpy, kMemset, kNvtxRange, kApiCall, kSync, kCollective, kMark };
+const char* EventSourceName(EventSource source);
+
+struct ViewEvent {
+  int64_t start_ns = 0;  // the rank's own clock; end >= start (invalid rows are skipped)
+  int64_t end_ns = 0;    // == start_ns for marks
+  uint64_t correlation_id = 0;  // API call <-> device work; 0 if none
+  trace::LaneId lane = trace::kNoLane;
+  trace::StringId name = trace::kEmptyString;
+  EventClass event_class = EventClass::kAnnotation;
+  EventSource source = EventSource::kKernel;
+};
+
+struct ViewRank {
+  std::filesystem::path file;
+  trace::RankMeta meta;
+  std::vector<std::string> strings;  // index = StringId
+  std::vector<trace::Lane> lanes;    // lanes[i].id == i + 1
+};
+
+class ViewEventSink {
+ public:
+  virtual ~ViewEventSink() = default;
+  // Each rank's calls come from one worker thread, in this order: OnRank, OnEvents (batches,
+  // in storage order: not sorted), OnRankDone. Different ranks' calls may run at once.
+  virtual Status OnRank(size_t index, ViewRank rank) = 0;
+  virtual Status OnEvents(size_t index, std::span<const ViewEvent> events) = 0;
+  virtual Status OnRankDone(size_t index) = 0;
+};
+
+struct ViewLoadOptions {
+  ClassifyOptions classify;
+  int threads = 0;  // ranks read at once; 0 = one per hardware thread
+  std::function<void(int, int)> progress;  // (ranks done, ranks in all), on the calling thread
+};
+
+struct ViewRun {
+  std::filesystem::path directory;
+  std::string run_id;
+  size_t ranks = 0;                   // sink indices 0 .. ranks-1, in rank order
+  std::vector<std::string> warnings;  // missing ranks, unfinished files, skipped rows
+  int64_t invalid_events = 0;         // rows with end < start, not sent
+};
+
+// Streams a run directory (or one rank file) into `sink`. Fails, one line naming the file,
+// on what OpenRun refuses and on unreadable rank files.
+Result<ViewRun> StreamRunEvents(const std::filesystem::path& run, const ViewLoadOptions& options, ViewEventSink& sink);
+
+// The fields of one event, read back from its rank file: (label, value) pairs in display
+// order, e.g. ("grid", "128×1×1"). Fails when no event of `source` on `lane` has exactly
+// these times.
+struct EventDetails {
+  std::vector<std::pair<std::string, std::string>> fields;
+  uint64_t correlation_id = 0;
+};
+Result<EventDetails> ReadEventDetails(const std::filesystem::path& file, EventSource source, trace::LaneId lane,
+                                      int64_t start_ns, int64_t end_ns);
+
+}  // namespace rankscope::analyzer
