@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 
 #include "analyzer/report_writers.h"
+#include "tests/rank_file_writer.h"
 #include "tests/temp_dir.h"
 #include "trace/run_dir.h"
 #include "trace/writer.h"
@@ -1096,53 +1097,12 @@ TEST(AnalyzeGolden, EventsEndingBeforeTheyStartAreCountedAndSkipped) {
 
 // ---- The file path: AnalyzeRun streams rank files and must agree with AnalyzeTraces --------
 
-// Writes `t` as a closed rank file through TraceWriter, remapping string and lane ids.
-void WriteRankFile(const trace::RankTrace& t, const std::filesystem::path& path) {
-  trace::RankIdentity identity = t.meta;
-  identity.pid = 1000 + t.meta.rank.value_or(0);
-  auto created = trace::TraceWriter::Create(path, identity);
-  ASSERT_TRUE(created.ok()) << created.status().message();
-  trace::TraceWriter& w = **created;
-  std::vector<trace::StringId> strings(t.strings.size());
-  for (size_t i = 0; i < t.strings.size(); ++i) strings[i] = w.Intern(t.strings[i]);
-  std::vector<trace::LaneId> lanes(t.lanes.size() + 1, trace::kNoLane);
-  for (const trace::Lane& lane : t.lanes) lanes[lane.id] = w.AddLane(lane);
-  for (const auto& [key, value] : t.meta.entries) w.SetMeta(key, value);
-  trace::EventTables e = t.events;
-  auto common = [&](trace::EventCommon& event) {
-    event.lane = lanes[event.lane];
-    event.name = strings[event.name];
-  };
-  for (auto& k : e.kernels) common(k);
-  for (auto& c : e.memcpys) common(c);
-  for (auto& m : e.memsets) common(m);
-  for (auto& r : e.nvtx_ranges) {
-    common(r);
-    r.domain = strings[r.domain];
-    r.args = strings[r.args];
-    r.end_lane = lanes[r.end_lane];
-  }
-  for (auto& m : e.nvtx_marks) {
-    common(m);
-    m.domain = strings[m.domain];
-    m.args = strings[m.args];
-  }
-  for (auto& c : e.collectives) {
-    common(c);
-    c.algorithm = strings[c.algorithm];
-    c.protocol = strings[c.protocol];
-  }
-  ASSERT_TRUE(w.Submit(std::move(e)));
-  const Status closed = w.Close();
-  ASSERT_TRUE(closed.ok()) << closed.message();
-}
-
 void ExpectFilesAgreeWithMemory(std::vector<TraceBuilder> builders, const AnalyzeOptions& options) {
   rankscope::testing::TempDir dir;
   std::vector<trace::RankTrace> traces;
   for (TraceBuilder& builder : builders) {
     traces.push_back(builder.Build());
-    WriteRankFile(traces.back(), dir / trace::RankFileName(*traces.back().meta.rank));
+    rankscope::testing::WriteRankTraceFile(traces.back(), dir / trace::RankFileName(*traces.back().meta.rank));
   }
   Result<Report> in_memory = AnalyzeTraces(traces, options);
   ASSERT_TRUE(in_memory.ok()) << in_memory.status().message();
