@@ -33,7 +33,7 @@ class RankEventStream final : public trace::SpanVisitor {
   Status OnHeader(trace::StreamHeader header) override {
     header_ = std::move(header);
     classifier_.Reset(&header_);
-    ViewRank rank{file_, header_.meta, header_.strings, header_.lanes};
+    ViewRank rank{file_, header_.meta, header_.strings, header_.lanes, header_.lane_rows};
     RS_RETURN_IF_ERROR(sink_.OnRank(index_, std::move(rank)));
     // Marks and the plugin's collective records come whole with the header.
     std::vector<ViewEvent> events;

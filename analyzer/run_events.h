@@ -37,6 +37,7 @@ struct ViewRank {
   trace::RankMeta meta;
   std::vector<std::string> strings;  // index = StringId
   std::vector<trace::Lane> lanes;    // lanes[i].id == i + 1
+  std::vector<uint64_t> lane_events;  // per lane id: events to expect (a hint, may be 0)
 };
 
 class ViewEventSink {
@@ -68,7 +69,7 @@ struct ViewRun {
 Result<ViewRun> StreamRunEvents(const std::filesystem::path& run, const ViewLoadOptions& options, ViewEventSink& sink);
 
 // The fields of one event, read back from its rank file: (label, value) pairs in display
-// order, e.g. ("grid", "128×1×1"). Fails when no event of `source` on `lane` has exactly
+// order, e.g. ("grid", "128 × 1 × 1"). Fails when no event of `source` on `lane` has exactly
 // these times.
 struct EventDetails {
   std::vector<std::pair<std::string, std::string>> fields;

@@ -89,6 +89,7 @@ class TraceReader::Impl {
 
   Status Open();
   Status Fail(Status s) const { return s.WithContext(path_.string()); }
+  Result<std::vector<uint64_t>> LaneRowHints(size_t lanes) const;
 
   fs::path path_;
   sql::DbHandle db_;
@@ -645,6 +646,26 @@ std::string SpanQuery(SpanTable table, bool correlation) {
 
 }  // namespace
 
+Result<std::vector<uint64_t>> TraceReader::Impl::LaneRowHints(size_t lanes) const {
+  std::vector<uint64_t> rows(lanes + 1, 0);
+  auto stmt = sql::Statement::Prepare(db_.get(), "SELECT lane, sum(rows) FROM lane_blocks GROUP BY lane");
+  if (!stmt.ok()) return Fail(stmt.status());
+  // A row takes at least 8 bytes of the file: no lane may claim more rows than that.
+  std::error_code ec;
+  const uintmax_t file_bytes = fs::file_size(path_, ec);
+  const uint64_t cap = ec ? 0 : static_cast<uint64_t>(file_bytes / 8);
+  int rc;
+  while ((rc = sqlite3_step(stmt->get())) == SQLITE_ROW) {
+    const int64_t lane = stmt->ColumnInt(0);
+    const int64_t count = stmt->ColumnInt(1);
+    if (lane >= 0 && static_cast<size_t>(lane) < rows.size() && count > 0) {
+      rows[static_cast<size_t>(lane)] = std::min(static_cast<uint64_t>(count), cap);
+    }
+  }
+  if (rc != SQLITE_DONE) return Fail(sql::FromSqlite(db_.get(), rc, "reading lane_blocks"));
+  return rows;
+}
+
 Status TraceReader::Stream(SpanVisitor& visitor, StreamOptions options) const {
   sqlite3* db = impl_->db_.get();
   ReadTransaction snapshot(db);
@@ -659,6 +680,9 @@ Status TraceReader::Stream(SpanVisitor& visitor, StreamOptions options) const {
   auto collectives = ReadWholeTable<CollectiveEvent>(db, "collectives");
   if (!collectives.ok()) return impl_->Fail(collectives.status());
   header.collectives = std::move(collectives).value();
+  if (options.host_calls) {
+    RS_ASSIGN_OR_RETURN(header.lane_rows, impl_->LaneRowHints(header.lanes.size()));
+  }
   RS_RETURN_IF_ERROR(visitor.OnHeader(std::move(header)));
 
   constexpr size_t kBatch = 4096;

@@ -37,6 +37,10 @@ struct StreamHeader {
   std::vector<DropRecord> drops;
   std::vector<NvtxMarkEvent> marks;
   std::vector<CollectiveEvent> collectives;
+  // With StreamOptions::host_calls: rows per lane id over every event table, from the
+  // file's block directory. A hint for reserving memory (a damaged file may lie), capped
+  // by the file's size.
+  std::vector<uint64_t> lane_rows;
 };
 
 enum class SpanTable : uint8_t { kKernels, kMemcpys, kMemsets, kNvtxRanges, kApiCalls, kSyncs };
