@@ -31,6 +31,8 @@ inline void WriteRankTraceFile(const trace::RankTrace& t, const std::filesystem:
   for (auto& k : e.kernels) common(k);
   for (auto& c : e.memcpys) common(c);
   for (auto& m : e.memsets) common(m);
+  for (auto& a : e.api_calls) common(a);
+  for (auto& y : e.syncs) common(y);
   for (auto& r : e.nvtx_ranges) {
     common(r);
     r.domain = strings[r.domain];
