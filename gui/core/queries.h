@@ -1,0 +1,33 @@
+// Questions the viewer asks of a model: search, launch flows, range statistics.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "analyzer/range_stats.h"
+#include "gui/core/timeline_model.h"
+
+namespace rankscope::gui {
+
+// Events whose name `matches`, sorted by start on the common clock, at most `limit`.
+// `matches` runs once per distinct name per rank.
+std::vector<EventRef> FindEvents(const TimelineModel& model, const std::function<bool(std::string_view)>& matches,
+                                 size_t limit);
+// The next (or previous) match in time after (before) `time_ns`, wrapping around; nullopt
+// when there are no matches.
+std::optional<size_t> NextMatch(const TimelineModel& model, const std::vector<EventRef>& matches, int64_t time_ns,
+                                bool forward);
+
+// For device work (kernel, copy, set): the API call with its correlation id on the same
+// rank. For an API call: the device work it launched. nullopt without correlation.
+std::optional<EventRef> CorrelatedEvent(const TimelineModel& model, const EventRef& event);
+
+// METRICS.md §3 and the top activities of [t0, t1) on the common clock, per rank and
+// device, computed by the analyzer (analyzer/range_stats.h).
+std::vector<analyzer::RangeDeviceStats> MeasureDisplayRange(const TimelineModel& model, int64_t t0_ns, int64_t t1_ns,
+                                                            size_t top);
+
+}  // namespace rankscope::gui

@@ -1,0 +1,472 @@
+#include "gui/core/timeline_model.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <limits>
+#include <map>
+#include <mutex>
+
+namespace rankscope::gui {
+namespace {
+
+template <typename T>
+size_t VectorBytes(const std::vector<T>& v) {
+  return v.capacity() * sizeof(T);
+}
+
+// Track order: GPU streams by (device, stream), then communicators, threads, counters.
+int KindOrder(trace::LaneKind kind) {
+  switch (kind) {
+    case trace::LaneKind::kGpuStream: return 0;
+    case trace::LaneKind::kCommunicator: return 1;
+    case trace::LaneKind::kCpuThread: return 2;
+    case trace::LaneKind::kCounter: return 3;
+  }
+  return 4;
+}
+
+std::string TrackLabel(const trace::Lane& lane) {
+  switch (lane.kind) {
+    case trace::LaneKind::kGpuStream:
+      return fmt::format("GPU {} · stream {}", lane.device, lane.stream);
+    case trace::LaneKind::kCommunicator:
+      return lane.name.empty() ? fmt::format("communicator {:#x}", lane.comm_hash) : lane.name;
+    case trace::LaneKind::kCounter:
+      return lane.name.empty() ? "counter" : lane.name;
+    case trace::LaneKind::kCpuThread: {
+      std::string label = lane.name.empty() ? fmt::format("thread {}", lane.tid)
+                                            : fmt::format("{} ({})", lane.name, lane.tid);
+      if (lane.role == trace::LaneRole::kCompute) label += " · compute";
+      if (lane.role == trace::LaneRole::kComm) label += " · comm";
+      if (lane.role == trace::LaneRole::kMemory) label += " · memory";
+      return label;
+    }
+  }
+  return lane.name;
+}
+
+// Rows get a correlation column with their first correlated event, no sooner.
+void AppendToRow(EventRow& row, const analyzer::ViewEvent& event) {
+  row.start.push_back(event.start_ns);
+  row.end.push_back(event.end_ns);
+  row.name.push_back(event.name);
+  row.event_class.push_back(static_cast<uint8_t>(event.event_class));
+  row.source.push_back(static_cast<uint8_t>(event.source));
+  // Before this event, the row either had a column as long as its other columns or none.
+  const bool has_column = !row.correlation.empty();
+  if (has_column || event.correlation_id != 0) {
+    if (!has_column) {
+      row.correlation.reserve(row.start.capacity());
+      row.correlation.assign(row.size() - 1, 0);
+    }
+    row.correlation.push_back(static_cast<uint32_t>(event.correlation_id));
+  }
+  row.class_mask |= static_cast<uint8_t>(1u << static_cast<unsigned>(event.event_class));
+}
+
+// Packs one lane's events of one table into rows as they arrive. Rows from rankscope's
+// own files come in start order for device lanes, so they go straight into their rows with
+// no copy; the first event out of order (NVTX ranges are stored as they end) sends the rest
+// aside, and those are sorted and packed once at the end.
+class RowPacker {
+ public:
+  void Reserve(size_t events) {
+    if (rows_.empty()) {
+      rows_.emplace_back();
+      row_end_.push_back(std::numeric_limits<int64_t>::min());
+    }
+    EventRow& row = rows_.front();
+    row.start.reserve(events);
+    row.end.reserve(events);
+    row.name.reserve(events);
+    row.event_class.reserve(events);
+    row.source.reserve(events);
+  }
+
+  void Add(const analyzer::ViewEvent& event) {
+    ++events_;
+    if (pending_.empty() && InOrder(event)) {
+      Place(event);
+    } else {
+      pending_.push_back(event);
+    }
+  }
+
+  size_t events() const { return events_; }
+
+  // The rows, each sorted; the packer is left empty.
+  std::vector<EventRow> Finish() {
+    if (!pending_.empty()) {
+      std::vector<analyzer::ViewEvent> all = Unpack();
+      all.insert(all.end(), pending_.begin(), pending_.end());
+      pending_ = {};
+      rows_ = PackRows(std::move(all));
+    }
+    std::erase_if(rows_, [](const EventRow& row) { return row.size() == 0; });
+    for (EventRow& row : rows_) {
+      row.start.shrink_to_fit();
+      row.end.shrink_to_fit();
+      row.name.shrink_to_fit();
+      row.event_class.shrink_to_fit();
+      row.source.shrink_to_fit();
+      row.correlation.shrink_to_fit();
+    }
+    return std::move(rows_);
+  }
+
+ private:
+  // PackRows' order: by start, the longer first.
+  bool InOrder(const analyzer::ViewEvent& event) const {
+    return !placed_any_ || event.start_ns > last_start_ || (event.start_ns == last_start_ && event.end_ns <= last_end_);
+  }
+
+  void Place(const analyzer::ViewEvent& event) {
+    placed_any_ = true;
+    last_start_ = event.start_ns;
+    last_end_ = event.end_ns;
+    size_t r = 0;
+    while (r < rows_.size() && row_end_[r] > event.start_ns) ++r;
+    if (r == rows_.size()) {
+      rows_.emplace_back();
+      row_end_.push_back(event.end_ns);
+    }
+    row_end_[r] = event.end_ns;
+    AppendToRow(rows_[r], event);
+  }
+
+  std::vector<analyzer::ViewEvent> Unpack() {
+    std::vector<analyzer::ViewEvent> events;
+    for (const EventRow& row : rows_) {
+      for (size_t i = 0; i < row.size(); ++i) events.push_back(EventAt(row, i));
+    }
+    rows_.clear();
+    row_end_.clear();
+    return events;
+  }
+
+ public:
+  static analyzer::ViewEvent EventAt(const EventRow& row, size_t i) {
+    return {row.start[i], row.end[i], row.correlation.empty() ? 0 : row.correlation[i], trace::kNoLane, row.name[i],
+            static_cast<EventClass>(row.event_class[i]), static_cast<EventSource>(row.source[i])};
+  }
+
+ private:
+  std::vector<EventRow> rows_;
+  std::vector<int64_t> row_end_;
+  bool placed_any_ = false;
+  int64_t last_start_ = 0, last_end_ = 0;
+  size_t events_ = 0;
+  std::vector<analyzer::ViewEvent> pending_;
+};
+
+// One lane: a packer per source table (tables arrive one after another, each in time
+// order), merged at the end without sorting.
+class LanePacker {
+ public:
+  void Reserve(size_t events) { hint_ = events; }
+
+  void Add(const analyzer::ViewEvent& event) {
+    RowPacker& packer = by_source_[static_cast<size_t>(event.source) & 7];
+    if (packer.events() == 0 && hint_ > 0) {
+      packer.Reserve(hint_);
+      hint_ = 0;  // the first table is usually the lane's bulk; the others grow
+    }
+    packer.Add(event);
+    ++events_;
+  }
+
+  size_t events() const { return events_; }
+
+  std::vector<EventRow> Finish() {
+    std::vector<std::vector<EventRow>> parts;
+    for (RowPacker& packer : by_source_) {
+      if (packer.events() > 0) parts.push_back(packer.Finish());
+    }
+    if (parts.empty()) return {};
+    if (parts.size() == 1) return std::move(parts.front());
+    // K-way merge of every sorted row of every part, in PackRows' order.
+    struct Cursor {
+      const EventRow* row;
+      size_t index;
+    };
+    std::vector<Cursor> cursors;
+    for (const std::vector<EventRow>& rows : parts) {
+      for (const EventRow& row : rows) cursors.push_back({&row, 0});
+    }
+    auto after = [](const Cursor& a, const Cursor& b) {  // heap order: the earliest on top
+      const int64_t sa = a.row->start[a.index], sb = b.row->start[b.index];
+      return sa != sb ? sa > sb : a.row->end[a.index] < b.row->end[b.index];
+    };
+    std::make_heap(cursors.begin(), cursors.end(), after);
+    RowPacker merged;
+    merged.Reserve(events_);
+    while (!cursors.empty()) {
+      std::pop_heap(cursors.begin(), cursors.end(), after);
+      Cursor& cursor = cursors.back();
+      merged.Add(RowPacker::EventAt(*cursor.row, cursor.index));
+      if (++cursor.index < cursor.row->size()) {
+        std::push_heap(cursors.begin(), cursors.end(), after);
+      } else {
+        cursors.pop_back();
+      }
+    }
+    parts.clear();
+    return merged.Finish();
+  }
+
+ private:
+  std::array<RowPacker, 8> by_source_;
+  size_t hint_ = 0;
+  size_t events_ = 0;
+};
+
+// One rank's events, packed per lane until the rank is complete.
+struct RankBuilder {
+  analyzer::ViewRank header;
+  std::vector<LanePacker> by_lane;  // index = lane id; 0 = undeclared
+  int64_t first_ns = std::numeric_limits<int64_t>::max();
+  int64_t last_ns = std::numeric_limits<int64_t>::min();
+};
+
+class ModelBuilder final : public analyzer::ViewEventSink {
+ public:
+  Status OnRank(size_t index, analyzer::ViewRank rank) override {
+    RankBuilder& builder = Builder(index);
+    builder.by_lane.resize(rank.lanes.size() + 1);
+    for (size_t lane = 0; lane < rank.lane_events.size() && lane < builder.by_lane.size(); ++lane) {
+      builder.by_lane[lane].Reserve(rank.lane_events[lane]);
+    }
+    builder.header = std::move(rank);
+    return Status::Ok();
+  }
+
+  Status OnEvents(size_t index, std::span<const analyzer::ViewEvent> events) override {
+    RankBuilder& builder = Builder(index);
+    if (builder.by_lane.empty()) builder.by_lane.resize(1);
+    for (const analyzer::ViewEvent& event : events) {
+      const size_t slot = event.lane < builder.by_lane.size() ? event.lane : 0;
+      builder.by_lane[slot].Add(event);
+      builder.first_ns = std::min(builder.first_ns, event.start_ns);
+      builder.last_ns = std::max(builder.last_ns, event.end_ns);
+    }
+    return Status::Ok();
+  }
+
+  Status OnRankDone(size_t index) override {
+    RankBuilder& builder = Builder(index);
+    RankTimeline timeline = Finish(builder);
+    {
+      std::lock_guard lock(mutex_);
+      finished_[index] = std::move(timeline);
+      builders_.erase(index);
+    }
+    return Status::Ok();
+  }
+
+  std::vector<RankTimeline> Take() {
+    std::vector<RankTimeline> ranks;
+    for (auto& [index, timeline] : finished_) ranks.push_back(std::move(timeline));
+    return ranks;
+  }
+
+ private:
+  RankBuilder& Builder(size_t index) {
+    std::lock_guard lock(mutex_);
+    std::unique_ptr<RankBuilder>& builder = builders_[index];
+    if (!builder) builder = std::make_unique<RankBuilder>();
+    return *builder;
+  }
+
+  static RankTimeline Finish(RankBuilder& builder) {
+    RankTimeline timeline;
+    timeline.rank = builder.header.meta.rank.value_or(-1);
+    timeline.host = builder.header.meta.host;
+    timeline.file = builder.header.file;
+    timeline.strings = std::move(builder.header.strings);
+    timeline.first_ns = builder.first_ns;
+    timeline.last_ns = builder.last_ns;
+    const std::vector<trace::Lane>& lanes = builder.header.lanes;
+    for (size_t slot = 0; slot < builder.by_lane.size(); ++slot) {
+      LanePacker& packer = builder.by_lane[slot];
+      if (packer.events() == 0) continue;
+      Track track;
+      if (slot == 0) {
+        track.label = "events on undeclared lanes";
+      } else {
+        const trace::Lane& lane = lanes[slot - 1];
+        track.lane = lane.id;
+        track.kind = lane.kind;
+        track.device = lane.kind == trace::LaneKind::kGpuStream ? lane.device : -1;
+        track.label = TrackLabel(lane);
+      }
+      track.events = packer.events();
+      timeline.events += packer.events();
+      track.rows = packer.Finish();
+      packer = LanePacker();
+      timeline.tracks.push_back(std::move(track));
+    }
+    if (timeline.events == 0) timeline.first_ns = timeline.last_ns = 0;
+    auto order = [&](const Track& track) {
+      const trace::Lane* lane = track.lane != trace::kNoLane ? &lanes[track.lane - 1] : nullptr;
+      return std::make_tuple(lane ? KindOrder(lane->kind) : 5, lane ? lane->device : 0, lane ? lane->stream : 0,
+                             lane ? lane->tid : 0, track.lane);
+    };
+    std::stable_sort(timeline.tracks.begin(), timeline.tracks.end(),
+                     [&](const Track& a, const Track& b) { return order(a) < order(b); });
+    return timeline;
+  }
+
+  std::mutex mutex_;
+  std::map<size_t, std::unique_ptr<RankBuilder>> builders_;
+  std::map<size_t, RankTimeline> finished_;
+};
+
+}  // namespace
+
+analyzer::SpanColumns EventRow::Columns() const { return {start, end, name, event_class}; }
+
+size_t EventRow::MemoryBytes() const {
+  return VectorBytes(start) + VectorBytes(end) + VectorBytes(name) + VectorBytes(event_class) + VectorBytes(source) +
+         VectorBytes(correlation);
+}
+
+std::vector<EventRow> PackRows(std::vector<analyzer::ViewEvent> events) {
+  std::erase_if(events, [](const analyzer::ViewEvent& e) { return e.end_ns < e.start_ns; });
+  // By start, the longer first: a parent before the children it starts with.
+  auto before = [](const analyzer::ViewEvent& a, const analyzer::ViewEvent& b) {
+    return a.start_ns != b.start_ns ? a.start_ns < b.start_ns : a.end_ns > b.end_ns;
+  };
+  // Events come as a few sorted runs (one per table, or rows already packed): merging the
+  // runs pairwise costs O(n log runs), far less than sorting from scratch.
+  std::vector<size_t> bounds = {0};
+  for (size_t i = 1; i < events.size(); ++i) {
+    if (before(events[i], events[i - 1])) bounds.push_back(i);
+  }
+  bounds.push_back(events.size());
+  while (bounds.size() > 2) {
+    std::vector<size_t> merged = {0};
+    for (size_t k = 0; k + 2 < bounds.size(); k += 2) {
+      std::inplace_merge(events.begin() + static_cast<ptrdiff_t>(bounds[k]),
+                         events.begin() + static_cast<ptrdiff_t>(bounds[k + 1]),
+                         events.begin() + static_cast<ptrdiff_t>(bounds[k + 2]), before);
+      merged.push_back(bounds[k + 2]);
+    }
+    if (bounds.size() % 2 == 0) merged.push_back(bounds.back());  // an odd run waits a round
+    bounds = std::move(merged);
+  }
+  std::vector<EventRow> rows;
+  std::vector<int64_t> row_end;
+  for (const analyzer::ViewEvent& event : events) {
+    size_t r = 0;
+    while (r < rows.size() && row_end[r] > event.start_ns) ++r;
+    if (r == rows.size()) {
+      rows.emplace_back();
+      row_end.push_back(event.end_ns);
+    }
+    row_end[r] = event.end_ns;
+    AppendToRow(rows[r], event);
+  }
+  return rows;
+}
+
+std::string RankTimeline::Label() const {
+  const std::string who = rank >= 0 ? fmt::format("rank {}", rank) : std::string("rank ?");
+  return host.empty() ? who : fmt::format("{} · {}", who, host);
+}
+
+const std::string& RankTimeline::Str(uint32_t id) const {
+  static const std::string kEmpty;
+  return id < strings.size() ? strings[id] : kEmpty;
+}
+
+Result<std::unique_ptr<TimelineModel>> TimelineModel::Load(const std::filesystem::path& run,
+                                                           const ModelLoadOptions& options) {
+  ModelBuilder builder;
+  analyzer::ViewLoadOptions load;
+  load.classify = options.classify;
+  load.threads = options.threads;
+  load.progress = options.progress;
+  RS_ASSIGN_OR_RETURN(analyzer::ViewRun loaded, analyzer::StreamRunEvents(run, load, builder));
+  auto model = std::make_unique<TimelineModel>(run, builder.Take());
+  for (std::string& warning : loaded.warnings) model->AddWarning(std::move(warning));
+  return model;
+}
+
+TimelineModel::TimelineModel(std::filesystem::path source, std::vector<RankTimeline> ranks)
+    : source_(std::move(source)), ranks_(std::move(ranks)) {
+  UpdateExtent();
+}
+
+void TimelineModel::ApplyClockAlignment(const analyzer::ClockAlignment& clock) {
+  for (const analyzer::HostClock& host : clock.hosts) {
+    for (int rank : host.ranks) {
+      for (RankTimeline& timeline : ranks_) {
+        if (timeline.rank == rank) timeline.clock_offset_ns = host.offset_ns;
+      }
+    }
+  }
+  UpdateExtent();
+}
+
+void TimelineModel::UpdateExtent() {
+  bool any = false;
+  for (const RankTimeline& timeline : ranks_) {
+    if (timeline.events == 0) continue;
+    const int64_t first = timeline.first_ns + timeline.clock_offset_ns;
+    const int64_t last = timeline.last_ns + timeline.clock_offset_ns;
+    start_ns_ = any ? std::min(start_ns_, first) : first;
+    end_ns_ = any ? std::max(end_ns_, last) : last;
+    any = true;
+  }
+  if (!any) start_ns_ = end_ns_ = 0;
+}
+
+size_t TimelineModel::events() const {
+  size_t total = 0;
+  for (const RankTimeline& timeline : ranks_) total += timeline.events;
+  return total;
+}
+
+size_t TimelineModel::MemoryBytes() const {
+  size_t total = 0;
+  for (const RankTimeline& timeline : ranks_) {
+    for (const std::string& s : timeline.strings) total += sizeof(std::string) + s.capacity();
+    for (const Track& track : timeline.tracks) {
+      for (const EventRow& row : track.rows) total += sizeof(EventRow) + row.MemoryBytes();
+    }
+  }
+  return total;
+}
+
+bool TimelineModel::Contains(const EventRef& ref) const {
+  return ref.rank < ranks_.size() && ref.track < ranks_[ref.rank].tracks.size() &&
+         ref.row < ranks_[ref.rank].tracks[ref.track].rows.size() &&
+         ref.index < ranks_[ref.rank].tracks[ref.track].rows[ref.row].size();
+}
+
+int64_t TimelineModel::DisplayStart(const EventRef& ref) const {
+  return row(ref).start[ref.index] + rank(ref).clock_offset_ns;
+}
+
+int64_t TimelineModel::DisplayEnd(const EventRef& ref) const {
+  return row(ref).end[ref.index] + rank(ref).clock_offset_ns;
+}
+
+const std::string& TimelineModel::Name(const EventRef& ref) const { return rank(ref).Str(row(ref).name[ref.index]); }
+
+EventClass TimelineModel::ClassOf(const EventRef& ref) const {
+  return static_cast<EventClass>(row(ref).event_class[ref.index]);
+}
+
+EventSource TimelineModel::SourceOf(const EventRef& ref) const {
+  return static_cast<EventSource>(row(ref).source[ref.index]);
+}
+
+uint32_t TimelineModel::CorrelationOf(const EventRef& ref) const {
+  const EventRow& r = row(ref);
+  return r.correlation.empty() ? 0 : r.correlation[ref.index];
+}
+
+}  // namespace rankscope::gui
