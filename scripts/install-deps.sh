@@ -15,6 +15,8 @@ packages=(
   libgloo-dev      # the trainer's CPU collectives
   libhiredis-dev   # Gloo's Redis rendezvous store (several nodes)
   redis-server     # a Redis for the multi-node rendezvous test
+  qt6-base-dev qt6-charts-dev qt6-svg-dev libqt6opengl6-dev  # the viewer (gui/); Qt Charts needs OpenGL's CMake files
+  fonts-dejavu-core  # a font for the viewer's offscreen screenshots and tests
 )
 
 missing=()

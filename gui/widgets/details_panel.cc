@@ -1,0 +1,93 @@
+#include "gui/widgets/details_panel.h"
+
+#include <QTextBrowser>
+#include <QUrl>
+#include <QVBoxLayout>
+
+#include "analyzer/run_events.h"
+#include "gui/core/queries.h"
+#include "gui/core/time_view.h"
+
+namespace rankscope::gui {
+namespace {
+
+QString Escaped(const std::string& text) { return QString::fromStdString(text).toHtmlEscaped(); }
+
+QString Row(const QString& label, const QString& value_html) {
+  return QStringLiteral(
+             "<tr><td style='color:#666; padding-right:10px; white-space:nowrap' valign='top'>%1</td>"
+             "<td>%2</td></tr>")
+      .arg(label.toHtmlEscaped(), value_html);
+}
+
+}  // namespace
+
+DetailsPanel::DetailsPanel(QWidget* parent) : QWidget(parent), browser_(new QTextBrowser(this)) {
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(0, 0, 0, 0);
+  layout->addWidget(browser_);
+  browser_->setOpenLinks(false);
+  browser_->setOpenExternalLinks(false);
+  connect(browser_, &QTextBrowser::anchorClicked, this, [this](const QUrl& url) {
+    if (url.scheme() == QLatin1String("event") && linked_) emit eventActivated(*linked_);
+  });
+  clear();
+}
+
+QString DetailsPanel::text() const { return browser_->toPlainText(); }
+
+void DetailsPanel::setEvent(const TimelineModel* model, std::optional<EventRef> ref) {
+  model_ = model;
+  ref_ = (model && ref && model->Contains(*ref)) ? ref : std::nullopt;
+  linked_.reset();
+  if (!ref_) {
+    browser_->setHtml(tr("<p style='color:#777'>Click an event in the timeline to see its details.</p>"));
+    return;
+  }
+  const EventRef& e = *ref_;
+  const RankTimeline& rank = model->rank(e);
+  const Track& track = rank.tracks[e.track];
+  const EventRow& row = model->row(e);
+  const int64_t start = model->DisplayStart(e);
+  const int64_t end = model->DisplayEnd(e);
+  const analyzer::EventSource source = model->SourceOf(e);
+
+  QString html =
+      QStringLiteral("<h3 style='margin-bottom:4px'>%1</h3><table cellspacing='2'>").arg(Escaped(model->Name(e)));
+  html += Row(tr("start"), Escaped(FormatDuration(start - model->start_ns())) + tr(" after the run's start"));
+  html += Row(tr("duration"), Escaped(FormatDuration(end - start)));
+  html += Row(tr("rank"), Escaped(rank.Label()));
+  html += Row(tr("lane"), Escaped(track.label) + (e.row > 0 ? tr(" (depth %1)").arg(e.row) : QString()));
+  html += Row(tr("class"), QString::fromUtf8(analyzer::EventClassName(model->ClassOf(e))).toHtmlEscaped());
+  html += Row(tr("kind"), QString::fromUtf8(analyzer::EventSourceName(source)).toHtmlEscaped());
+
+  if (const auto peer = CorrelatedEvent(*model, e)) {
+    linked_ = peer;
+    const bool this_is_call = source == analyzer::EventSource::kApiCall;
+    const QString link =
+        QStringLiteral("<a href='event:%1'>%2</a> (%3)")
+            .arg(peer->index)
+            .arg(Escaped(model->Name(*peer)), Escaped(FormatDuration(model->DisplayStart(*peer) - model->start_ns())));
+    html += Row(this_is_call ? tr("launched") : tr("launched by"), link);
+  }
+
+  // Read back on demand from the rank file, on the rank's own clock.
+  const auto details = analyzer::ReadEventDetails(rank.file, source, track.lane, row.start[e.index], row.end[e.index]);
+  if (details.ok()) {
+    bool has_correlation = false;
+    for (const auto& [label, value] : details->fields) {
+      has_correlation |= label == "correlation id";
+      html += Row(QString::fromStdString(label), Escaped(value).replace(QLatin1Char('\n'), QLatin1String("<br>")));
+    }
+    if (details->correlation_id != 0 && !has_correlation) {
+      html += Row(tr("correlation id"), QString::number(details->correlation_id));
+    }
+  } else {
+    html += Row(tr("details"),
+                QStringLiteral("<span style='color:#a33'>%1</span>").arg(Escaped(details.status().message())));
+  }
+  html += QStringLiteral("</table>");
+  browser_->setHtml(html);
+}
+
+}  // namespace rankscope::gui

@@ -1,0 +1,158 @@
+// The viewer's window: menus, the run selector, the overview and timeline, the side panel
+// (Run, Range, Details, Scaling), loading in the background, errors, recent files and
+// drag and drop.
+//
+// Loading: openRun() reads the model on a worker thread (TimelineModel::Load, then the
+// overview), shows the timeline, then runs analyzer::AnalyzeRun on another worker; when
+// the report arrives the model gets the report's clock alignment and the side panel its
+// numbers. openRunBlocking() does the same on the calling thread (tests, screenshots).
+//
+// Errors: a run that cannot be opened emits loadFailed(message) and, unless
+// setShowErrorDialogs(false), opens a critical QMessageBox (objectName
+// "loadErrorDialog", text = the one-line error) with QDialog::open(): window-modal but
+// not blocking, so the caller (and a test) keeps running and can find and close it.
+// Runs already open stay open.
+#pragma once
+
+#include <QMainWindow>
+#include <QString>
+#include <QStringList>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "analyzer/report.h"
+#include "gui/core/timeline_model.h"
+
+class QComboBox;
+class QLabel;
+class QMenu;
+class QProgressBar;
+class QTabWidget;
+class QTimer;
+
+namespace rankscope::gui {
+
+class DetailsPanel;
+struct LoadedRun;    // main_window.cc: what a load produces
+struct RunAnalysis;  // main_window.cc: what an analysis produces
+class LegendStrip;
+class OverviewStrip;
+class RangeStatsPanel;
+class RunPanel;
+class ScalingPanel;
+class SearchBar;
+class TimelineView;
+
+class MainWindow : public QMainWindow {
+  Q_OBJECT
+
+ public:
+  static constexpr int kMaxRecentFiles = 10;
+
+  explicit MainWindow(QWidget* parent = nullptr);
+  ~MainWindow() override;
+
+  // Opens a run directory or one rank file in the background; the window stays responsive.
+  void openRun(const QString& path);
+  // Opens, analyzes and shows a run before returning; false (after loadFailed and the
+  // dialog) when the model cannot be loaded. A failed analysis still returns true: the
+  // Run tab shows the error and the timeline works.
+  bool openRunBlocking(const QString& path);
+  // Closes run `index` (the current one when -1).
+  void closeRun(int index = -1);
+
+  int runCount() const { return static_cast<int>(runs_.size()); }
+  int currentRun() const { return current_; }
+  void setCurrentRun(int index);
+  QString runPath(int index) const;
+  const TimelineModel* currentModel() const;
+  const analyzer::Report* currentReport() const;
+  // Loads or analyses still running.
+  bool isBusy() const { return pending_loads_ + pending_analyses_ > 0; }
+  // Processes events until nothing is loading or analyzing; false on timeout.
+  bool waitUntilIdle(int timeout_ms = 60000);
+
+  TimelineView* timelineView() const { return timeline_; }
+  OverviewStrip* overviewStrip() const { return overview_; }
+  RangeStatsPanel* rangeStatsPanel() const { return range_panel_; }
+  DetailsPanel* detailsPanel() const { return details_; }
+  RunPanel* runPanel() const { return run_panel_; }
+  ScalingPanel* scalingPanel() const { return scaling_panel_; }
+  SearchBar* searchBar() const { return search_; }
+  QTabWidget* sidePanel() const { return tabs_; }
+  QComboBox* runSelector() const { return run_selector_; }
+
+  // Critical message boxes on load errors (default on). loadFailed is emitted either way.
+  void setShowErrorDialogs(bool show) { show_error_dialogs_ = show; }
+  bool showErrorDialogs() const { return show_error_dialogs_; }
+  // Whether opened runs go into the recent-files list (QSettings "rankscope"/"rankscope-gui").
+  void setRecordRecentFiles(bool record) { record_recent_ = record; }
+  static QStringList recentFiles();
+
+  // The keyboard shortcuts, as an HTML table (Help > Keyboard Shortcuts, README).
+  static QString shortcutsHtml();
+
+ signals:
+  void runLoaded(int index);  // the timeline can show it
+  void analysisFinished(int index, bool ok);
+  void loadFailed(const QString& message);
+
+ protected:
+  void dragEnterEvent(QDragEnterEvent* event) override;
+  void dropEvent(QDropEvent* event) override;
+
+ private:
+  struct Run;
+  struct LoadProgress;
+
+  void BuildMenus();
+  void BuildLayout();
+  void ConnectSignals();
+  int AddRun(const QString& path, LoadedRun loaded);
+  void StartAnalysis(uint64_t id);
+  void ApplyAnalysis(uint64_t id, RunAnalysis analysis);
+  void ReportLoadError(const QString& path, const QString& message);
+  void AddRecentFile(const QString& path);
+  void RebuildRecentMenu();
+  void ShowRun(int index);
+  void SaveViewState();
+  void UpdateScalingTab();
+  void UpdateStatus();
+  void UpdateProgress();
+  void UpdateTitle();
+  void StepSearch(bool forward);
+  void ShowShortcuts();
+  void OpenDirectoryDialog();
+  void OpenFileDialog();
+  Run* FindRun(uint64_t id);
+
+  std::vector<std::unique_ptr<Run>> runs_;
+  int current_ = -1;
+  uint64_t next_id_ = 1;
+  int pending_loads_ = 0;
+  int pending_analyses_ = 0;
+  std::vector<std::shared_ptr<LoadProgress>> progress_;
+  bool show_error_dialogs_ = true;
+  bool record_recent_ = true;
+
+  TimelineView* timeline_ = nullptr;
+  OverviewStrip* overview_ = nullptr;
+  LegendStrip* legend_ = nullptr;
+  SearchBar* search_ = nullptr;
+  QComboBox* run_selector_ = nullptr;
+  QTabWidget* tabs_ = nullptr;
+  RunPanel* run_panel_ = nullptr;
+  RangeStatsPanel* range_panel_ = nullptr;
+  DetailsPanel* details_ = nullptr;
+  ScalingPanel* scaling_panel_ = nullptr;
+  QMenu* recent_menu_ = nullptr;
+  QLabel* status_label_ = nullptr;
+  QLabel* view_label_ = nullptr;
+  QProgressBar* progress_bar_ = nullptr;
+  QTimer* progress_timer_ = nullptr;
+};
+
+}  // namespace rankscope::gui

@@ -1,0 +1,413 @@
+#include "gui/widgets/run_panel.h"
+
+#include <QFontDatabase>
+#include <QHeaderView>
+#include <QHelpEvent>
+#include <QLabel>
+#include <QMouseEvent>
+#include <QPainter>
+#include <QPlainTextEdit>
+#include <QScrollArea>
+#include <QTableWidget>
+#include <QTextDocument>
+#include <QToolButton>
+#include <QToolTip>
+#include <QVBoxLayout>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "analyzer/report_writers.h"
+#include "gui/core/time_view.h"
+#include "gui/widgets/event_colors.h"
+
+namespace rankscope::gui {
+namespace {
+
+using analyzer::EventClass;
+
+constexpr int kBarGapPx = 4;
+constexpr int kLegendPx = 20;
+
+QString Str(const std::string& text) { return QString::fromStdString(text); }
+
+QString DeviceLabel(int rank, int device) {
+  return device == analyzer::kCpuDevice ? QStringLiteral("rank %1 cpu").arg(rank)
+                                        : QStringLiteral("rank %1 gpu %2").arg(rank).arg(device);
+}
+
+QString JoinInts(const std::vector<int>& values) {
+  QStringList parts;
+  for (const int v : values) parts << QString::number(v);
+  return parts.join(QStringLiteral(", "));
+}
+
+// Metric keys as words: "exposed_comm_ns" -> "exposed comm".
+QString MetricTitle(const std::string& name) {
+  QString title = Str(name);
+  for (const char* suffix : {"_ns", "_pct"}) {
+    if (title.endsWith(QLatin1String(suffix))) title.chop(static_cast<int>(std::strlen(suffix)));
+  }
+  title.replace(QLatin1Char('_'), QLatin1Char(' '));
+  if (Str(name).endsWith(QLatin1String("_pct"))) title += QStringLiteral(" %");
+  if (title == QLatin1String("step")) title = QStringLiteral("step time");
+  return title;
+}
+
+struct Part {
+  int64_t ns;
+  QColor color;
+  const char* name;
+};
+
+std::vector<Part> Parts(const analyzer::Breakdown& b) {
+  return {{b.compute_only_ns, EventClassColor(EventClass::kCompute), "compute only"},
+          {b.overlap_ns, OverlapColor(), "overlap"},
+          {b.comm_only_ns, EventClassColor(EventClass::kComm), "comm only"},
+          {b.memory_only_ns, EventClassColor(EventClass::kMemory), "memory only"},
+          {b.idle_ns, IdleColor(), "idle"}};
+}
+
+}  // namespace
+
+QString FormatMetric(const std::string& name, double value) {
+  if (!std::isfinite(value)) return QStringLiteral("-");
+  const QString key = Str(name);
+  if (key.endsWith(QLatin1String("_ns"))) return Str(FormatDuration(std::llround(value)));
+  if (key.endsWith(QLatin1String("_pct"))) return QStringLiteral("%1%").arg(value, 0, 'f', 1);
+  return QString::number(value, 'f', 2);
+}
+
+// ---- BreakdownBars ---------------------------------------------------------------------
+
+BreakdownBars::BreakdownBars(QWidget* parent) : QWidget(parent) {
+  setSizePolicy(QSizePolicy::Expanding, QSizePolicy::Fixed);
+  setMouseTracking(true);
+}
+
+void BreakdownBars::setReport(const analyzer::Report* report) {
+  report_ = report;
+  updateGeometry();
+  update();
+}
+
+int BreakdownBars::barCount() const { return report_ ? static_cast<int>(report_->ranks.size()) : 0; }
+
+QSize BreakdownBars::sizeHint() const { return {360, barCount() * (kBarPx + kBarGapPx) + kLegendPx + 4}; }
+QSize BreakdownBars::minimumSizeHint() const { return {kLabelPx + 80, sizeHint().height()}; }
+
+QRect BreakdownBars::barRect(int index) const {
+  return {kLabelPx, index * (kBarPx + kBarGapPx), std::max(10, width() - kLabelPx - 4), kBarPx};
+}
+
+bool BreakdownBars::IsStraggler(int rank) const {
+  const auto& s = report_->cross_rank.stragglers;
+  return std::find(s.begin(), s.end(), rank) != s.end();
+}
+
+int BreakdownBars::IndexAt(const QPoint& pos) const {
+  for (int i = 0; i < barCount(); ++i) {
+    const QRect bar = barRect(i);
+    if (pos.y() >= bar.top() && pos.y() <= bar.bottom() + kBarGapPx) return i;
+  }
+  return -1;
+}
+
+void BreakdownBars::paintEvent(QPaintEvent*) {
+  QPainter p(this);
+  if (!report_) return;
+  const QFontMetrics fm(font());
+  for (int i = 0; i < barCount(); ++i) {
+    const analyzer::DeviceReport& device = report_->ranks[i];
+    const QRect bar = barRect(i);
+    const bool straggler = IsStraggler(device.rank);
+    QFont label_font = font();
+    label_font.setBold(straggler);
+    p.setFont(label_font);
+    p.setPen(straggler ? QColor(0xc6, 0x28, 0x28) : palette().color(QPalette::WindowText));
+    const QString label = DeviceLabel(device.rank, device.device) + (straggler ? tr("  straggler") : QString());
+    p.drawText(QRect(2, bar.top(), kLabelPx - 6, bar.height()), Qt::AlignVCenter | Qt::AlignLeft,
+               QFontMetrics(label_font).elidedText(label, Qt::ElideRight, kLabelPx - 6));
+    const int64_t window = std::max<int64_t>(device.totals.window_ns, 1);
+    double x = bar.left();
+    for (const Part& part : Parts(device.totals)) {
+      const double w = static_cast<double>(part.ns) / window * bar.width();
+      const int x0 = static_cast<int>(std::lround(x));
+      const int x1 = static_cast<int>(std::lround(x + w));
+      if (x1 > x0) p.fillRect(QRect(x0, bar.top(), x1 - x0, bar.height()), part.color);
+      x += w;
+    }
+    p.setPen(straggler ? QColor(0xc6, 0x28, 0x28) : QColor(0xa0, 0xa0, 0xa0));
+    p.drawRect(bar.adjusted(0, 0, -1, -1));
+    // Utilization on the bar's right end, where idle (light) usually is.
+    const QString util = QStringLiteral("%1% busy").arg(device.totals.utilization_pct, 0, 'f', 0);
+    p.setFont(font());
+    p.setPen(QColor(0x30, 0x30, 0x30));
+    p.drawText(bar.adjusted(0, 0, -4, 0), Qt::AlignVCenter | Qt::AlignRight, util);
+  }
+  // Legend.
+  int x = 2;
+  const int y = barCount() * (kBarPx + kBarGapPx) + 4;
+  p.setFont(font());
+  for (const Part& part : Parts(analyzer::Breakdown())) {
+    p.fillRect(QRect(x, y + 3, 10, 10), part.color);
+    x += 14;
+    const QString name = tr(part.name);
+    p.setPen(palette().color(QPalette::WindowText));
+    p.drawText(QRect(x, y, fm.horizontalAdvance(name) + 2, 16), Qt::AlignVCenter, name);
+    x += fm.horizontalAdvance(name) + 12;
+  }
+}
+
+void BreakdownBars::mousePressEvent(QMouseEvent* event) {
+  const int index = IndexAt(event->position().toPoint());
+  if (event->button() == Qt::LeftButton && index >= 0) emit rankClicked(report_->ranks[index].rank);
+}
+
+bool BreakdownBars::event(QEvent* event) {
+  if (event->type() == QEvent::ToolTip && report_) {
+    auto* help = static_cast<QHelpEvent*>(event);
+    const int index = IndexAt(help->pos());
+    if (index < 0) {
+      QToolTip::hideText();
+      return true;
+    }
+    const analyzer::DeviceReport& device = report_->ranks[index];
+    QString text = DeviceLabel(device.rank, device.device) +
+                   tr(" — whole trace, %1").arg(Str(FormatDuration(device.totals.window_ns)));
+    const int64_t window = std::max<int64_t>(device.totals.window_ns, 1);
+    for (const Part& part : Parts(device.totals)) {
+      text += QStringLiteral("\n%1: %2 (%3%)")
+                  .arg(tr(part.name), Str(FormatDuration(part.ns)))
+                  .arg(100.0 * part.ns / window, 0, 'f', 1);
+    }
+    text += tr("\nclick: show this rank in the timeline");
+    QToolTip::showText(help->globalPos(), text, this);
+    return true;
+  }
+  return QWidget::event(event);
+}
+
+// ---- RunPanel --------------------------------------------------------------------------
+
+RunPanel::RunPanel(QWidget* parent) : QWidget(parent) {
+  auto* outer = new QVBoxLayout(this);
+  outer->setContentsMargins(0, 0, 0, 0);
+  auto* scroll = new QScrollArea(this);
+  scroll->setWidgetResizable(true);
+  scroll->setFrameShape(QFrame::NoFrame);
+  outer->addWidget(scroll);
+  auto* content = new QWidget(scroll);
+  scroll->setWidget(content);
+  auto* layout = new QVBoxLayout(content);
+
+  status_ = new QLabel(content);
+  status_->setWordWrap(true);
+  status_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  summary_ = new QLabel(content);
+  summary_->setWordWrap(true);
+  summary_->setTextFormat(Qt::RichText);
+  summary_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  metrics_ = new QTableWidget(0, 4, content);
+  metrics_->setHorizontalHeaderLabels({tr("Metric (per step)"), tr("Median"), tr("Worst"), tr("Worst rank")});
+  metrics_->verticalHeader()->hide();
+  metrics_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+  metrics_->setVerticalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  metrics_->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  metrics_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  metrics_->horizontalHeader()->setSectionResizeMode(0, QHeaderView::Stretch);
+  metrics_->setAlternatingRowColors(true);
+  metrics_->verticalHeader()->setDefaultSectionSize(QFontMetrics(font()).height() + 6);
+  bars_title_ = new QLabel(tr("<b>Where the time went</b> (whole trace, per rank and device; click a bar to show "
+                              "the rank)"),
+                           content);
+  bars_title_->setWordWrap(true);
+  bars_ = new BreakdownBars(content);
+  warnings_ = new QLabel(content);
+  warnings_->setWordWrap(true);
+  warnings_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  text_toggle_ = new QToolButton(content);
+  text_toggle_->setText(tr("Show the text report"));
+  text_toggle_->setCheckable(true);
+  text_report_ = new QPlainTextEdit(content);
+  text_report_->setReadOnly(true);
+  text_report_->setLineWrapMode(QPlainTextEdit::NoWrap);
+  text_report_->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
+  text_report_->setMinimumHeight(300);
+  text_report_->hide();
+  connect(text_toggle_, &QToolButton::toggled, this, [this](bool on) {
+    text_report_->setVisible(on);
+    text_toggle_->setText(on ? tr("Hide the text report") : tr("Show the text report"));
+  });
+  connect(bars_, &BreakdownBars::rankClicked, this, &RunPanel::rankClicked);
+
+  layout->addWidget(status_);
+  layout->addWidget(summary_);
+  layout->addWidget(metrics_);
+  layout->addWidget(bars_title_);
+  layout->addWidget(bars_);
+  layout->addWidget(warnings_);
+  layout->addWidget(text_toggle_, 0, Qt::AlignLeft);
+  layout->addWidget(text_report_);
+  layout->addStretch(1);
+  clear();
+}
+
+void RunPanel::clear() {
+  report_.reset();
+  error_.clear();
+  status_->setText(tr("No run open."));
+  status_->setStyleSheet(QString());
+  status_->show();
+  Fill();
+}
+
+void RunPanel::setAnalyzing() {
+  report_.reset();
+  error_.clear();
+  status_->setText(tr("Analyzing the run…"));
+  status_->setStyleSheet(QString());
+  status_->show();
+  Fill();
+}
+
+void RunPanel::setError(const QString& message) {
+  report_.reset();
+  error_ = message;
+  status_->setText(tr("Analysis failed: %1\nThe timeline stays usable.").arg(message));
+  status_->setStyleSheet(QStringLiteral("color: #b00020;"));
+  status_->show();
+  Fill();
+}
+
+void RunPanel::setReport(std::shared_ptr<const analyzer::Report> report) {
+  report_ = std::move(report);
+  error_.clear();
+  status_->setStyleSheet(QString());
+  status_->setVisible(false);
+  Fill();
+}
+
+void RunPanel::Fill() {
+  const analyzer::Report* report = report_.get();
+  const bool has = report != nullptr;
+  summary_->setVisible(has);
+  metrics_->setVisible(has);
+  bars_title_->setVisible(has && !report->ranks.empty());
+  bars_->setVisible(has && !report->ranks.empty());
+  warnings_->setVisible(has && !report->warnings.empty());
+  text_toggle_->setVisible(has);
+  text_report_->setVisible(has && text_toggle_->isChecked());
+  bars_->setReport(report);
+  if (!has) {
+    metrics_->setRowCount(0);
+    text_report_->clear();
+    return;
+  }
+
+  const analyzer::RunInfo& run = report->run;
+  const analyzer::RunSummary& summary = report->summary;
+  auto row = [](const QString& label, const QString& value) {
+    return QStringLiteral(
+               "<tr><td style='color:#555; padding-right:10px; white-space:nowrap'>%1</td>"
+               "<td>%2</td></tr>")
+        .arg(label.toHtmlEscaped(), value);
+  };
+  QString html = QStringLiteral("<table cellspacing='1'>");
+  html += row(tr("run"), Str(run.directory).toHtmlEscaped() +
+                             (run.run_id.empty() ? QString() : tr(" (run %1)").arg(Str(run.run_id).toHtmlEscaped())));
+  QString ranks = run.world_size ? tr("%1 of %2 analyzed").arg(run.ranks.size()).arg(*run.world_size)
+                                 : tr("%1 analyzed").arg(run.ranks.size());
+  if (!run.missing_ranks.empty()) ranks += tr("; missing: %1").arg(JoinInts(run.missing_ranks));
+  if (!run.ranks_without_activity.empty()) {
+    ranks += tr("; without device activity: %1").arg(JoinInts(run.ranks_without_activity));
+  }
+  html += row(tr("world size"), ranks.toHtmlEscaped());
+  QString steps = tr("%1 aggregated of %2 found").arg(report->steps.steps_aggregated).arg(report->steps.steps_found);
+  if (!report->steps.source.empty()) steps += tr(", from %1").arg(Str(report->steps.source));
+  html += row(tr("steps"), steps.toHtmlEscaped());
+  html += row(tr("step time"), summary.step_time_ns ? QStringLiteral("<b>%1</b> (median over ranks)")
+                                                          .arg(Str(FormatDuration(std::llround(*summary.step_time_ns))))
+                                                    : QStringLiteral("-"));
+  html += row(tr("throughput"), summary.throughput
+                                    ? QStringLiteral("<b>%1</b> samples/s").arg(*summary.throughput, 0, 'f', 1)
+                                    : tr("- (needs the global batch and a step time)"));
+  if (report->workload.global_batch) html += row(tr("global batch"), QString::number(*report->workload.global_batch));
+  html += row(tr("events"),
+              tr("%L1 read, %L2 invalid, %L3 dropped").arg(run.events).arg(run.invalid_events).arg(run.dropped_events));
+  const analyzer::CrossRank& cross = report->cross_rank;
+  if (!cross.collective_source.empty()) {
+    html += row(tr("collectives"), tr("%1, %2 matched, %3 unmatched")
+                                       .arg(Str(cross.collective_source).toHtmlEscaped())
+                                       .arg(cross.matched)
+                                       .arg(cross.unmatched));
+  }
+  QString stragglers;
+  if (cross.stragglers.empty()) {
+    stragglers = tr("none");
+    if (cross.step_time_spread) stragglers += tr(" (max/median step time %1)").arg(*cross.step_time_spread, 0, 'f', 2);
+  } else {
+    QStringList names;
+    for (const int r : cross.stragglers) {
+      QString name = tr("rank %1").arg(r);
+      for (const analyzer::RankWait& wait : cross.waits) {
+        if (wait.rank != r) continue;
+        name += tr(" (last in %1 of %2 steps, caused %3 of wait)")
+                    .arg(wait.steps_most_wait)
+                    .arg(report->steps.steps_aggregated)
+                    .arg(Str(FormatDuration(wait.wait_caused_ns)));
+      }
+      names << name;
+    }
+    stragglers = QStringLiteral("<span style='color:#c62828; font-weight:bold'>%1</span>")
+                     .arg(names.join(QStringLiteral(", ")).toHtmlEscaped());
+  }
+  html += row(tr("stragglers"), stragglers);
+  html += QStringLiteral("</table>");
+  summary_->setText(html);
+
+  metrics_->setRowCount(static_cast<int>(summary.metrics.size()));
+  for (size_t i = 0; i < summary.metrics.size(); ++i) {
+    const analyzer::RunMetric& m = summary.metrics[i];
+    const int r = static_cast<int>(i);
+    auto cell = [](const QString& text, bool numeric) {
+      auto* item = new QTableWidgetItem(text);
+      if (numeric) item->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
+      return item;
+    };
+    auto* name = cell(MetricTitle(m.name), false);
+    name->setToolTip(Str(m.name) + (m.higher_is_better ? tr(" (higher is better)") : tr(" (lower is better)")));
+    metrics_->setItem(r, 0, name);
+    metrics_->setItem(r, 1, cell(FormatMetric(m.name, m.median), true));
+    metrics_->setItem(r, 2, cell(FormatMetric(m.name, m.worst), true));
+    metrics_->setItem(r, 3, cell(DeviceLabel(m.worst_rank, m.worst_device), false));
+  }
+  // No inner scrolling: the table is as tall as its rows.
+  int height = metrics_->horizontalHeader()->height() + 4;
+  for (int r = 0; r < metrics_->rowCount(); ++r) height += metrics_->rowHeight(r);
+  metrics_->setFixedHeight(height);
+
+  QString warnings;
+  for (const std::string& w : report->warnings) warnings += QStringLiteral("• %1<br>").arg(Str(w).toHtmlEscaped());
+  warnings_->setText(tr("<b>Warnings</b><br>") + warnings);
+  text_report_->setPlainText(Str(analyzer::ReportToText(*report)));
+}
+
+QString RunPanel::summaryText() const {
+  QString text;
+  if (status_->isVisibleTo(this)) text += status_->text() + QLatin1Char('\n');
+  if (report_) {
+    QTextDocument doc;
+    doc.setHtml(summary_->text());
+    text += doc.toPlainText() + QLatin1Char('\n');
+    for (int r = 0; r < metrics_->rowCount(); ++r) {
+      QStringList cells;
+      for (int c = 0; c < metrics_->columnCount(); ++c) cells << metrics_->item(r, c)->text();
+      text += cells.join(QStringLiteral("  ")) + QLatin1Char('\n');
+    }
+  }
+  return text;
+}
+
+}  // namespace rankscope::gui

@@ -1,0 +1,96 @@
+// The "Run" tab: the numbers `rankscope analyze` prints, from the analyzer's Report (run
+// summary, run metrics with their worst rank, stragglers, warnings), with one stacked
+// bar per rank and device of where its time went; clicking a bar asks the timeline to
+// scroll to that rank. The full text report is one click away.
+#pragma once
+
+#include <QWidget>
+
+#include <memory>
+#include <vector>
+
+#include "analyzer/report.h"
+
+class QLabel;
+class QPlainTextEdit;
+class QTableWidget;
+class QToolButton;
+
+namespace rankscope::gui {
+
+// One horizontal bar per DeviceReport: compute only, overlap, comm only, memory only and
+// idle as shares of its window (Breakdown::window_ns). Straggler ranks are labelled red.
+class BreakdownBars : public QWidget {
+  Q_OBJECT
+
+ public:
+  static constexpr int kBarPx = 18;
+  static constexpr int kLabelPx = 180;
+
+  explicit BreakdownBars(QWidget* parent = nullptr);
+  // Not owned: must stay alive until the next call.
+  void setReport(const analyzer::Report* report);
+  // The bar's rectangle for DeviceReport `index` (for tests and hit-testing).
+  QRect barRect(int index) const;
+  int barCount() const;
+
+  QSize sizeHint() const override;
+  QSize minimumSizeHint() const override;
+
+ signals:
+  void rankClicked(int rank);
+
+ protected:
+  void paintEvent(QPaintEvent* event) override;
+  void mousePressEvent(QMouseEvent* event) override;
+  bool event(QEvent* event) override;
+
+ private:
+  int IndexAt(const QPoint& pos) const;
+  bool IsStraggler(int rank) const;
+
+  const analyzer::Report* report_ = nullptr;
+};
+
+class RunPanel : public QWidget {
+  Q_OBJECT
+
+ public:
+  explicit RunPanel(QWidget* parent = nullptr);
+
+  // "Analyzing…" while the report is computed.
+  void setAnalyzing();
+  void setReport(std::shared_ptr<const analyzer::Report> report);
+  // The analysis failed: the error line instead of the numbers.
+  void setError(const QString& message);
+  void clear();
+
+  const analyzer::Report* report() const { return report_.get(); }
+  QString errorText() const { return error_; }
+  // The summary and metrics as plain text (what the tab shows, for tests).
+  QString summaryText() const;
+  BreakdownBars* breakdownBars() const { return bars_; }
+
+ signals:
+  void rankClicked(int rank);
+
+ private:
+  void Fill();
+
+  std::shared_ptr<const analyzer::Report> report_;
+  QString error_;
+  QLabel* status_ = nullptr;
+  QLabel* summary_ = nullptr;
+  QTableWidget* metrics_ = nullptr;
+  QLabel* bars_title_ = nullptr;
+  BreakdownBars* bars_ = nullptr;
+  QLabel* warnings_ = nullptr;
+  QToolButton* text_toggle_ = nullptr;
+  QPlainTextEdit* text_report_ = nullptr;
+};
+
+// A RunMetric or StepStats value in the unit its name implies: durations for *_ns,
+// percentages for *_pct, plain ratios otherwise.
+QString FormatMetric(const std::string& name, double value);
+
+}  // namespace rankscope::gui

@@ -1,0 +1,101 @@
+#include "gui/widgets/screenshot.h"
+
+#include <QApplication>
+#include <QFileInfo>
+#include <QImage>
+#include <QPixmap>
+
+#include <charconv>
+
+#include "gui/core/time_view.h"
+#include "gui/widgets/main_window.h"
+#include "gui/widgets/timeline_view.h"
+
+namespace rankscope::gui {
+namespace {
+
+constexpr int kMinSide = 200;
+constexpr int kMaxSide = 10000;
+
+std::optional<int> ParseInt(std::string_view text) {
+  int value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size() || text.empty()) return std::nullopt;
+  return value;
+}
+
+}  // namespace
+
+Result<QSize> ParseScreenshotSize(const std::string& text) {
+  const size_t x = text.find_first_of("xX");
+  if (x == std::string::npos) return InvalidArgument("bad --size '" + text + "': expected WIDTHxHEIGHT, e.g. 1600x900");
+  const auto width = ParseInt(std::string_view(text).substr(0, x));
+  const auto height = ParseInt(std::string_view(text).substr(x + 1));
+  if (!width || !height) return InvalidArgument("bad --size '" + text + "': expected WIDTHxHEIGHT, e.g. 1600x900");
+  if (*width < kMinSide || *height < kMinSide || *width > kMaxSide || *height > kMaxSide) {
+    return InvalidArgument("bad --size '" + text + "': each side must be " + std::to_string(kMinSide) + " to " +
+                           std::to_string(kMaxSide) + " pixels");
+  }
+  return QSize(*width, *height);
+}
+
+Status RenderScreenshot(const ScreenshotRequest& request) {
+  if (request.runs.isEmpty()) return InvalidArgument("--screenshot needs a run directory or rank file");
+  if (request.size.width() < kMinSide || request.size.height() < kMinSide || request.size.width() > kMaxSide ||
+      request.size.height() > kMaxSide) {
+    return InvalidArgument("bad screenshot size");
+  }
+  std::optional<RelativeRange> range;
+  if (request.range) {
+    std::string error;
+    range = ParseRelativeRange(*request.range, &error);
+    if (!range) return InvalidArgument("bad --range: " + error);
+  }
+  const QFileInfo output(request.output);
+  if (request.output.isEmpty()) return InvalidArgument("--screenshot needs an output file");
+  const QFileInfo directory(output.absolutePath());
+  if (!directory.isDir()) {
+    return IoError("cannot write " + request.output.toStdString() + ": no directory " +
+                   directory.absoluteFilePath().toStdString());
+  }
+  if (!directory.isWritable() || (output.exists() && (!output.isFile() || !output.isWritable()))) {
+    return IoError("cannot write " + request.output.toStdString() + ": permission denied");
+  }
+
+  MainWindow window;
+  window.setShowErrorDialogs(false);
+  window.setRecordRecentFiles(false);
+  QString failure;
+  QObject::connect(&window, &MainWindow::loadFailed, [&failure](const QString& message) { failure = message; });
+  for (const QString& run : request.runs) {
+    if (!window.openRunBlocking(run)) {
+      return Status(StatusCode::kInvalidArgument,
+                    failure.isEmpty() ? "cannot open " + run.toStdString() : failure.toStdString());
+    }
+  }
+  window.setCurrentRun(0);
+  // Laid out and painted like a shown window, but never mapped on a screen.
+  window.setAttribute(Qt::WA_DontShowOnScreen);
+  window.resize(request.size);
+  window.show();
+  QApplication::processEvents();
+  window.resize(request.size);
+  QApplication::processEvents();
+
+  TimelineView* timeline = window.timelineView();
+  const TimelineModel* model = window.currentModel();
+  if (range && model) {
+    timeline->setTimeRange(model->start_ns() + range->start_ns, model->start_ns() + range->end_ns);
+  } else if (model) {
+    timeline->setTimeRange(model->start_ns(), std::max(model->end_ns(), model->start_ns() + TimeView::kMinDurationNs));
+  }
+  QApplication::processEvents();
+  const QImage image = window.grab().toImage();
+  if (image.isNull()) return InternalError("the window rendered to an empty image");
+  if (!image.save(request.output, "PNG")) {
+    return IoError("cannot write " + request.output.toStdString());
+  }
+  return Status::Ok();
+}
+
+}  // namespace rankscope::gui

@@ -1,0 +1,139 @@
+#include "gui/widgets/search_bar.h"
+
+#include <QHBoxLayout>
+#include <QKeyEvent>
+#include <QLabel>
+#include <QLineEdit>
+#include <QRegularExpression>
+#include <QTimer>
+#include <QToolButton>
+
+#include <string_view>
+#include <unordered_map>
+
+#include "gui/core/queries.h"
+
+namespace rankscope::gui {
+
+SearchBar::SearchBar(QWidget* parent)
+    : QWidget(parent),
+      edit_(new QLineEdit(this)),
+      status_(new QLabel(this)),
+      previous_(new QToolButton(this)),
+      next_(new QToolButton(this)),
+      debounce_(new QTimer(this)) {
+  auto* layout = new QHBoxLayout(this);
+  layout->setContentsMargins(0, 0, 0, 0);
+  edit_->setPlaceholderText(tr("Search events (regex, Ctrl+F)"));
+  edit_->setClearButtonEnabled(true);
+  edit_->setMinimumWidth(220);
+  edit_->installEventFilter(this);
+  previous_->setText(QStringLiteral("▲"));
+  previous_->setToolTip(tr("Previous match (Shift+Enter, Shift+F3)"));
+  next_->setText(QStringLiteral("▼"));
+  next_->setToolTip(tr("Next match (Enter, F3)"));
+  status_->setMinimumWidth(110);
+  layout->addWidget(edit_, 1);
+  layout->addWidget(previous_);
+  layout->addWidget(next_);
+  layout->addWidget(status_);
+  debounce_->setSingleShot(true);
+  debounce_->setInterval(kDebounceMs);
+  connect(debounce_, &QTimer::timeout, this, &SearchBar::search);
+  connect(edit_, &QLineEdit::textChanged, debounce_, qOverload<>(&QTimer::start));
+  connect(previous_, &QToolButton::clicked, this, [this] { emit stepRequested(false); });
+  connect(next_, &QToolButton::clicked, this, [this] { emit stepRequested(true); });
+  UpdateStatus();
+}
+
+void SearchBar::setModel(const TimelineModel* model) {
+  model_ = model;
+  search();
+}
+
+void SearchBar::focusSearch() {
+  edit_->setFocus(Qt::ShortcutFocusReason);
+  edit_->selectAll();
+}
+
+void SearchBar::search() {
+  debounce_->stop();
+  matches_.clear();
+  current_.reset();
+  error_.clear();
+  truncated_ = false;
+  const QString pattern = edit_->text();
+  if (!pattern.isEmpty()) {
+    const QRegularExpression regex(pattern, QRegularExpression::CaseInsensitiveOption);
+    if (!regex.isValid()) {
+      error_ = tr("invalid regex: %1").arg(regex.errorString());
+    } else if (model_) {
+      // FindEvents calls this once per distinct name and rank.
+      matches_ = FindEvents(
+          *model_,
+          [&regex](std::string_view name) {
+            return regex.match(QString::fromUtf8(name.data(), static_cast<qsizetype>(name.size()))).hasMatch();
+          },
+          kMatchLimit);
+      truncated_ = matches_.size() >= kMatchLimit;
+    }
+  }
+  UpdateStatus();
+  emit matchesChanged();
+}
+
+std::optional<EventRef> SearchBar::step(int64_t time_ns, bool forward) {
+  if (!model_ || matches_.empty()) return std::nullopt;
+  const auto index = NextMatch(*model_, matches_, time_ns, forward);
+  if (!index || *index >= matches_.size()) return std::nullopt;
+  current_ = index;
+  UpdateStatus();
+  emit matchActivated(matches_[*index]);
+  return matches_[*index];
+}
+
+QString SearchBar::statusText() const { return status_->text(); }
+
+void SearchBar::UpdateStatus() {
+  const bool has = !matches_.empty();
+  previous_->setEnabled(has);
+  next_->setEnabled(has);
+  if (!error_.isEmpty()) {
+    status_->setText(error_);
+    status_->setStyleSheet(QStringLiteral("color: #c62828;"));
+    edit_->setStyleSheet(QStringLiteral("QLineEdit { color: #c62828; }"));
+    status_->setToolTip(error_);
+    return;
+  }
+  status_->setStyleSheet(QString());
+  edit_->setStyleSheet(QString());
+  status_->setToolTip(QString());
+  const QString total = truncated_ ? tr("%L1+").arg(matches_.size()) : QStringLiteral("%L1").arg(matches_.size());
+  if (edit_->text().isEmpty()) {
+    status_->clear();
+  } else if (!has) {
+    status_->setText(tr("no matches"));
+  } else if (current_) {
+    status_->setText(tr("%L1 of %2").arg(*current_ + 1).arg(total));
+  } else {
+    status_->setText(tr("%1 matches").arg(total));
+  }
+}
+
+bool SearchBar::eventFilter(QObject* watched, QEvent* event) {
+  if (watched == edit_ && event->type() == QEvent::KeyPress) {
+    auto* key = static_cast<QKeyEvent*>(event);
+    if (key->key() == Qt::Key_Return || key->key() == Qt::Key_Enter) {
+      if (debounce_->isActive()) search();
+      emit stepRequested(!(key->modifiers() & Qt::ShiftModifier));
+      return true;
+    }
+    if (key->key() == Qt::Key_Escape) {
+      emit dismissed();
+      return true;
+    }
+  }
+  return QWidget::eventFilter(watched, event);
+}
+
+}  // namespace rankscope::gui

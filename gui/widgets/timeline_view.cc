@@ -1,0 +1,883 @@
+#include "gui/widgets/timeline_view.h"
+
+#include <QKeyEvent>
+#include <QMouseEvent>
+#include <QPainter>
+#include <QPainterPath>
+#include <QScrollBar>
+#include <QToolTip>
+#include <QWheelEvent>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "gui/core/queries.h"
+#include "gui/widgets/event_colors.h"
+
+namespace rankscope::gui {
+namespace {
+
+using analyzer::EventClass;
+
+constexpr double kTickSpacingPx = 90;
+constexpr double kKeyZoomFactor = 1.4;
+constexpr double kWheelZoomBase = 1.2;  // per notch of 120 eighths of a degree
+constexpr int kWheelZoomCoalesceMs = 600;
+constexpr int kDragThresholdPx = 3;
+constexpr int kWheelScrollPx = 54;  // three rows per notch
+constexpr int64_t kMinRevealSpanNs = 2000;
+
+const QColor kBackground(0xff, 0xff, 0xff);
+const QColor kTrackShade(0xf5, 0xf6, 0xf8);
+const QColor kHeaderFill(0xe4, 0xe8, 0xee);
+const QColor kGridLine(0xe2, 0xe2, 0xe2);
+const QColor kAxisFill(0xf0, 0xf0, 0xf0);
+const QColor kSeparator(0xb8, 0xb8, 0xb8);
+const QColor kStragglerRed(0xc6, 0x28, 0x28);
+const QColor kMatchOutline(0xff, 0x1e, 0xc8);
+const QColor kRangeFill(0x33, 0x66, 0xcc, 0x30);
+const QColor kRangeEdge(0x33, 0x66, 0xcc);
+const QColor kFlowColor(0x20, 0x20, 0x20);
+
+// Pixel columns [left, right) covering [x0, x1), at least one column.
+std::pair<int, int> PixelSpan(double x0, double x1) {
+  const int left = static_cast<int>(std::floor(x0));
+  const int right = std::max(left + 1, static_cast<int>(std::ceil(x1)));
+  return {left, right};
+}
+
+}  // namespace
+
+TimelineView::TimelineView(QWidget* parent) : QWidget(parent), scroll_(new QScrollBar(Qt::Vertical, this)) {
+  qRegisterMetaType<rankscope::gui::EventRef>();
+  setFocusPolicy(Qt::StrongFocus);
+  setMouseTracking(true);
+  setAttribute(Qt::WA_OpaquePaintEvent);
+  setSizePolicy(QSizePolicy::Expanding, QSizePolicy::Expanding);
+  scroll_->setSingleStep(18);
+  scroll_->hide();
+  connect(scroll_, &QScrollBar::valueChanged, this, [this] {
+    update();
+    emit viewChanged();
+  });
+  view_.SetWidth(std::max(1, timeAreaWidth()));
+}
+
+TimelineView::~TimelineView() = default;
+
+QSize TimelineView::sizeHint() const { return {1000, 600}; }
+QSize TimelineView::minimumSizeHint() const { return {kLabelColumnPx + 120, kAxisPx + 60}; }
+
+int TimelineView::timeAreaWidth() const {
+  const int bar = scroll_->isHidden() ? 0 : scroll_->width();
+  return std::max(1, width() - kLabelColumnPx - bar);
+}
+
+int TimelineView::RowsAreaHeight() const { return std::max(0, height() - kAxisPx); }
+
+int TimelineView::verticalOffset() const { return scroll_->value(); }
+
+void TimelineView::setVerticalOffset(int offset) { scroll_->setValue(offset); }
+
+void TimelineView::setModel(const TimelineModel* model) {
+  model_ = model;
+  ++model_version_;
+  SyncGeometry();
+  collapsed_.assign(model_ ? model_->ranks().size() : 0, false);
+  selected_.reset();
+  flow_peer_.reset();
+  range_.reset();
+  matches_.clear();
+  history_ = ZoomHistory();
+  drag_ = Drag::kNone;
+  stats_ = FrameStats();
+  RebuildLayout();
+  scroll_->setValue(0);
+  if (model_ && model_->end_ns() > model_->start_ns()) {
+    view_.SetRange(model_->start_ns(), model_->end_ns());
+  } else {
+    view_.SetRange(0, 1000000);
+  }
+  ViewRangeChanged();
+}
+
+void TimelineView::modelTimesChanged() {
+  ++model_version_;
+  update();
+  emit viewChanged();
+}
+
+LayoutStyle TimelineView::ChooseStyle() const {
+  LayoutStyle style;
+  if (!model_) return style;
+  int fixed = 0;
+  size_t rows = 0;
+  for (const RankTimeline& rank : model_->ranks()) {
+    fixed += style.rank_header_px;
+    for (const Track& track : rank.tracks) {
+      fixed += style.track_gap_px;
+      rows += track.rows.size();
+    }
+  }
+  if (rows == 0) return style;
+  const int room = (RowsAreaHeight() - fixed) / static_cast<int>(rows);
+  style.row_px = std::clamp(room, style.row_px, kMaxRowPx);
+  return style;
+}
+
+void TimelineView::RebuildLayout() {
+  if (model_) {
+    style_ = ChooseStyle();
+    layout_.Build(*model_, collapsed_, style_);
+  } else {
+    layout_ = LaneLayout();
+  }
+  ++layout_version_;
+  UpdateScrollBar();
+  update();
+}
+
+void TimelineView::UpdateScrollBar() const {
+  const int maximum = std::max(0, layout_.total_height() - RowsAreaHeight());
+  scroll_->setRange(0, maximum);
+  scroll_->setPageStep(std::max(1, RowsAreaHeight()));
+  scroll_->setGeometry(width() - scroll_->sizeHint().width(), kAxisPx, scroll_->sizeHint().width(), RowsAreaHeight());
+  scroll_->setHidden(maximum == 0);
+  // The time area may have changed width: keep the range, spread over the new width.
+  view_.SetWidth(timeAreaWidth());
+}
+
+void TimelineView::SyncGeometry() const {
+  if (synced_size_ == size()) return;
+  synced_size_ = size();
+  UpdateScrollBar();
+}
+
+const TimeView& TimelineView::view() const {
+  SyncGeometry();
+  return view_;
+}
+
+void TimelineView::resizeEvent(QResizeEvent*) {
+  synced_size_ = size();
+  if (model_ && ChooseStyle().row_px != style_.row_px) RebuildLayout();
+  UpdateScrollBar();
+  emit viewChanged();
+}
+
+void TimelineView::ClampView() {
+  if (model_ && model_->end_ns() > model_->start_ns()) view_.ClampTo(model_->start_ns(), model_->end_ns());
+}
+
+void TimelineView::ViewRangeChanged() {
+  update();
+  emit viewChanged();
+}
+
+void TimelineView::PushHistory() { history_.Push(view_.start_ns(), view_.end_ns()); }
+
+void TimelineView::setTimeRange(int64_t t0, int64_t t1) {
+  SyncGeometry();
+  if (t1 < t0) std::swap(t0, t1);
+  view_.SetRange(t0, t1);
+  ViewRangeChanged();
+}
+
+void TimelineView::zoomToRange(int64_t t0, int64_t t1) {
+  PushHistory();
+  setTimeRange(t0, t1);
+}
+
+void TimelineView::fitAll() {
+  if (!model_) return;
+  zoomToRange(model_->start_ns(), std::max(model_->end_ns(), model_->start_ns() + TimeView::kMinDurationNs));
+}
+
+bool TimelineView::zoomToSelection() {
+  if (range_) {
+    zoomToRange(range_->first, range_->second);
+    return true;
+  }
+  if (selected_ && model_ && model_->Contains(*selected_)) {
+    const int64_t start = model_->DisplayStart(*selected_);
+    const int64_t duration = std::max<int64_t>(model_->DisplayEnd(*selected_) - start, TimeView::kMinDurationNs);
+    // A little context on both sides of the event.
+    zoomToRange(start - duration / 10, start + duration + duration / 10);
+    return true;
+  }
+  return false;
+}
+
+bool TimelineView::goBack() {
+  const auto previous = history_.Pop();
+  if (!previous) return false;
+  setTimeRange(previous->first, previous->second);
+  return true;
+}
+
+void TimelineView::zoomBy(double factor, std::optional<double> anchor_x) {
+  SyncGeometry();
+  PushHistory();
+  const double x = anchor_x ? *anchor_x - timeAreaLeft() : timeAreaWidth() / 2.0;
+  view_.ZoomAt(std::clamp(x, 0.0, static_cast<double>(timeAreaWidth())), factor);
+  ClampView();
+  ViewRangeChanged();
+}
+
+void TimelineView::panByFraction(double fraction) {
+  SyncGeometry();
+  view_.PanPixels(fraction * timeAreaWidth());
+  ClampView();
+  ViewRangeChanged();
+}
+
+void TimelineView::centerOn(int64_t time_ns) {
+  SyncGeometry();
+  const int64_t half = view_.duration_ns() / 2;
+  view_.SetRange(time_ns - half, time_ns - half + view_.duration_ns());
+  ClampView();
+  ViewRangeChanged();
+}
+
+void TimelineView::selectEvent(const EventRef& ref, bool reveal) {
+  if (!model_ || !model_->Contains(ref)) return;
+  selected_ = ref;
+  flow_peer_ = CorrelatedEvent(*model_, ref);
+  if (reveal) revealEvent(ref);
+  update();
+  emit eventSelected(ref);
+}
+
+void TimelineView::revealEvent(const EventRef& ref) {
+  SyncGeometry();
+  if (!model_ || !model_->Contains(ref)) return;
+  if (ref.rank < collapsed_.size() && collapsed_[ref.rank]) setRankCollapsed(ref.rank, false);
+  if (const LayoutEntry* entry = layout_.RowEntry(ref.rank, ref.track, ref.row)) {
+    const int top = verticalOffset();
+    if (entry->y < top || entry->y + entry->height > top + RowsAreaHeight()) {
+      setVerticalOffset(entry->y - RowsAreaHeight() / 2);
+    }
+  }
+  const int64_t start = model_->DisplayStart(ref);
+  const int64_t end = model_->DisplayEnd(ref);
+  const double width_px = (end - start) / view_.NsPerPixel();
+  const bool inside = start >= view_.start_ns() && end <= view_.end_ns();
+  if (width_px >= 4 && width_px <= timeAreaWidth()) {
+    if (!inside) centerOn(start + (end - start) / 2);
+    return;
+  }
+  // Too narrow to see or wider than the view: about a third of the view.
+  const int64_t span = std::max<int64_t>(3 * (end - start), kMinRevealSpanNs);
+  const int64_t center = start + (end - start) / 2;
+  PushHistory();
+  view_.SetRange(center - span / 2, center - span / 2 + span);
+  ClampView();
+  ViewRangeChanged();
+}
+
+void TimelineView::setSelectedRange(int64_t t0, int64_t t1) {
+  if (t1 < t0) std::swap(t0, t1);
+  range_ = std::make_pair(t0, t1);
+  update();
+  emit rangeSelected(t0, t1);
+}
+
+void TimelineView::clearSelection() {
+  const bool had_event = selected_.has_value();
+  const bool had_range = range_.has_value();
+  selected_.reset();
+  flow_peer_.reset();
+  range_.reset();
+  update();
+  if (had_event) emit selectionCleared();
+  if (had_range) emit rangeCleared();
+}
+
+bool TimelineView::isRankCollapsed(size_t rank_index) const {
+  return rank_index < collapsed_.size() && collapsed_[rank_index];
+}
+
+void TimelineView::setRankCollapsed(size_t rank_index, bool collapsed) {
+  if (rank_index >= collapsed_.size() || collapsed_[rank_index] == collapsed) return;
+  collapsed_[rank_index] = collapsed;
+  RebuildLayout();
+  emit viewChanged();
+}
+
+void TimelineView::toggleRankCollapsed(size_t rank_index) {
+  setRankCollapsed(rank_index, !isRankCollapsed(rank_index));
+}
+
+bool TimelineView::scrollToRank(int rank) {
+  if (!model_) return false;
+  const auto& ranks = model_->ranks();
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    if (ranks[i].rank != rank) continue;
+    setRankCollapsed(i, false);
+    if (const LayoutEntry* header = layout_.RankHeader(static_cast<uint32_t>(i))) setVerticalOffset(header->y);
+    return true;
+  }
+  return false;
+}
+
+void TimelineView::setStragglers(const std::vector<int>& ranks) {
+  stragglers_ = ranks;
+  update();
+}
+
+void TimelineView::setSearchMatches(std::vector<EventRef> matches) {
+  matches_ = std::move(matches);
+  update();
+}
+
+double TimelineView::timeToX(int64_t time_ns) const { return timeAreaLeft() + view().ToX(time_ns); }
+
+int64_t TimelineView::xToTime(double x) const { return view().ToTime(x - timeAreaLeft()); }
+
+std::optional<EventRef> TimelineView::eventAt(const QPoint& pos) const {
+  SyncGeometry();
+  if (!model_ || pos.x() < timeAreaLeft() || pos.x() >= timeAreaLeft() + timeAreaWidth() || pos.y() < kAxisPx) {
+    return std::nullopt;
+  }
+  const LayoutEntry* entry = layout_.EntryAt(pos.y() - kAxisPx + verticalOffset());
+  if (!entry || entry->kind != LayoutEntry::Kind::kRow) return std::nullopt;
+  const RankTimeline& rank = model_->ranks()[entry->rank];
+  const EventRow& row = rank.tracks[entry->track].rows[entry->row];
+  const auto tolerance = static_cast<int64_t>(std::ceil(kPickTolerancePx * view_.NsPerPixel()));
+  const auto index = EventAt(row, xToTime(pos.x()) - rank.clock_offset_ns, tolerance);
+  if (!index) return std::nullopt;
+  return EventRef{entry->rank, entry->track, entry->row, *index};
+}
+
+std::optional<size_t> TimelineView::rankHeaderAt(const QPoint& pos) const {
+  if (!model_ || pos.y() < kAxisPx) return std::nullopt;
+  const LayoutEntry* entry = layout_.EntryAt(pos.y() - kAxisPx + verticalOffset());
+  if (!entry || entry->kind != LayoutEntry::Kind::kRankHeader) return std::nullopt;
+  return entry->rank;
+}
+
+std::optional<int> TimelineView::RowCenterY(const EventRef& ref) const {
+  if (const LayoutEntry* entry = layout_.RowEntry(ref.rank, ref.track, ref.row)) {
+    return contentToWidgetY(entry->y + entry->height / 2);
+  }
+  if (const LayoutEntry* header = layout_.RankHeader(ref.rank)) {
+    return contentToWidgetY(header->y + header->height / 2);
+  }
+  return std::nullopt;
+}
+
+// ---- Geometry --------------------------------------------------------------------------
+
+TimelineView::GeometryKey TimelineView::CurrentKey() const {
+  return GeometryKey{view_.start_ns(), view_.end_ns(),  timeAreaWidth(), height(),
+                     verticalOffset(), layout_version_, model_version_};
+}
+
+void TimelineView::invalidateGeometry() {
+  geometry_.valid = false;
+  update();
+}
+
+void TimelineView::EnsureGeometry() {
+  SyncGeometry();
+  const GeometryKey key = CurrentKey();
+  if (geometry_.valid && geometry_.key == key) return;
+  BuildGeometry(key);
+}
+
+void TimelineView::BuildGeometry(const GeometryKey& key) {
+  const auto started = std::chrono::steady_clock::now();
+  Geometry& g = geometry_;
+  for (auto* set : {&g.solid, &g.folded, &g.folded_band}) {
+    for (auto& rects : *set) rects.clear();
+  }
+  g.labels.clear();
+  g.headers.clear();
+  g.rows.clear();
+  g.row_index.clear();
+  g.key = key;
+  g.valid = true;
+  stats_.rows = stats_.items = stats_.folded = stats_.labels = 0;
+  if (!model_) return;
+
+  const double ns_per_px = view_.NsPerPixel();
+  const double width = key.width;
+  const int left = timeAreaLeft();
+  const int right = left + key.width;
+  const QFontMetrics fm(font());
+  const LodOptions options;
+  const auto [first, last] = layout_.VisibleEntries(key.vertical_offset, key.vertical_offset + RowsAreaHeight());
+  const auto& entries = layout_.entries();
+  for (size_t e = first; e < last && e < entries.size(); ++e) {
+    const LayoutEntry& entry = entries[e];
+    const int y = contentToWidgetY(entry.y);
+    if (entry.kind == LayoutEntry::Kind::kRankHeader) {
+      g.headers.push_back({entry.rank, y, entry.height});
+      continue;
+    }
+    g.rows.push_back({entry.rank, entry.track, entry.row, y, entry.height, entry.first_row_of_track});
+    g.row_index[RowKey(entry.rank, entry.track, entry.row)] = g.rows.size() - 1;
+    ++stats_.rows;
+
+    const RankTimeline& rank = model_->ranks()[entry.rank];
+    const EventRow& row = rank.tracks[entry.track].rows[entry.row];
+    items_scratch_.clear();
+    BuildRowGeometry(row, view_.start_ns() - rank.clock_offset_ns, ns_per_px, width, options, &items_scratch_);
+    const int top = y + 1;
+    const int h = std::max(1, entry.height - 2);
+    for (const DrawItem& item : items_scratch_) {
+      auto [x0, x1] = PixelSpan(item.x0, item.x1);
+      x0 = std::max(x0 + left, left);
+      x1 = std::min(x1 + left, right);
+      if (x1 <= x0) continue;
+      const size_t c = std::min<size_t>(item.event_class, analyzer::kEventClassCount - 1);
+      ++stats_.items;
+      if (item.count > 1) {
+        ++stats_.folded;
+        g.folded[c].emplace_back(x0, top, x1 - x0, h);
+        g.folded_band[c].emplace_back(x0, top + h - std::max(2, h / 5), x1 - x0, std::max(2, h / 5));
+      } else {
+        // A one-pixel gap before the pixel where the event ends keeps back-to-back
+        // neighbours apart (the next one starts in that pixel at the earliest).
+        const int end_px = std::min(static_cast<int>(std::floor(item.x1)) + left, right);
+        const int w = end_px - x0 >= 4 ? end_px - x0 - 1 : x1 - x0;
+        if (c == static_cast<size_t>(EventClass::kMark)) {
+          g.solid[c].emplace_back(x0 - 1, top, 3, h);  // an instant: a tick wide enough to see
+        } else {
+          g.solid[c].emplace_back(x0, top, w, h);
+        }
+      }
+      if (x1 - x0 >= kLabelMinWidthPx) {
+        const QString name =
+            item.count > 1 ? tr("%L1 events").arg(item.count) : QString::fromStdString(rank.Str(row.name[item.index]));
+        const QRect text_rect(x0 + 3, top, x1 - x0 - 6, h);
+        const QString elided = fm.elidedText(name, Qt::ElideRight, text_rect.width());
+        if (elided.isEmpty() || elided == QStringLiteral("…")) continue;
+        const QColor fill =
+            item.count > 1 ? FoldedClassColor(static_cast<EventClass>(c)) : EventClassColor(static_cast<EventClass>(c));
+        g.labels.push_back({text_rect, elided, TextColorOn(fill)});
+        ++stats_.labels;
+      }
+    }
+  }
+  ++stats_.builds;
+  stats_.build_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
+}
+
+// ---- Painting --------------------------------------------------------------------------
+
+void TimelineView::paintEvent(QPaintEvent*) {
+  QPainter p(this);
+  p.setRenderHint(QPainter::Antialiasing, false);
+  p.fillRect(rect(), kBackground);
+  if (!model_) {
+    PaintEmpty(p);
+    return;
+  }
+  EnsureGeometry();
+  const std::vector<Tick> ticks = ComputeTicks(view_, model_->start_ns(), kTickSpacingPx);
+  p.save();
+  p.setClipRect(QRect(0, kAxisPx, width(), RowsAreaHeight()));
+  PaintRows(p, ticks);
+  PaintRange(p);
+  PaintMatches(p);
+  PaintSelection(p);
+  PaintFlow(p);
+  PaintLabels(p);
+  p.restore();
+  PaintAxis(p, ticks);
+}
+
+void TimelineView::PaintEmpty(QPainter& p) {
+  p.setPen(palette().color(QPalette::PlaceholderText));
+  p.drawText(rect(), Qt::AlignCenter,
+             tr("Open a run: File > Open (Ctrl+O), or drop a run directory or rank files here."));
+}
+
+void TimelineView::PaintRows(QPainter& p, const std::vector<Tick>& ticks) {
+  const Geometry& g = geometry_;
+  const int left = timeAreaLeft();
+  const int right = left + timeAreaWidth();
+  // Alternate shading per track so a track's rows read as one band.
+  for (const VisibleRow& row : g.rows) {
+    if (row.track % 2 == 1) p.fillRect(QRect(0, row.y, right, row.height), kTrackShade);
+  }
+  for (const VisibleHeader& header : g.headers) p.fillRect(QRect(0, header.y, right, header.height), kHeaderFill);
+  p.setPen(kGridLine);
+  for (const Tick& tick : ticks) {
+    const int x = left + static_cast<int>(std::lround(tick.x));
+    if (x >= left && x < right) p.drawLine(x, kAxisPx, x, height());
+  }
+  for (int c = 0; c < analyzer::kEventClassCount; ++c) {
+    const auto event_class = static_cast<EventClass>(c);
+    const QColor fill = FoldedClassColor(event_class);
+    for (const QRect& r : g.folded[c]) p.fillRect(r, fill);
+    const QColor band = FoldedOutlineColor(event_class);
+    for (const QRect& r : g.folded_band[c]) p.fillRect(r, band);
+    const QColor solid = EventClassColor(event_class);
+    for (const QRect& r : g.solid[c]) p.fillRect(r, solid);
+  }
+  for (const Label& label : g.labels) {
+    p.setPen(label.color);
+    p.drawText(label.rect, Qt::AlignVCenter | Qt::AlignLeft, label.text);
+  }
+  // Header bands carry a thin rule under them.
+  p.setPen(kSeparator);
+  for (const VisibleHeader& header : g.headers) {
+    p.drawLine(0, header.y + header.height - 1, right, header.y + header.height - 1);
+  }
+}
+
+QString TimelineView::HeaderText(uint32_t rank_index) const {
+  const RankTimeline& rank = model_->ranks()[rank_index];
+  const QString arrow = isRankCollapsed(rank_index) ? QStringLiteral("▶ ") : QStringLiteral("▼ ");
+  return arrow + QString::fromStdString(rank.Label());
+}
+
+void TimelineView::PaintLabels(QPainter& p) {
+  const Geometry& g = geometry_;
+  const QRect column(0, kAxisPx, kLabelColumnPx, RowsAreaHeight());
+  p.fillRect(column, QColor(0xfa, 0xfa, 0xfa));
+  for (const VisibleRow& row : g.rows) {
+    if (row.track % 2 == 1) p.fillRect(QRect(0, row.y, kLabelColumnPx, row.height), kTrackShade);
+  }
+  const QFontMetrics fm(font());
+  for (const VisibleRow& row : g.rows) {
+    if (!row.first_row_of_track) continue;
+    const Track& track = model_->ranks()[row.rank].tracks[row.track];
+    const QString text = QString::fromStdString(track.label);
+    p.setPen(palette().color(QPalette::WindowText));
+    const QRect r(16, row.y, kLabelColumnPx - 22, row.height);
+    p.drawText(r, Qt::AlignVCenter | Qt::AlignLeft, fm.elidedText(text, Qt::ElideMiddle, r.width()));
+  }
+  QFont bold = font();
+  bold.setBold(true);
+  const QFontMetrics bold_fm(bold);
+  for (const VisibleHeader& header : g.headers) {
+    p.fillRect(QRect(0, header.y, kLabelColumnPx, header.height), kHeaderFill);
+    const RankTimeline& rank = model_->ranks()[header.rank];
+    const bool straggler = std::find(stragglers_.begin(), stragglers_.end(), rank.rank) != stragglers_.end();
+    p.setFont(bold);
+    QRect r(4, header.y, kLabelColumnPx - 8, header.height);
+    QString text = HeaderText(header.rank);
+    if (straggler) {
+      const QString mark = tr("straggler");
+      const int mark_width = bold_fm.horizontalAdvance(mark) + 6;
+      p.setPen(kStragglerRed);
+      p.drawText(r, Qt::AlignVCenter | Qt::AlignRight, mark);
+      r.setWidth(r.width() - mark_width);
+    }
+    p.setPen(straggler ? kStragglerRed : palette().color(QPalette::WindowText));
+    p.drawText(r, Qt::AlignVCenter | Qt::AlignLeft, bold_fm.elidedText(text, Qt::ElideRight, r.width()));
+    p.setFont(font());
+    p.setPen(kSeparator);
+    p.drawLine(0, header.y + header.height - 1, kLabelColumnPx, header.y + header.height - 1);
+  }
+  p.setPen(kSeparator);
+  p.drawLine(kLabelColumnPx - 1, kAxisPx, kLabelColumnPx - 1, height());
+}
+
+void TimelineView::PaintAxis(QPainter& p, const std::vector<Tick>& ticks) {
+  const int left = timeAreaLeft();
+  const int right = left + timeAreaWidth();
+  p.fillRect(QRect(0, 0, width(), kAxisPx), kAxisFill);
+  p.setPen(palette().color(QPalette::WindowText));
+  const QFontMetrics fm(font());
+  // The label column's corner: the visible span.
+  p.drawText(QRect(6, 0, kLabelColumnPx - 12, kAxisPx), Qt::AlignVCenter | Qt::AlignLeft,
+             tr("view %1").arg(QString::fromStdString(FormatDuration(view_.duration_ns()))));
+  p.save();
+  p.setClipRect(QRect(left, 0, right - left, kAxisPx));
+  for (const Tick& tick : ticks) {
+    const int x = left + static_cast<int>(std::lround(tick.x));
+    p.setPen(kSeparator);
+    p.drawLine(x, kAxisPx - 7, x, kAxisPx - 1);
+    p.setPen(palette().color(QPalette::WindowText));
+    const QString label = QString::fromStdString(tick.label);
+    p.drawText(x + 3, kAxisPx - 8, label);
+  }
+  if (range_) {
+    const double x0 = std::max<double>(timeToX(range_->first), left);
+    const double x1 = std::min<double>(timeToX(range_->second), right);
+    if (x1 > x0) {
+      const QRect band(static_cast<int>(x0), 0, std::max(1, static_cast<int>(x1 - x0)), kAxisPx);
+      p.fillRect(band, QColor(kRangeEdge.red(), kRangeEdge.green(), kRangeEdge.blue(), 0x60));
+      const QString text = QString::fromStdString(FormatDuration(range_->second - range_->first));
+      if (fm.horizontalAdvance(text) + 8 < band.width()) {
+        p.fillRect(QRect(band.center().x() - fm.horizontalAdvance(text) / 2 - 3, 2, fm.horizontalAdvance(text) + 6,
+                         fm.height()),
+                   QColor(255, 255, 255, 220));
+        p.setPen(kRangeEdge.darker(150));
+        p.drawText(band, Qt::AlignHCenter | Qt::AlignTop, text);
+      }
+    }
+  }
+  p.restore();
+  p.setPen(kSeparator);
+  p.drawLine(0, kAxisPx - 1, width(), kAxisPx - 1);
+  p.drawLine(kLabelColumnPx - 1, 0, kLabelColumnPx - 1, kAxisPx);
+}
+
+void TimelineView::PaintRange(QPainter& p) {
+  if (!range_) return;
+  const int left = timeAreaLeft();
+  const int right = left + timeAreaWidth();
+  const double x0 = timeToX(range_->first);
+  const double x1 = timeToX(range_->second);
+  if (x1 < left || x0 > right) return;
+  const int a = static_cast<int>(std::max<double>(x0, left));
+  const int b = static_cast<int>(std::min<double>(x1, right));
+  p.fillRect(QRect(a, kAxisPx, std::max(1, b - a), RowsAreaHeight()), kRangeFill);
+  p.setPen(kRangeEdge);
+  if (x0 >= left) p.drawLine(static_cast<int>(x0), kAxisPx, static_cast<int>(x0), height());
+  if (x1 <= right) p.drawLine(static_cast<int>(x1), kAxisPx, static_cast<int>(x1), height());
+}
+
+void TimelineView::PaintMatches(QPainter& p) {
+  if (matches_.empty()) return;
+  const int left = timeAreaLeft();
+  const int right = left + timeAreaWidth();
+  p.setPen(QPen(kMatchOutline, 1));
+  p.setBrush(Qt::NoBrush);
+  // At most one outline per pixel column and row: a zoomed-out view of 100k matches
+  // stays a few thousand rects.
+  std::unordered_map<uint64_t, int> last_x;
+  for (const EventRef& ref : matches_) {
+    const int64_t start = model_->DisplayStart(ref);
+    const int64_t end = model_->DisplayEnd(ref);
+    if (end < view_.start_ns() || start > view_.end_ns()) continue;
+    const auto found = geometry_.row_index.find(RowKey(ref.rank, ref.track, ref.row));
+    if (found == geometry_.row_index.end()) continue;
+    const VisibleRow& row = geometry_.rows[found->second];
+    auto [x0, x1] = PixelSpan(timeToX(start), timeToX(end));
+    x0 = std::max(x0, left - 1);
+    x1 = std::min(x1, right + 1);
+    const uint64_t key = RowKey(ref.rank, ref.track, ref.row);
+    const auto previous = last_x.find(key);
+    if (previous != last_x.end() && previous->second >= x0) continue;
+    last_x[key] = x1;
+    const int w = std::max(2, x1 - x0);
+    p.drawRect(x0 - 1, row.y, w + 1, row.height - 1);
+  }
+}
+
+void TimelineView::PaintSelection(QPainter& p) {
+  if (!selected_ || !model_->Contains(*selected_)) return;
+  const EventRef& ref = *selected_;
+  const LayoutEntry* entry = layout_.RowEntry(ref.rank, ref.track, ref.row);
+  if (!entry) return;
+  const int y = contentToWidgetY(entry->y);
+  auto [x0, x1] = PixelSpan(timeToX(model_->DisplayStart(ref)), timeToX(model_->DisplayEnd(ref)));
+  x0 = std::max(x0, timeAreaLeft() - 2);
+  x1 = std::min(x1, timeAreaLeft() + timeAreaWidth() + 2);
+  if (x1 < timeAreaLeft() || x0 > timeAreaLeft() + timeAreaWidth()) return;
+  const QRect r(x0 - 1, y, std::max(3, x1 - x0 + 1), entry->height - 1);
+  p.setBrush(Qt::NoBrush);
+  p.setPen(QPen(Qt::white, 1));
+  p.drawRect(r.adjusted(1, 1, -1, -1));
+  p.setPen(QPen(QColor(0x10, 0x10, 0x10), 2));
+  p.drawRect(r);
+}
+
+void TimelineView::PaintFlow(QPainter& p) {
+  if (!selected_ || !flow_peer_ || !model_->Contains(*flow_peer_)) return;
+  // From the launching API call to the device work it launched.
+  EventRef from = *flow_peer_, to = *selected_;
+  if (model_->SourceOf(*selected_) == analyzer::EventSource::kApiCall) std::swap(from, to);
+  const auto y0 = RowCenterY(from);
+  const auto y1 = RowCenterY(to);
+  if (!y0 || !y1) return;
+  const QPointF a(timeToX(model_->DisplayStart(from)), *y0);
+  const QPointF b(timeToX(model_->DisplayStart(to)), *y1);
+  p.save();
+  p.setClipRect(QRect(timeAreaLeft(), kAxisPx, timeAreaWidth(), RowsAreaHeight()));
+  p.setRenderHint(QPainter::Antialiasing, true);
+  QPainterPath path(a);
+  const double bend = std::max(30.0, std::abs(b.y() - a.y()) / 2);
+  path.cubicTo(a + QPointF(bend, 0), b - QPointF(bend, 0), b);
+  p.setPen(QPen(kFlowColor, 1.5));
+  p.setBrush(Qt::NoBrush);
+  p.drawPath(path);
+  // Arrow head along the curve's final direction (horizontal, by construction).
+  QPolygonF head;
+  head << b << b + QPointF(-8, -4) << b + QPointF(-8, 4);
+  p.setBrush(kFlowColor);
+  p.drawPolygon(head);
+  p.setBrush(Qt::NoBrush);
+  p.drawEllipse(a, 3, 3);
+  p.restore();
+}
+
+// ---- Interaction -----------------------------------------------------------------------
+
+void TimelineView::mousePressEvent(QMouseEvent* event) {
+  SyncGeometry();
+  const QPoint pos = event->position().toPoint();
+  press_pos_ = last_pos_ = pos;
+  drag_button_ = event->button();
+  setFocus(Qt::MouseFocusReason);
+  if (!model_) return;
+  if (event->button() == Qt::MiddleButton) {
+    drag_ = Drag::kPan;
+    setCursor(Qt::ClosedHandCursor);
+    return;
+  }
+  if (event->button() != Qt::LeftButton) return;
+  const bool in_time_area = pos.x() >= timeAreaLeft() && pos.x() < timeAreaLeft() + timeAreaWidth();
+  if (in_time_area && (pos.y() < kAxisPx || (event->modifiers() & Qt::ShiftModifier))) {
+    drag_ = Drag::kRange;
+    range_anchor_ns_ = xToTime(pos.x());
+    return;
+  }
+  drag_ = Drag::kPending;
+}
+
+void TimelineView::mouseMoveEvent(QMouseEvent* event) {
+  const QPoint pos = event->position().toPoint();
+  if (drag_ == Drag::kPending && (pos - press_pos_).manhattanLength() > kDragThresholdPx) {
+    drag_ = Drag::kPan;
+    setCursor(Qt::ClosedHandCursor);
+  }
+  if (drag_ == Drag::kPan) {
+    const QPoint delta = pos - last_pos_;
+    view_.PanPixels(-delta.x());
+    ClampView();
+    setVerticalOffset(verticalOffset() - delta.y());
+    ViewRangeChanged();
+  } else if (drag_ == Drag::kRange) {
+    const int x = std::clamp(pos.x(), timeAreaLeft(), timeAreaLeft() + timeAreaWidth());
+    const int64_t t = xToTime(x);
+    range_ = std::make_pair(std::min(range_anchor_ns_, t), std::max(range_anchor_ns_, t));
+    update();
+  }
+  last_pos_ = pos;
+}
+
+void TimelineView::mouseReleaseEvent(QMouseEvent* event) {
+  if (event->button() != drag_button_) return;
+  const QPoint pos = event->position().toPoint();
+  const Drag drag = drag_;
+  drag_ = Drag::kNone;
+  drag_button_ = Qt::NoButton;
+  unsetCursor();
+  if (!model_) return;
+  if (drag == Drag::kRange) {
+    if (range_ && std::abs(pos.x() - press_pos_.x()) >= kDragThresholdPx) {
+      setSelectedRange(range_->first, range_->second);
+    } else {
+      const bool had_range = range_.has_value();
+      range_.reset();
+      update();
+      if (had_range) emit rangeCleared();
+    }
+    return;
+  }
+  if (drag != Drag::kPending) return;
+  // A click without a drag.
+  if (const auto rank = rankHeaderAt(pos)) {
+    toggleRankCollapsed(*rank);
+    return;
+  }
+  if (const auto ref = eventAt(pos)) {
+    selectEvent(*ref);
+  } else if (selected_) {
+    selected_.reset();
+    flow_peer_.reset();
+    update();
+    emit selectionCleared();
+  }
+}
+
+void TimelineView::wheelEvent(QWheelEvent* event) {
+  SyncGeometry();
+  if (!model_) return;
+  const QPoint delta = event->angleDelta();
+  if (event->modifiers() & Qt::ControlModifier) {
+    // One history entry per wheel gesture, not one per notch.
+    if (!last_wheel_zoom_.isValid() || last_wheel_zoom_.elapsed() > kWheelZoomCoalesceMs) PushHistory();
+    last_wheel_zoom_.start();
+    const double factor = std::pow(kWheelZoomBase, delta.y() / 120.0);
+    const double x = event->position().x() - timeAreaLeft();
+    view_.ZoomAt(std::clamp(x, 0.0, static_cast<double>(timeAreaWidth())), factor);
+    ClampView();
+    ViewRangeChanged();
+  } else if ((event->modifiers() & Qt::ShiftModifier) || delta.x() != 0) {
+    const int d = delta.x() != 0 ? delta.x() : delta.y();
+    panByFraction(-0.1 * d / 120.0);
+  } else {
+    setVerticalOffset(verticalOffset() - delta.y() * kWheelScrollPx / 120);
+  }
+  event->accept();
+}
+
+void TimelineView::keyPressEvent(QKeyEvent* event) {
+  SyncGeometry();
+  const QPoint cursor = mapFromGlobal(QCursor::pos());
+  const bool cursor_inside = rect().contains(cursor) && cursor.x() >= timeAreaLeft();
+  const std::optional<double> anchor = cursor_inside ? std::optional<double>(cursor.x()) : std::nullopt;
+  switch (event->key()) {
+    case Qt::Key_W: zoomBy(kKeyZoomFactor, anchor); break;
+    case Qt::Key_S: zoomBy(1 / kKeyZoomFactor, anchor); break;
+    case Qt::Key_A: panByFraction(-0.1); break;
+    case Qt::Key_D: panByFraction(0.1); break;
+    case Qt::Key_F: fitAll(); break;
+    case Qt::Key_Z: zoomToSelection(); break;
+    case Qt::Key_Backspace: goBack(); break;
+    case Qt::Key_Escape: clearSelection(); break;
+    case Qt::Key_Up: setVerticalOffset(verticalOffset() - scroll_->singleStep()); break;
+    case Qt::Key_Down: setVerticalOffset(verticalOffset() + scroll_->singleStep()); break;
+    case Qt::Key_PageUp: setVerticalOffset(verticalOffset() - scroll_->pageStep()); break;
+    case Qt::Key_PageDown: setVerticalOffset(verticalOffset() + scroll_->pageStep()); break;
+    case Qt::Key_Home: setVerticalOffset(0); break;
+    case Qt::Key_End: setVerticalOffset(scroll_->maximum()); break;
+    case Qt::Key_Question:
+    case Qt::Key_F1: emit helpRequested(); break;
+    default: QWidget::keyPressEvent(event); return;
+  }
+  event->accept();
+}
+
+QString TimelineView::ToolTipAt(const QPoint& pos) const {
+  if (!model_) return {};
+  if (pos.x() < timeAreaLeft()) {
+    const LayoutEntry* entry = layout_.EntryAt(pos.y() - kAxisPx + verticalOffset());
+    if (!entry || pos.y() < kAxisPx) return {};
+    const RankTimeline& rank = model_->ranks()[entry->rank];
+    if (entry->kind == LayoutEntry::Kind::kRankHeader) {
+      return tr("%1\n%2\n%L3 events — click to collapse or expand")
+          .arg(QString::fromStdString(rank.Label()), QString::fromStdString(rank.file.string()))
+          .arg(rank.events);
+    }
+    const Track& track = rank.tracks[entry->track];
+    return tr("%1\n%L2 events in %3 rows")
+        .arg(QString::fromStdString(track.label))
+        .arg(track.events)
+        .arg(track.rows.size());
+  }
+  const auto ref = eventAt(pos);
+  if (!ref) return {};
+  const int64_t start = model_->DisplayStart(*ref);
+  return tr("%1\n%2 · %3 at %4")
+      .arg(QString::fromStdString(model_->Name(*ref)),
+           QString::fromUtf8(analyzer::EventClassName(model_->ClassOf(*ref))),
+           QString::fromStdString(FormatDuration(model_->DisplayEnd(*ref) - start)),
+           QString::fromStdString(FormatDuration(start - model_->start_ns())));
+}
+
+bool TimelineView::event(QEvent* event) {
+  if (event->type() == QEvent::ToolTip) {
+    auto* help = static_cast<QHelpEvent*>(event);
+    const QString text = ToolTipAt(help->pos());
+    if (text.isEmpty()) {
+      QToolTip::hideText();
+      event->ignore();
+    } else {
+      QToolTip::showText(help->globalPos(), text, this);
+    }
+    return true;
+  }
+  return QWidget::event(event);
+}
+
+}  // namespace rankscope::gui

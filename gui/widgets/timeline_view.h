@@ -1,0 +1,241 @@
+// The timeline: one custom-painted widget for every rank's tracks, with the time axis on
+// top, a fixed label column on the left and a vertical scroll bar on the right. Painting
+// follows gui_style.md A.4: rows outside the viewport are culled by LaneLayout, each
+// visible row asks the core's LOD (BuildRowGeometry) for a few items per pixel, rects
+// are batched by color with antialiasing off, and the built geometry is cached on
+// (view range, width, layout, scroll) so a selection or hover repaint does not rebuild it.
+#pragma once
+
+#include <QElapsedTimer>
+#include <QPoint>
+#include <QString>
+#include <QWidget>
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "gui/core/lane_layout.h"
+#include "gui/core/lod.h"
+#include "gui/core/time_view.h"
+#include "gui/core/timeline_model.h"
+
+class QScrollBar;
+
+namespace rankscope::gui {
+
+class TimelineView : public QWidget {
+  Q_OBJECT
+
+ public:
+  static constexpr int kLabelColumnPx = 200;
+  static constexpr int kAxisPx = 26;
+  static constexpr int kLabelMinWidthPx = 40;  // events at least this wide get their name
+  static constexpr double kPickTolerancePx = 2;
+  static constexpr int kMaxRowPx = 26;  // rows grow up to this when the ranks leave room
+
+  explicit TimelineView(QWidget* parent = nullptr);
+  ~TimelineView() override;
+
+  // The model is not owned and must outlive the view (or be replaced first). Resets the
+  // layout, the selection and the search matches, and fits the whole run. nullptr clears.
+  void setModel(const TimelineModel* model);
+  const TimelineModel* model() const { return model_; }
+  // The model's times moved (ApplyClockAlignment): drops cached geometry, keeps the range.
+  void modelTimesChanged();
+
+  // The visible range of the common clock, across timeAreaWidth() pixels.
+  const TimeView& view() const;
+  // Shows [t0, t1) (common clock), with no zoom-history entry.
+  void setTimeRange(int64_t t0, int64_t t1);
+  // Shows [t0, t1), remembering the current range for Backspace.
+  void zoomToRange(int64_t t0, int64_t t1);
+  void fitAll();           // F
+  bool zoomToSelection();  // Z: false when nothing is selected
+  bool goBack();           // Backspace: false when history is empty
+  // Zooms by `factor` (> 1: in) around widget x `anchor_x` (the center when nullopt).
+  void zoomBy(double factor, std::optional<double> anchor_x = std::nullopt);
+  void panByFraction(double fraction);  // A/D: +0.1 is 10% of the width later
+  void centerOn(int64_t time_ns);       // keeps the zoom
+
+  std::optional<EventRef> selectedEvent() const { return selected_; }
+  // Selects `ref` (emits eventSelected); with `reveal`, scrolls and zooms until it shows.
+  void selectEvent(const EventRef& ref, bool reveal = false);
+  // Makes `ref` visible: expands its rank, scrolls to its row, and pans (or zooms so it
+  // is a reasonable width) when it is off screen or too narrow to see.
+  void revealEvent(const EventRef& ref);
+  // The API call or device work correlated with the selected event, if any (the flow
+  // arrow's other end).
+  std::optional<EventRef> flowPeer() const { return flow_peer_; }
+  std::optional<std::pair<int64_t, int64_t>> selectedRange() const { return range_; }
+  // Selects [t0, t1) (common clock) and emits rangeSelected.
+  void setSelectedRange(int64_t t0, int64_t t1);
+  void clearSelection();  // Esc: the event and the range
+
+  // Vertical layout of ranks and rows, in content pixels (row y 0 = just below the axis).
+  const LaneLayout& layout() const { return layout_; }
+  int timeAreaLeft() const { return kLabelColumnPx; }
+  int timeAreaWidth() const;
+  int axisHeight() const { return kAxisPx; }
+  int verticalOffset() const;
+  void setVerticalOffset(int offset);
+  // Widget y of content y.
+  int contentToWidgetY(int content_y) const { return content_y - verticalOffset() + axisHeight(); }
+
+  bool isRankCollapsed(size_t rank_index) const;
+  void setRankCollapsed(size_t rank_index, bool collapsed);
+  void toggleRankCollapsed(size_t rank_index);
+  // Scrolls so the header of the rank numbered `rank` is at the top (expanding it).
+  // False when the model has no such rank.
+  bool scrollToRank(int rank);
+
+  // Ranks (RankTimeline::rank numbers) whose headers get the straggler mark.
+  void setStragglers(const std::vector<int>& ranks);
+  const std::vector<int>& stragglers() const { return stragglers_; }
+  // Search results to outline (sorted by start, from FindEvents).
+  void setSearchMatches(std::vector<EventRef> matches);
+  const std::vector<EventRef>& searchMatches() const { return matches_; }
+
+  double timeToX(int64_t time_ns) const;  // widget x
+  int64_t xToTime(double x) const;
+  // The event under a widget point (EventAt with a 2-pixel tolerance).
+  std::optional<EventRef> eventAt(const QPoint& pos) const;
+  // The rank index whose header is at a widget point.
+  std::optional<size_t> rankHeaderAt(const QPoint& pos) const;
+
+  // What the last geometry build did; for the benchmark and tests.
+  struct FrameStats {
+    size_t rows = 0;   // visible rows built
+    size_t items = 0;  // draw items (single + folded)
+    size_t folded = 0;
+    size_t labels = 0;
+    double build_ms = 0;  // BuildRowGeometry and batching
+    uint64_t builds = 0;  // geometry builds since the model was set
+  };
+  const FrameStats& frameStats() const { return stats_; }
+  // Drops the cached geometry so the next paint rebuilds it (benchmarks).
+  void invalidateGeometry();
+
+  QSize sizeHint() const override;
+  QSize minimumSizeHint() const override;
+
+ signals:
+  void eventSelected(const rankscope::gui::EventRef& ref);
+  void selectionCleared();
+  void rangeSelected(qint64 t0, qint64 t1);
+  void rangeCleared();
+  // The visible time range or the vertical scroll changed.
+  void viewChanged();
+  void helpRequested();
+
+ protected:
+  void paintEvent(QPaintEvent* event) override;
+  void resizeEvent(QResizeEvent* event) override;
+  void mousePressEvent(QMouseEvent* event) override;
+  void mouseMoveEvent(QMouseEvent* event) override;
+  void mouseReleaseEvent(QMouseEvent* event) override;
+  void wheelEvent(QWheelEvent* event) override;
+  void keyPressEvent(QKeyEvent* event) override;
+  bool event(QEvent* event) override;
+
+ private:
+  enum class Drag : uint8_t { kNone, kPending, kPan, kRange };
+
+  struct Label {
+    QRect rect;
+    QString text;
+    QColor color;
+  };
+  struct VisibleHeader {
+    uint32_t rank = 0;
+    int y = 0, height = 0;
+  };
+  struct VisibleRow {
+    uint32_t rank = 0, track = 0, row = 0;
+    int y = 0, height = 0;
+    bool first_row_of_track = false;
+  };
+  struct GeometryKey {
+    int64_t start_ns = 0, end_ns = 0;
+    int width = 0, height = 0;
+    int vertical_offset = 0;
+    uint64_t layout_version = 0;
+    uint64_t model_version = 0;
+    bool operator==(const GeometryKey&) const = default;
+  };
+  // Everything paintEvent draws for the rows, built once per key.
+  struct Geometry {
+    bool valid = false;
+    GeometryKey key;
+    std::array<std::vector<QRect>, analyzer::kEventClassCount> solid, folded, folded_band;
+    std::vector<Label> labels;
+    std::vector<VisibleHeader> headers;
+    std::vector<VisibleRow> rows;
+    std::unordered_map<uint64_t, size_t> row_index;  // RowKey -> index in `rows`
+  };
+
+  static uint64_t RowKey(uint32_t rank, uint32_t track, uint32_t row) {
+    return (uint64_t{rank} << 44) | (uint64_t{track} << 22) | row;
+  }
+
+  GeometryKey CurrentKey() const;
+  void EnsureGeometry();
+  void BuildGeometry(const GeometryKey& key);
+  void RebuildLayout();
+  // Row height: the core's default, taller (up to kMaxRowPx) when every rank expanded
+  // still leaves room, so a small run fills the view.
+  LayoutStyle ChooseStyle() const;
+  void UpdateScrollBar() const;
+  // Brings the scroll bar and the view's width up to date with the widget's size, which a
+  // hidden widget changes without resize events (tests drive unshown views).
+  void SyncGeometry() const;
+  void ViewRangeChanged();
+  void ClampView();
+  void PushHistory();
+  // Widget y of a row's center; its rank header's when the rank is collapsed.
+  std::optional<int> RowCenterY(const EventRef& ref) const;
+  int RowsAreaHeight() const;
+
+  void PaintAxis(QPainter& p, const std::vector<Tick>& ticks);
+  void PaintLabels(QPainter& p);
+  void PaintRows(QPainter& p, const std::vector<Tick>& ticks);
+  void PaintMatches(QPainter& p);
+  void PaintSelection(QPainter& p);
+  void PaintFlow(QPainter& p);
+  void PaintRange(QPainter& p);
+  void PaintEmpty(QPainter& p);
+  QString HeaderText(uint32_t rank_index) const;
+  QString ToolTipAt(const QPoint& pos) const;
+
+  const TimelineModel* model_ = nullptr;
+  uint64_t model_version_ = 0;
+  mutable TimeView view_;
+  mutable QSize synced_size_;
+  ZoomHistory history_;
+  LaneLayout layout_;
+  LayoutStyle style_;
+  uint64_t layout_version_ = 0;
+  std::vector<bool> collapsed_;
+  std::vector<int> stragglers_;
+  std::vector<EventRef> matches_;
+
+  std::optional<EventRef> selected_;
+  std::optional<EventRef> flow_peer_;
+  std::optional<std::pair<int64_t, int64_t>> range_;
+
+  Drag drag_ = Drag::kNone;
+  Qt::MouseButton drag_button_ = Qt::NoButton;
+  QPoint press_pos_, last_pos_;
+  int64_t range_anchor_ns_ = 0;
+  QElapsedTimer last_wheel_zoom_;
+
+  QScrollBar* scroll_ = nullptr;
+  Geometry geometry_;
+  FrameStats stats_;
+  std::vector<DrawItem> items_scratch_;
+};
+
+}  // namespace rankscope::gui
