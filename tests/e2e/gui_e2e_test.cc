@@ -1,0 +1,121 @@
+// End to end for the viewer: the reference trainer runs as 2 CPU ranks under the real
+// collector, then `rankscope-gui RUN --screenshot` renders it headlessly; the picture must
+// show content in every rank's rows, and bad requests must fail with one line, writing
+// nothing.
+#include <QApplication>
+#include <QImage>
+
+#include <gtest/gtest.h>
+
+#include "gui/widgets/main_window.h"
+#include "gui/widgets/timeline_view.h"
+#include "tests/child_process.h"
+#include "tests/temp_dir.h"
+
+namespace rankscope {
+namespace {
+
+using testing::ChildProcess;
+using testing::ProcessOptions;
+using testing::ProcessResult;
+using testing::TempDir;
+
+std::map<std::string, std::string> Environment() {
+  std::map<std::string, std::string> env = testing::CurrentEnvironment();
+  for (const char* name : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LD_PRELOAD", "DISPLAY"}) env.erase(name);
+  env["RANKSCOPE_COLLECTOR_LIB"] = COLLECTOR_LIBRARY;
+  env["ASAN_OPTIONS"] = "verify_asan_link_order=0";
+  env["QT_QPA_PLATFORM"] = "offscreen";
+  return env;
+}
+
+ProcessResult RunProcess(std::vector<std::string> argv) {
+  ChildProcess process(argv, Environment(), ProcessOptions{.timeout = std::chrono::seconds(240)});
+  return process.Wait();
+}
+
+class ViewerEndToEnd : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir();
+    const ProcessResult result =
+        RunProcess({RANKSCOPE_CLI, "profile", "-n", "2", "-o", Run().string(), "--", TRAINER_BINARY, "--steps", "6",
+                    "--width", "256", "--depth", "2", "--bucket-mb", "0.25", "--first-bucket-mb", "0.25"});
+    ASSERT_EQ(result.exit_code, 0) << result.err;
+  }
+  static void TearDownTestSuite() { delete dir_; }
+  static std::filesystem::path Run() { return dir_->path() / "run"; }
+  static TempDir* dir_;
+};
+TempDir* ViewerEndToEnd::dir_ = nullptr;
+
+TEST_F(ViewerEndToEnd, TheScreenshotShowsEveryRanksRows) {
+  const std::string png = (dir_->path() / "demo.png").string();
+  const ProcessResult result = RunProcess({GUI_BINARY, Run().string(), "--screenshot", png, "--size", "1400x800"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_NE(result.out.find(png), std::string::npos) << result.out;  // it says where the picture is
+  const QImage image(QString::fromStdString(png));
+  ASSERT_FALSE(image.isNull());
+  EXPECT_EQ(image.size(), QSize(1400, 800));
+
+  // The same window in this process tells where each rank's rows are in that picture.
+  gui::MainWindow window;
+  window.setShowErrorDialogs(false);
+  window.setRecordRecentFiles(false);
+  window.resize(1400, 800);
+  window.show();
+  ASSERT_TRUE(window.openRunBlocking(QString::fromStdString(Run().string())));
+  ASSERT_TRUE(window.waitUntilIdle());
+  const gui::TimelineView* view = window.timelineView();
+  ASSERT_EQ(view->model()->ranks().size(), 2u);
+  const QImage mine = window.grab().toImage();
+  std::vector<int> painted_rows(2, 0);
+  for (const gui::LayoutEntry& entry : view->layout().entries()) {
+    if (entry.kind != gui::LayoutEntry::Kind::kRow || entry.row != 0) continue;
+    const int y = view->contentToWidgetY(entry.y + entry.height / 2);
+    if (y < view->axisHeight() || y >= view->height()) continue;
+    const QPoint left = view->mapTo(&window, QPoint(view->timeAreaLeft(), y));
+    const QColor background = mine.pixelColor(view->mapTo(&window, QPoint(view->width() - 30, view->height() - 3)));
+    int painted = 0;
+    for (int x = 2; x < view->timeAreaWidth() - 2; ++x) {
+      if (image.pixelColor(left.x() + x, left.y()) != background) ++painted;
+    }
+    if (painted > view->timeAreaWidth() / 20) ++painted_rows[entry.rank];
+  }
+  EXPECT_GE(painted_rows[0], 2) << "rank 0: compute and comm rows at least";
+  EXPECT_GE(painted_rows[1], 2) << "rank 1: compute and comm rows at least";
+}
+
+TEST_F(ViewerEndToEnd, BadScreenshotRequestsFailWithOneLineAndWriteNothing) {
+  const std::filesystem::path png = dir_->path() / "never.png";
+  struct Case {
+    std::vector<std::string> args;
+    std::string says;
+  };
+  const std::vector<Case> cases = {
+      {{Run().string(), "--screenshot", png.string(), "--size", "12x"}, "size"},
+      {{Run().string(), "--screenshot", png.string(), "--range", "5ms..1ms"}, "range"},
+      {{(dir_->path() / "missing").string(), "--screenshot", png.string()}, "missing"},
+      {{Run().string(), "--screenshot", (dir_->path() / "no-such-dir" / "x.png").string()}, "no-such-dir"},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> argv = {GUI_BINARY};
+    argv.insert(argv.end(), c.args.begin(), c.args.end());
+    const ProcessResult result = RunProcess(argv);
+    EXPECT_EQ(result.exit_code, 2) << c.says;
+    EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1) << result.err;
+    EXPECT_NE(result.err.find("rankscope-gui: error:"), std::string::npos) << result.err;
+    EXPECT_NE(result.err.find(c.says), std::string::npos) << result.err;
+    EXPECT_FALSE(std::filesystem::exists(png));
+  }
+}
+
+}  // namespace
+}  // namespace rankscope
+
+int main(int argc, char** argv) {
+  qputenv("QT_QPA_PLATFORM", "offscreen");
+  QApplication app(argc, argv);
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}

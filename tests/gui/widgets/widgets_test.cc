@@ -1,0 +1,252 @@
+// The viewer's widgets under QTest on the offscreen platform: keys and clicks do what the
+// README says, range statistics are the analyzer's numbers, bad files leave a usable window.
+#include <QApplication>
+#include <QTimer>
+#include <QMessageBox>
+#include <QTest>
+#include <QWheelEvent>
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+
+#include "analyzer/analyze.h"
+#include "gui/core/lod.h"
+#include "gui/widgets/main_window.h"
+#include "gui/widgets/range_stats_panel.h"
+#include "gui/widgets/timeline_view.h"
+#include "tests/analyzer/trace_builder.h"
+#include "tests/rank_file_writer.h"
+#include "tests/temp_dir.h"
+#include "trace/run_dir.h"
+
+namespace rankscope::gui {
+namespace {
+
+using analyzer::testing::kCommCategory;
+using analyzer::testing::kComputeCategory;
+using analyzer::testing::TraceBuilder;
+
+constexpr int64_t kStepNs = 1'000'000;  // 1 ms steps
+constexpr int kSteps = 4;
+
+// A 2-rank CPU-backend run: per step, compute ranges [0, 600 us) and [700, 900 us) on a
+// compute lane, an all-reduce [400, 800 us) on a comm lane; rank 1 is shifted by 50 us.
+void WriteRun(const std::filesystem::path& dir) {
+  for (int rank = 0; rank < 2; ++rank) {
+    TraceBuilder b(rank, 2);
+    b.CpuBackendCategories();
+    const trace::LaneId main = b.CpuThread("main");
+    const trace::LaneId compute = b.CpuThread("compute", trace::LaneRole::kCompute);
+    const trace::LaneId comm = b.CpuThread("comm", trace::LaneRole::kComm);
+    const int64_t base = 1'000'000'000 + rank * 50'000;
+    b.Workload(main, base, 2, 8, 1, kSteps, 1000);
+    for (int s = 0; s < kSteps; ++s) {
+      const int64_t t = base + s * kStepNs;
+      b.Step(main, s, t, t + kStepNs, 16);
+      b.Range(compute, "rankscope", kComputeCategory, "forward", t, t + 600'000);
+      b.Range(compute, "rankscope", kComputeCategory, "backward", t + 700'000, t + 900'000);
+      b.Range(comm, "rankscope", kCommCategory, "allreduce", t + 400'000, t + 800'000, "{\"bytes\":4096}");
+    }
+    rankscope::testing::WriteRankTraceFile(b.Build(), dir / trace::RankFileName(rank));
+  }
+}
+
+class WidgetsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    WriteRun(dir_.path());
+    window_.setShowErrorDialogs(false);
+    window_.setRecordRecentFiles(false);
+    window_.resize(1400, 800);
+    window_.show();
+    ASSERT_TRUE(QTest::qWaitForWindowExposed(&window_));
+    ASSERT_TRUE(window_.openRunBlocking(QString::fromStdString(dir_.path().string())));
+    ASSERT_TRUE(window_.waitUntilIdle());
+    view_ = window_.timelineView();
+    ASSERT_NE(view_->model(), nullptr);
+    QCursor::setPos(-1000, -1000);  // keys zoom around the center, not a stray cursor
+  }
+
+  rankscope::testing::TempDir dir_;
+  MainWindow window_;
+  TimelineView* view_ = nullptr;
+};
+
+TEST_F(WidgetsTest, WAndSZoomByTheDocumentedFactorAroundTheCenter) {
+  const int64_t t0 = view_->model()->start_ns();
+  view_->setTimeRange(t0, t0 + 2'000'000);
+  const TimeView before = view_->view();
+  const double center = (static_cast<double>(before.start_ns()) + static_cast<double>(before.end_ns())) / 2;
+  view_->setFocus();
+  QTest::keyClick(view_, Qt::Key_W);
+  const TimeView zoomed = view_->view();
+  // 2 ms / 1.4 = 1.428571 ms, centered where the view was.
+  EXPECT_NEAR(static_cast<double>(zoomed.duration_ns()), 2'000'000 / 1.4, 2);
+  EXPECT_NEAR((static_cast<double>(zoomed.start_ns()) + static_cast<double>(zoomed.end_ns())) / 2, center, 2);
+  QTest::keyClick(view_, Qt::Key_S);
+  EXPECT_NEAR(static_cast<double>(view_->view().duration_ns()), 2'000'000, 4);
+}
+
+TEST_F(WidgetsTest, AAndDPanATenthOfTheViewAndBackspaceReturns) {
+  const int64_t t0 = view_->model()->start_ns();
+  view_->setTimeRange(t0 + 1'000'000, t0 + 2'000'000);
+  view_->setFocus();
+  QTest::keyClick(view_, Qt::Key_D);
+  EXPECT_NEAR(static_cast<double>(view_->view().start_ns() - (t0 + 1'000'000)), 100'000, 2);
+  QTest::keyClick(view_, Qt::Key_A);
+  EXPECT_NEAR(static_cast<double>(view_->view().start_ns() - (t0 + 1'000'000)), 0, 2);
+  QTest::keyClick(view_, Qt::Key_W);  // zooms: remembered
+  QTest::keyClick(view_, Qt::Key_Backspace);
+  EXPECT_NEAR(static_cast<double>(view_->view().duration_ns()), 1'000'000, 2);
+}
+
+TEST_F(WidgetsTest, FFitsTheRunAndCtrlWheelZoomsAtTheCursor) {
+  const TimelineModel& model = *view_->model();
+  view_->setTimeRange(model.start_ns(), model.start_ns() + 1000);
+  view_->setFocus();
+  QTest::keyClick(view_, Qt::Key_F);
+  EXPECT_LE(view_->view().start_ns(), model.start_ns());
+  EXPECT_GE(view_->view().end_ns(), model.end_ns());
+
+  const int64_t span = 4'000'000;
+  view_->setTimeRange(model.start_ns(), model.start_ns() + span);
+  const double x = view_->timeAreaLeft() + view_->timeAreaWidth() / 4.0;
+  const int64_t under_cursor = view_->xToTime(x);
+  QWheelEvent wheel(QPointF(x, 100), view_->mapToGlobal(QPointF(x, 100)), QPoint(), QPoint(0, 120), Qt::NoButton,
+                    Qt::ControlModifier, Qt::NoScrollPhase, false);
+  QApplication::sendEvent(view_, &wheel);
+  // One notch: 1.2× in, and the time under the cursor stays under it.
+  EXPECT_NEAR(static_cast<double>(view_->view().duration_ns()), span / 1.2, 2);
+  EXPECT_NEAR(static_cast<double>(view_->xToTime(x)), static_cast<double>(under_cursor), view_->view().NsPerPixel() + 1);
+}
+
+TEST_F(WidgetsTest, ClickingAnEventsComputedPixelSelectsIt) {
+  const TimelineModel& model = *view_->model();
+  // Show step 1 of the run; click the middle of rank 1's "backward" range.
+  view_->setTimeRange(model.start_ns() + kStepNs, model.start_ns() + 2 * kStepNs + 100'000);
+  std::optional<EventRef> target;
+  for (uint32_t t = 0; t < model.ranks()[1].tracks.size() && !target; ++t) {
+    const Track& track = model.ranks()[1].tracks[t];
+    for (uint32_t w = 0; w < track.rows.size() && !target; ++w) {
+      for (uint32_t i = 0; i < track.rows[w].size(); ++i) {
+        const EventRef ref{1, t, w, i};
+        if (model.Name(ref) == "backward" && model.DisplayStart(ref) > view_->view().start_ns()) {
+          target = ref;
+          break;
+        }
+      }
+    }
+  }
+  ASSERT_TRUE(target.has_value());
+  const LayoutEntry* entry = view_->layout().RowEntry(target->rank, target->track, target->row);
+  ASSERT_NE(entry, nullptr);
+  view_->setVerticalOffset(std::max(0, entry->y - 50));
+  const int64_t middle = (model.DisplayStart(*target) + model.DisplayEnd(*target)) / 2;
+  const QPoint pixel(static_cast<int>(std::lround(view_->timeToX(middle))),
+                     view_->contentToWidgetY(entry->y + entry->height / 2));
+  QTest::mouseClick(view_, Qt::LeftButton, Qt::NoModifier, pixel);
+  ASSERT_TRUE(view_->selectedEvent().has_value());
+  EXPECT_EQ(*view_->selectedEvent(), *target);
+  // The details panel names it.
+  EXPECT_EQ(view_->selectedEvent() ? model.Name(*view_->selectedEvent()) : "", "backward");
+}
+
+TEST_F(WidgetsTest, RangeStatisticsAreTheAnalyzersNumbersForAStep) {
+  analyzer::AnalyzeOptions options;
+  options.skip_steps = 0;
+  Result<analyzer::Report> report = analyzer::AnalyzeRun(dir_.path(), options);
+  ASSERT_TRUE(report.ok()) << report.status().message();
+  const TimelineModel& model = *view_->model();
+  for (const analyzer::DeviceReport& device : report->ranks) {
+    for (const analyzer::StepMetrics& step : device.steps) {
+      // The step's window on the common clock (no host offsets here: one host).
+      int64_t offset = 0;
+      for (const RankTimeline& rank : model.ranks()) {
+        if (rank.rank == device.rank) offset = rank.clock_offset_ns;
+      }
+      view_->setSelectedRange(step.start_ns + offset, step.end_ns + offset);
+      window_.rangeStatsPanel()->waitForIdle();
+      const std::vector<analyzer::RangeDeviceStats>& stats = window_.rangeStatsPanel()->stats();
+      const analyzer::RangeDeviceStats* mine = nullptr;
+      for (const analyzer::RangeDeviceStats& s : stats) {
+        if (s.rank == device.rank && s.device == device.device) mine = &s;
+      }
+      ASSERT_NE(mine, nullptr) << "rank " << device.rank << " step " << step.number;
+      const analyzer::Breakdown& want = step.breakdown;
+      const analyzer::Breakdown& got = mine->breakdown;
+      EXPECT_EQ(got.window_ns, want.window_ns);
+      EXPECT_EQ(got.compute_ns, want.compute_ns);
+      EXPECT_EQ(got.comm_ns, want.comm_ns);
+      EXPECT_EQ(got.overlap_ns, want.overlap_ns);
+      EXPECT_EQ(got.exposed_comm_ns, want.exposed_comm_ns);
+      EXPECT_EQ(got.idle_ns, want.idle_ns);
+      EXPECT_DOUBLE_EQ(got.utilization_pct, want.utilization_pct);
+      EXPECT_DOUBLE_EQ(got.overlap_pct, want.overlap_pct);
+      // Per step: compute [0, 600) + [700, 900) us = 800 us; comm [400, 800) us overlaps
+      // it in [400, 600) + [700, 800) = 300 us.
+      EXPECT_EQ(got.compute_ns, 800'000);
+      EXPECT_EQ(got.overlap_ns, 300'000);
+      ASSERT_FALSE(mine->top.empty());
+      EXPECT_EQ(mine->top.front().name, "forward");  // 600 us, the longest
+    }
+  }
+}
+
+TEST_F(WidgetsTest, ACorruptFileShowsOneErrorAndTheWindowStaysUsable) {
+  const std::filesystem::path bad = dir_.path() / "not-a-trace.sqlite";
+  std::ofstream(bad) << "this is not SQLite";
+  window_.setShowErrorDialogs(true);
+  QString dialog_text;
+  // The dialog is modal: read and close it from the event loop once it shows.
+  QTimer::singleShot(0, [&] {
+    for (int tries = 0; tries < 200 && dialog_text.isEmpty(); ++tries) {
+      for (QWidget* widget : QApplication::topLevelWidgets()) {
+        if (auto* box = qobject_cast<QMessageBox*>(widget); box && box->isVisible()) {
+          dialog_text = box->text();
+          box->accept();
+        }
+      }
+      if (dialog_text.isEmpty()) QTest::qWait(10);
+    }
+  });
+  EXPECT_FALSE(window_.openRunBlocking(QString::fromStdString(bad.string())));
+  QTest::qWait(50);
+  EXPECT_TRUE(dialog_text.contains("not-a-trace.sqlite")) << dialog_text.toStdString();
+  // The run already open is still shown and still answers keys.
+  EXPECT_EQ(window_.runCount(), 1);
+  ASSERT_NE(view_->model(), nullptr);
+  const int64_t before = view_->view().duration_ns();
+  view_->setFocus();
+  QTest::keyClick(view_, Qt::Key_W);
+  EXPECT_LT(view_->view().duration_ns(), before);
+}
+
+TEST_F(WidgetsTest, EveryRanksRowsHaveContentInTheWindowsGrab) {
+  view_->fitAll();
+  const QImage image = window_.grab().toImage();
+  ASSERT_FALSE(image.isNull());
+  const QColor background = image.pixelColor(view_->mapTo(&window_, QPoint(view_->width() - 30, view_->height() - 3)));
+  for (const LayoutEntry& entry : view_->layout().entries()) {
+    // Each track's first row holds its ranges; deeper rows may hold only an instant mark.
+    if (entry.kind != LayoutEntry::Kind::kRow || entry.row != 0) continue;
+    const int y = view_->contentToWidgetY(entry.y + entry.height / 2);
+    if (y < view_->axisHeight() || y >= view_->height()) continue;
+    int painted = 0;
+    for (int x = view_->timeAreaLeft() + 2; x < view_->timeAreaLeft() + view_->timeAreaWidth() - 2; ++x) {
+      if (image.pixelColor(view_->mapTo(&window_, QPoint(x, y))) != background) ++painted;
+    }
+    EXPECT_GT(painted, view_->timeAreaWidth() / 4) << "rank " << entry.rank << " track " << entry.track;
+  }
+}
+
+}  // namespace
+}  // namespace rankscope::gui
+
+int main(int argc, char** argv) {
+  qputenv("QT_QPA_PLATFORM", qgetenv("QT_QPA_PLATFORM").isEmpty() ? QByteArray("offscreen") : qgetenv("QT_QPA_PLATFORM"));
+  QApplication app(argc, argv);
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
