@@ -32,6 +32,7 @@
 
 #include <fmt/core.h>
 
+#include "bench/rss.h"
 #include "analyzer/analyze.h"
 #include "analyzer/report_writers.h"
 #include "trace/events.h"
@@ -603,18 +604,6 @@ Result<uint64_t> CountEvents(const std::vector<fs::path>& files) {
   return events;
 }
 
-int64_t CurrentRssBytes() {
-  std::ifstream statm("/proc/self/statm");
-  int64_t size = 0, resident = 0;
-  if (!(statm >> size >> resident)) return 0;
-  return resident * sysconf(_SC_PAGESIZE);
-}
-
-int64_t PeakRssBytes() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  return static_cast<int64_t>(usage.ru_maxrss) * 1024;
-}
 
 // CPU seconds of all the process's threads: less disturbed than wall time when other work
 // shares the machine.

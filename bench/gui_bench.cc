@@ -35,6 +35,7 @@
 
 #include <fmt/format.h>
 
+#include "bench/rss.h"
 #include "analyzer/run_events.h"
 #include "gui/core/time_view.h"
 #include "gui/core/timeline_model.h"
@@ -59,18 +60,6 @@ struct Options {
   double min_span_us = 10;
 };
 
-int64_t CurrentRssBytes() {
-  std::ifstream statm("/proc/self/statm");
-  int64_t size = 0, resident = 0;
-  if (!(statm >> size >> resident)) return 0;
-  return resident * sysconf(_SC_PAGESIZE);
-}
-
-int64_t PeakRssBytes() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  return static_cast<int64_t>(usage.ru_maxrss) * 1024;
-}
 
 double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
 

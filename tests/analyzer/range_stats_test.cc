@@ -14,6 +14,7 @@
 
 #include "analyzer/intervals.h"
 #include "analyzer/metrics.h"
+#include "tests/analyzer/breakdown_expect.h"
 
 namespace rankscope::analyzer {
 namespace {
@@ -317,23 +318,7 @@ TEST(MeasureRange, AgreesWithDeviceTimelineOnRandomRows) {
       SCOPED_TRACE(::testing::Message() << "trial " << trial << " window [" << t0 << ", " << t1 << ")");
       const Breakdown got = MeasureOne(Device(pointers, {t0, t1})).breakdown;
       const Breakdown want = timeline.Measure({t0, t1});
-      EXPECT_EQ(got.window_ns, want.window_ns);
-      EXPECT_EQ(got.compute_ns, want.compute_ns);
-      EXPECT_EQ(got.comm_ns, want.comm_ns);
-      EXPECT_EQ(got.memory_ns, want.memory_ns);
-      EXPECT_EQ(got.overlap_ns, want.overlap_ns);
-      EXPECT_EQ(got.exposed_comm_ns, want.exposed_comm_ns);
-      EXPECT_EQ(got.busy_ns, want.busy_ns);
-      EXPECT_EQ(got.idle_ns, want.idle_ns);
-      EXPECT_EQ(got.compute_only_ns, want.compute_only_ns);
-      EXPECT_EQ(got.comm_only_ns, want.comm_only_ns);
-      EXPECT_EQ(got.memory_only_ns, want.memory_only_ns);
-      EXPECT_DOUBLE_EQ(got.overlap_pct, want.overlap_pct);
-      EXPECT_EQ(got.comm_compute_ratio.has_value(), want.comm_compute_ratio.has_value());
-      if (got.comm_compute_ratio && want.comm_compute_ratio) {
-        EXPECT_DOUBLE_EQ(*got.comm_compute_ratio, *want.comm_compute_ratio);
-      }
-      EXPECT_DOUBLE_EQ(got.utilization_pct, want.utilization_pct);
+      testing::ExpectSameBreakdown(got, want);
       EXPECT_EQ(PartitionSum(got), got.window_ns);
     }
   }

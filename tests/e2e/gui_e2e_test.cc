@@ -9,30 +9,16 @@
 
 #include "gui/widgets/main_window.h"
 #include "gui/widgets/timeline_view.h"
-#include "tests/child_process.h"
+#include "tests/e2e/e2e_process.h"
 #include "tests/temp_dir.h"
 
 namespace rankscope {
 namespace {
 
-using testing::ChildProcess;
-using testing::ProcessOptions;
 using testing::ProcessResult;
 using testing::TempDir;
 
-std::map<std::string, std::string> Environment() {
-  std::map<std::string, std::string> env = testing::CurrentEnvironment();
-  for (const char* name : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LD_PRELOAD", "DISPLAY"}) env.erase(name);
-  env["RANKSCOPE_COLLECTOR_LIB"] = COLLECTOR_LIBRARY;
-  env["ASAN_OPTIONS"] = "verify_asan_link_order=0";
-  env["QT_QPA_PLATFORM"] = "offscreen";
-  return env;
-}
-
-ProcessResult RunProcess(std::vector<std::string> argv) {
-  ChildProcess process(argv, Environment(), ProcessOptions{.timeout = std::chrono::seconds(240)});
-  return process.Wait();
-}
+using testing::RunProcess;
 
 class ViewerEndToEnd : public ::testing::Test {
  protected:

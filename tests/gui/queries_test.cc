@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "analyzer/analyze.h"
+#include "tests/analyzer/breakdown_expect.h"
 #include "tests/analyzer/trace_builder.h"
 #include "tests/gui/model_builder.h"
 #include "tests/rank_file_writer.h"
@@ -321,25 +322,7 @@ std::vector<TraceBuilder> StepRun() {
   return ranks;
 }
 
-void ExpectSameBreakdown(const analyzer::Breakdown& got, const analyzer::Breakdown& want) {
-  EXPECT_EQ(got.window_ns, want.window_ns);
-  EXPECT_EQ(got.compute_ns, want.compute_ns);
-  EXPECT_EQ(got.comm_ns, want.comm_ns);
-  EXPECT_EQ(got.memory_ns, want.memory_ns);
-  EXPECT_EQ(got.overlap_ns, want.overlap_ns);
-  EXPECT_EQ(got.exposed_comm_ns, want.exposed_comm_ns);
-  EXPECT_EQ(got.busy_ns, want.busy_ns);
-  EXPECT_EQ(got.idle_ns, want.idle_ns);
-  EXPECT_EQ(got.compute_only_ns, want.compute_only_ns);
-  EXPECT_EQ(got.comm_only_ns, want.comm_only_ns);
-  EXPECT_EQ(got.memory_only_ns, want.memory_only_ns);
-  EXPECT_DOUBLE_EQ(got.overlap_pct, want.overlap_pct);
-  EXPECT_EQ(got.comm_compute_ratio.has_value(), want.comm_compute_ratio.has_value());
-  if (got.comm_compute_ratio && want.comm_compute_ratio) {
-    EXPECT_DOUBLE_EQ(*got.comm_compute_ratio, *want.comm_compute_ratio);
-  }
-  EXPECT_DOUBLE_EQ(got.utilization_pct, want.utilization_pct);
-}
+using analyzer::testing::ExpectSameBreakdown;
 
 struct AnalyzedRun {
   analyzer::Report report;

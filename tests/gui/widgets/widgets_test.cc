@@ -16,6 +16,7 @@
 #include "gui/widgets/main_window.h"
 #include "gui/widgets/range_stats_panel.h"
 #include "gui/widgets/timeline_view.h"
+#include "tests/analyzer/breakdown_expect.h"
 #include "tests/analyzer/trace_builder.h"
 #include "tests/rank_file_writer.h"
 #include "tests/temp_dir.h"
@@ -174,16 +175,8 @@ TEST_F(WidgetsTest, RangeStatisticsAreTheAnalyzersNumbersForAStep) {
         if (s.rank == device.rank && s.device == device.device) mine = &s;
       }
       ASSERT_NE(mine, nullptr) << "rank " << device.rank << " step " << step.number;
-      const analyzer::Breakdown& want = step.breakdown;
       const analyzer::Breakdown& got = mine->breakdown;
-      EXPECT_EQ(got.window_ns, want.window_ns);
-      EXPECT_EQ(got.compute_ns, want.compute_ns);
-      EXPECT_EQ(got.comm_ns, want.comm_ns);
-      EXPECT_EQ(got.overlap_ns, want.overlap_ns);
-      EXPECT_EQ(got.exposed_comm_ns, want.exposed_comm_ns);
-      EXPECT_EQ(got.idle_ns, want.idle_ns);
-      EXPECT_DOUBLE_EQ(got.utilization_pct, want.utilization_pct);
-      EXPECT_DOUBLE_EQ(got.overlap_pct, want.overlap_pct);
+      analyzer::testing::ExpectSameBreakdown(got, step.breakdown);
       // Per step: compute [0, 600) + [700, 900) us = 800 us; comm [400, 800) us overlaps
       // it in [400, 600) + [700, 800) = 300 us.
       EXPECT_EQ(got.compute_ns, 800'000);
