@@ -35,7 +35,9 @@
 
 #include <fmt/format.h>
 
+#include "analyzer/analyze.h"
 #include "bench/rss.h"
+#include "gui/widgets/main_window.h"
 #include "analyzer/run_events.h"
 #include "gui/core/time_view.h"
 #include "gui/core/timeline_model.h"
@@ -248,9 +250,21 @@ int Run(const Options& options) {
     levels.push_back(level);
     if (span / 2 < min_span) break;
   }
-  const int64_t peak_rss = PeakRssBytes();
   const double events = static_cast<double>(std::max<size_t>(model->events(), 1));
-  const double bytes_per_event = (peak_rss - rss_before) / events;
+  const double view_bytes_per_event = (PeakRssBytes() - rss_before) / events;
+  // The window also runs the analysis for its Run tab while the model is held: the
+  // viewer's real peak includes it.
+  double analysis_s = 0;
+  if (!options.dir.empty()) {
+    const auto analysis_started = Clock::now();
+    auto report = analyzer::AnalyzeRun(options.dir, gui::ViewerAnalyzeOptions());
+    analysis_s = Ms(Clock::now() - analysis_started) / 1000;
+    if (!report.ok()) {
+      std::fprintf(stderr, "gui_bench: error: %s\n", report.status().message().c_str());
+      return 2;
+    }
+  }
+  const double bytes_per_event = (PeakRssBytes() - rss_before) / events;
   const double frame_median = Median(all_frames);
   const double frame_max = *std::max_element(all_frames.begin(), all_frames.end());
 
@@ -264,8 +278,8 @@ int Run(const Options& options) {
   }
   fmt::print(
       "\nload {:.0f} ms, overview {:.0f} ms, first paint {:.0f} ms; model {:.1f} bytes/event in its "
-      "columns\n",
-      load_ms, overview_ms, first_paint_ms, model->MemoryBytes() / events);
+      "columns, {:.1f} bytes/event peak before the analysis; the analysis took {:.1f} s\n",
+      load_ms, overview_ms, first_paint_ms, model->MemoryBytes() / events, view_bytes_per_event, analysis_s);
   auto verdict = [&](bool pass) { return options.smoke ? "(smoke)" : pass ? "PASS" : "FAIL"; };
   const bool first_ok = first_frame_s <= kFirstFrameTargetS;
   const bool median_ok = frame_median <= kFrameTargetMs;
@@ -278,7 +292,7 @@ int Run(const Options& options) {
              verdict(median_ok));
   fmt::print("{:<34} {:>9.2f} ms {:>7.1f} ms  {}\n", "repaint, max over the sweep", frame_max, kFrameTargetMs,
              verdict(max_ok));
-  fmt::print("{:<34} {:>10.1f} B {:>8.1f} B  {}\n", "peak RSS growth per event", bytes_per_event, kBytesPerEventTarget,
+  fmt::print("{:<34} {:>10.1f} B {:>8.1f} B  {}\n", "peak RSS per event, with analysis", bytes_per_event, kBytesPerEventTarget,
              verdict(memory_ok));
   if (options.smoke) return 0;
   return first_ok && median_ok && max_ok && memory_ok ? 0 : 1;

@@ -108,10 +108,22 @@ LoadedRun LoadModel(const QString& path, std::atomic<int>* done, std::atomic<int
   return loaded;
 }
 
-RunAnalysis Analyze(const QString& path) {
-  RunAnalysis analysis;
+}  // namespace
+
+analyzer::AnalyzeOptions ViewerAnalyzeOptions() {
   analyzer::AnalyzeOptions options;
   options.tool_version = RANKSCOPE_GUI_TOOL_VERSION;
+  // The timeline already holds the run in memory: one rank at a time keeps the analysis's
+  // own peak (its per-rank interval sets) small, at the cost of a slower Run tab.
+  options.threads = 1;
+  return options;
+}
+
+namespace {
+
+RunAnalysis Analyze(const QString& path) {
+  RunAnalysis analysis;
+  const analyzer::AnalyzeOptions options = ViewerAnalyzeOptions();
   auto report = analyzer::AnalyzeRun(std::filesystem::path(path.toStdString()), options);
   if (report.ok()) {
     analysis.report = std::make_shared<const analyzer::Report>(std::move(report).value());

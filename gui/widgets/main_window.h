@@ -23,6 +23,7 @@
 #include <optional>
 #include <vector>
 
+#include "analyzer/analyze.h"
 #include "analyzer/report.h"
 #include "gui/core/timeline_model.h"
 
@@ -45,6 +46,9 @@ class RunPanel;
 class ScalingPanel;
 class SearchBar;
 class TimelineView;
+
+// The options of the analysis behind the Run tab (and of screenshots).
+analyzer::AnalyzeOptions ViewerAnalyzeOptions();
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
