@@ -13,6 +13,7 @@
 
 #include "analyzer/analyze.h"
 #include "gui/core/lod.h"
+#include "gui/widgets/details_panel.h"
 #include "gui/widgets/main_window.h"
 #include "gui/widgets/range_stats_panel.h"
 #include "gui/widgets/timeline_view.h"
@@ -232,6 +233,64 @@ TEST_F(WidgetsTest, EveryRanksRowsHaveContentInTheWindowsGrab) {
     }
     EXPECT_GT(painted, view_->timeAreaWidth() / 4) << "rank " << entry.rank << " track " << entry.track;
   }
+}
+
+
+// A GPU run: a launch call on the host thread and the kernel it launched, tied by their
+// correlation id.
+TEST(WidgetsGpuTest, SelectingAKernelLinksItsLaunchCallWithAFlow) {
+  rankscope::testing::TempDir dir;
+  TraceBuilder b(0, 1);
+  const trace::LaneId thread = b.CpuThread("main");
+  const trace::LaneId stream = b.GpuStream(0);
+  b.Kernel(stream, "gemm_kernel", 2'000'000, 3'000'000);
+  b.Kernel(stream, "relu_kernel", 3'100'000, 3'200'000);
+  trace::RankTrace t = b.Build();
+  t.events.kernels[0].correlation_id = 41;
+  t.events.kernels[1].correlation_id = 42;
+  for (auto [start, correlation] : {std::pair<int64_t, uint64_t>{1'000'000, 41}, {1'100'000, 42}}) {
+    trace::ApiCallEvent call;
+    call.lane = thread;
+    call.name = b.Str("cudaLaunchKernel");
+    call.start_ns = start;
+    call.end_ns = start + 50'000;
+    call.correlation_id = correlation;
+    call.domain = trace::ApiDomain::kRuntime;
+    t.events.api_calls.push_back(call);
+  }
+  t.strings = b.Build().strings;
+  rankscope::testing::WriteRankTraceFile(t, dir / trace::RankFileName(0));
+
+  MainWindow window;
+  window.setShowErrorDialogs(false);
+  window.setRecordRecentFiles(false);
+  window.resize(1400, 800);
+  window.show();
+  ASSERT_TRUE(QTest::qWaitForWindowExposed(&window));
+  ASSERT_TRUE(window.openRunBlocking(QString::fromStdString(dir.path().string())));
+  ASSERT_TRUE(window.waitUntilIdle());
+  TimelineView* view = window.timelineView();
+  const TimelineModel& model = *view->model();
+  std::optional<EventRef> kernel, launch;
+  for (uint32_t k = 0; k < model.ranks()[0].tracks.size(); ++k) {
+    const EventRow& row = model.ranks()[0].tracks[k].rows[0];
+    for (uint32_t i = 0; i < row.size(); ++i) {
+      const EventRef ref{0, k, 0, i};
+      if (model.Name(ref) == "gemm_kernel") kernel = ref;
+      if (model.Name(ref) == "cudaLaunchKernel" && model.DisplayStart(ref) == 1'000'000) launch = ref;
+    }
+  }
+  ASSERT_TRUE(kernel && launch);
+  view->selectEvent(*kernel);
+  ASSERT_TRUE(view->flowPeer().has_value());
+  EXPECT_EQ(*view->flowPeer(), *launch);  // the arrow runs from the call with id 41
+  ASSERT_TRUE(window.detailsPanel()->linkedEvent().has_value());
+  EXPECT_EQ(*window.detailsPanel()->linkedEvent(), *launch);
+  EXPECT_TRUE(window.detailsPanel()->text().contains("gemm_kernel"));
+  // And back: the call's peer is the kernel it launched.
+  view->selectEvent(*launch);
+  ASSERT_TRUE(view->flowPeer().has_value());
+  EXPECT_EQ(*view->flowPeer(), *kernel);
 }
 
 }  // namespace
