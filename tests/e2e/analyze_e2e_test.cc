@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <cstdio>
 #include <map>
 #include <string>
 #include <vector>
@@ -52,33 +53,48 @@ class AnalyzeRanks : public ::testing::TestWithParam<int> {};
 
 TEST_P(AnalyzeRanks, OverlapHidesCommunicationThatNoOverlapExposes) {
   const int ranks = GetParam();
-  TempDir dir;
-  Profile(dir / "overlap", ranks, kOverlapWorkload);
-  std::vector<std::string> no_overlap = kOverlapWorkload;
-  no_overlap.push_back("--no-overlap");
-  Profile(dir / "no-overlap", ranks, no_overlap);
-  const nlohmann::json with = AnalyzeJson(dir / "overlap");
-  const nlohmann::json without = AnalyzeJson(dir / "no-overlap");
-  ASSERT_FALSE(with.is_discarded());
-  ASSERT_FALSE(without.is_discarded());
+  // Exposed time is a timing contrast: with overlap, Gloo's threads share the two cores with
+  // compute, and a burst of load from elsewhere can flip one pair of runs. Up to three pairs
+  // run; exposed comm must be lower with overlap in one of them, and every other check must
+  // hold in each.
+  bool exposed_lower = false;
+  for (int attempt = 0; attempt < 3 && !exposed_lower; ++attempt) {
+    SCOPED_TRACE(::testing::Message() << "attempt " << attempt);
+    TempDir dir;
+    Profile(dir / "overlap", ranks, kOverlapWorkload);
+    std::vector<std::string> no_overlap = kOverlapWorkload;
+    no_overlap.push_back("--no-overlap");
+    Profile(dir / "no-overlap", ranks, no_overlap);
+    const nlohmann::json with = AnalyzeJson(dir / "overlap");
+    const nlohmann::json without = AnalyzeJson(dir / "no-overlap");
+    ASSERT_FALSE(with.is_discarded());
+    ASSERT_FALSE(without.is_discarded());
 
-  for (const nlohmann::json* report : {&with, &without}) {
-    ASSERT_EQ((*report)["ranks"].size(), static_cast<size_t>(ranks));
-    EXPECT_EQ((*report)["steps"]["steps_found"], 12);
-    EXPECT_EQ((*report)["steps"]["steps_aggregated"], 11);  // step 0 is warm-up
-    EXPECT_EQ((*report)["workload"]["global_batch"], 256 * ranks);  // per-rank batch x ranks x 1
-    EXPECT_EQ((*report)["cross_rank"]["collective_source"], "comm ranges");
-    for (const nlohmann::json& rank : (*report)["ranks"]) {
-      EXPECT_EQ(rank["device"], -1);
-      EXPECT_GT(rank["totals"]["compute_ns"], 0);
-      EXPECT_GT(rank["totals"]["comm_ns"], 0);
+    for (const nlohmann::json* report : {&with, &without}) {
+      ASSERT_EQ((*report)["ranks"].size(), static_cast<size_t>(ranks));
+      EXPECT_EQ((*report)["steps"]["steps_found"], 12);
+      EXPECT_EQ((*report)["steps"]["steps_aggregated"], 11);  // step 0 is warm-up
+      EXPECT_EQ((*report)["workload"]["global_batch"], 256 * ranks);  // per-rank batch x ranks x 1
+      EXPECT_EQ((*report)["cross_rank"]["collective_source"], "comm ranges");
+      for (const nlohmann::json& rank : (*report)["ranks"]) {
+        EXPECT_EQ(rank["device"], -1);
+        EXPECT_GT(rank["totals"]["compute_ns"], 0);
+        EXPECT_GT(rank["totals"]["comm_ns"], 0);
+      }
+    }
+    EXPECT_GT(RunMedian(with, "overlap_pct"), RunMedian(without, "overlap_pct"));
+    // Without overlap no all-reduce runs during backward; what little is hidden is bucket
+    // unpacking beside the next bucket's all-reduce (about 1%, 10% under TSan's slow compute).
+    EXPECT_LT(RunMedian(without, "overlap_pct"), RunMedian(with, "overlap_pct") / 2);
+    const double exposed_with = RunMedian(with, "exposed_comm_ns");
+    const double exposed_without = RunMedian(without, "exposed_comm_ns");
+    exposed_lower = exposed_with < exposed_without;
+    if (!exposed_lower) {
+      std::fprintf(stderr, "attempt %d: exposed comm %.0f ns with overlap, %.0f ns without\n", attempt, exposed_with,
+                   exposed_without);
     }
   }
-  EXPECT_GT(RunMedian(with, "overlap_pct"), RunMedian(without, "overlap_pct"));
-  EXPECT_LT(RunMedian(with, "exposed_comm_ns"), RunMedian(without, "exposed_comm_ns"));
-  // Without overlap no all-reduce runs during backward; what little is hidden is bucket
-  // unpacking beside the next bucket's all-reduce (about 1%, 10% under TSan's slow compute).
-  EXPECT_LT(RunMedian(without, "overlap_pct"), RunMedian(with, "overlap_pct") / 2);
+  EXPECT_TRUE(exposed_lower) << "overlap never lowered the exposed communication in three pairs of runs";
 }
 
 INSTANTIATE_TEST_SUITE_P(TwoAndFour, AnalyzeRanks, ::testing::Values(2, 4),
