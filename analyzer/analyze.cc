@@ -3,12 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <atomic>
-#include <condition_variable>
 #include <map>
-#include <mutex>
 #include <set>
-#include <thread>
 
 #include "analyzer/cross_rank.h"
 #include "analyzer/metrics.h"

@@ -9,9 +9,9 @@
 #include <string_view>
 #include <vector>
 
-#include "analyzer/report_format_internal.h"
+#include "analyzer/report_format.h"
 
-namespace rankscope::analyzer::internal {
+namespace rankscope::analyzer::format {
 namespace {
 
 struct Unit {
@@ -373,4 +373,4 @@ std::string StragglerLine(const Report& report) {
   return line;
 }
 
-}  // namespace rankscope::analyzer::internal
+}  // namespace rankscope::analyzer::format

@@ -10,17 +10,17 @@
 #include <string_view>
 #include <vector>
 
-#include "analyzer/report_format_internal.h"
+#include "analyzer/report_format.h"
 #include "analyzer/report_writers.h"
 
 namespace rankscope::analyzer {
 namespace {
 
-using internal::DeviceLabel;
-using internal::FormatDuration;
-using internal::FormatPercent;
-using internal::HtmlEscape;
-using internal::Table;
+using format::DeviceLabel;
+using format::FormatDuration;
+using format::FormatPercent;
+using format::HtmlEscape;
+using format::Table;
 
 constexpr size_t kTopActivities = 10;
 constexpr double kChartWidth = 760;  // SVG user units; the page scales it down if narrower
@@ -442,19 +442,19 @@ std::string ReportToHtml(const Report& report) {
   Table summary;
   summary.header = {"", ""};
   summary.numeric = {false, false};
-  for (auto& [label, value] : internal::SummaryItems(report)) summary.rows.push_back({label, value});
+  for (auto& [label, value] : format::SummaryItems(report)) summary.rows.push_back({label, value});
   AppendTable(summary, out);
 
   out +=
       "<h2>Per rank</h2>\n<p class=\"caption\">Medians over the aggregated steps. exposed: communication "
       "not hidden by compute; overlap: share of communication hidden; util: busy share of the step.</p>\n";
-  const Table ranks = internal::RankTable(report, /*with_host=*/true);
+  const Table ranks = format::RankTable(report, /*with_host=*/true);
   if (ranks.rows.empty()) {
     out += "<p>No rank with device activity.</p>\n";
   } else {
     AppendTable(ranks, out);
   }
-  if (const Table metrics = internal::RunMetricTable(report); !metrics.rows.empty()) {
+  if (const Table metrics = format::RunMetricTable(report); !metrics.rows.empty()) {
     out +=
         "<h2>Run metrics</h2>\n<p class=\"caption\">Median over ranks of the per-rank medians, and the worst "
         "rank.</p>\n";
@@ -465,21 +465,21 @@ std::string ReportToHtml(const Report& report) {
   AppendStepTimeChart(report, out);
   AppendWaitHeatmap(report, out);
 
-  if (const Table activities = internal::TopActivityTable(report, kTopActivities); !activities.rows.empty()) {
+  if (const Table activities = format::TopActivityTable(report, kTopActivities); !activities.rows.empty()) {
     out +=
         "<h2>Top activities</h2>\n<p class=\"caption\">Summed over ranks; share is of the summed compute + "
         "comm + memory time.</p>\n";
     AppendTable(activities, out, /*name_first_column=*/true);
   }
-  const std::string source = internal::CollectiveSourceLine(report);
-  const Table collectives = internal::CollectiveTable(report);
+  const std::string source = format::CollectiveSourceLine(report);
+  const Table collectives = format::CollectiveTable(report);
   if (!source.empty() || !collectives.rows.empty()) {
     out += "<h2>Collectives</h2>\n";
     if (!source.empty()) out += "<p>" + HtmlEscape(source) + "</p>\n";
     if (!collectives.rows.empty()) AppendTable(collectives, out, /*name_first_column=*/true);
   }
-  out += "<h2>Stragglers</h2>\n<p>" + HtmlEscape(internal::StragglerLine(report)) + "</p>\n";
-  if (const std::string clock = internal::ClockLine(report); !clock.empty()) {
+  out += "<h2>Stragglers</h2>\n<p>" + HtmlEscape(format::StragglerLine(report)) + "</p>\n";
+  if (const std::string clock = format::ClockLine(report); !clock.empty()) {
     out += "<p>" + HtmlEscape(clock) + "</p>\n";
   }
   if (!report.warnings.empty()) {

@@ -4,14 +4,14 @@
 #include <string>
 #include <vector>
 
-#include "analyzer/report_format_internal.h"
+#include "analyzer/report_format.h"
 #include "analyzer/report_writers.h"
 
 namespace rankscope::analyzer {
 namespace {
 
-using internal::MarkdownEscape;
-using internal::Table;
+using format::MarkdownEscape;
+using format::Table;
 
 // A comment is read in full, so it lists more activities than the terminal does.
 constexpr size_t kTopActivities = 10;
@@ -49,34 +49,34 @@ std::string ReportToMarkdown(const Report& report) {
   Table summary;
   summary.header = {"", ""};
   summary.numeric = {false, false};
-  for (auto& [label, value] : internal::SummaryItems(report)) summary.rows.push_back({label, value});
+  for (auto& [label, value] : format::SummaryItems(report)) summary.rows.push_back({label, value});
   AppendTable(summary, out);
 
   AppendSection("Per rank", out);
   out +=
       "Medians over the aggregated steps. _exposed_: communication not hidden by compute; "
       "_overlap_: share of communication hidden; _util_: busy share of the step.\n\n";
-  const Table ranks = internal::RankTable(report, /*with_host=*/true);
+  const Table ranks = format::RankTable(report, /*with_host=*/true);
   if (ranks.rows.empty()) {
     out += "No rank with device activity.\n";
   } else {
     AppendTable(ranks, out);
   }
 
-  if (const Table metrics = internal::RunMetricTable(report); !metrics.rows.empty()) {
+  if (const Table metrics = format::RunMetricTable(report); !metrics.rows.empty()) {
     AppendSection("Run metrics", out);
     out += "Median over ranks of the per-rank medians, and the worst rank.\n\n";
     AppendTable(metrics, out);
   }
 
-  if (const Table activities = internal::TopActivityTable(report, kTopActivities); !activities.rows.empty()) {
+  if (const Table activities = format::TopActivityTable(report, kTopActivities); !activities.rows.empty()) {
     AppendSection("Top activities", out);
     out += "Summed over ranks; _share_ is of the summed compute + comm + memory time.\n\n";
     AppendTable(activities, out);
   }
 
-  const std::string source = internal::CollectiveSourceLine(report);
-  const Table collectives = internal::CollectiveTable(report);
+  const std::string source = format::CollectiveSourceLine(report);
+  const Table collectives = format::CollectiveTable(report);
   if (!source.empty() || !collectives.rows.empty()) {
     AppendSection("Collectives", out);
     if (!source.empty()) out += MarkdownEscape(source) + "\n\n";
@@ -84,8 +84,8 @@ std::string ReportToMarkdown(const Report& report) {
   }
 
   AppendSection("Stragglers", out);
-  out += MarkdownEscape(internal::StragglerLine(report)) + "\n";
-  if (const std::string clock = internal::ClockLine(report); !clock.empty()) {
+  out += MarkdownEscape(format::StragglerLine(report)) + "\n";
+  if (const std::string clock = format::ClockLine(report); !clock.empty()) {
     out += '\n' + MarkdownEscape(clock) + "\n";
   }
 

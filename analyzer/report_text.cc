@@ -6,15 +6,15 @@
 #include <string_view>
 #include <vector>
 
-#include "analyzer/report_format_internal.h"
+#include "analyzer/report_format.h"
 #include "analyzer/report_writers.h"
 
 namespace rankscope::analyzer {
 namespace {
 
-using internal::DisplayWidth;
-using internal::Table;
-using internal::TruncateToWidth;
+using format::DisplayWidth;
+using format::Table;
+using format::TruncateToWidth;
 
 constexpr size_t kMaxColumns = 100;
 // Enough to see where the time goes while the report still fits one screen.
@@ -114,7 +114,7 @@ std::string KeepEnd(std::string_view text, size_t width) {
 void AppendSummary(const Report& report, std::string& out) {
   out += report.tool_version.empty() ? "rankscope report\n"
                                      : fmt::format("rankscope {} report\n", report.tool_version);
-  const auto items = internal::SummaryItems(report);
+  const auto items = format::SummaryItems(report);
   size_t label_width = 0;
   for (const auto& [label, value] : items) label_width = std::max(label_width, label.size());
   for (const auto& [label, value] : items) {
@@ -127,7 +127,7 @@ void AppendSummary(const Report& report, std::string& out) {
 }
 
 void AppendRanks(const Report& report, std::string& out) {
-  const Table table = internal::RankTable(report, /*with_host=*/false);
+  const Table table = format::RankTable(report, /*with_host=*/false);
   out +=
       "\nper rank: medians over aggregated steps (exposed = comm not hidden by compute,\n"
       "overlap = share of comm hidden, util = busy share of the step)\n";
@@ -139,7 +139,7 @@ void AppendRanks(const Report& report, std::string& out) {
 }
 
 void AppendTopActivities(const Report& report, std::string& out) {
-  const Table table = internal::TopActivityTable(report, kTopActivities);
+  const Table table = format::TopActivityTable(report, kTopActivities);
   if (table.rows.empty()) return;
   out += fmt::format("\ntop activities (share of the summed compute + comm + memory time, {} of {})\n",
                      table.rows.size(), report.top_activities.size());
@@ -147,8 +147,8 @@ void AppendTopActivities(const Report& report, std::string& out) {
 }
 
 void AppendCollectives(const Report& report, std::string& out) {
-  const std::string source = internal::CollectiveSourceLine(report);
-  const Table table = internal::CollectiveTable(report);
+  const std::string source = format::CollectiveSourceLine(report);
+  const Table table = format::CollectiveTable(report);
   if (source.empty() && table.rows.empty()) return;
   out += '\n';
   if (!source.empty()) out += source + '\n';
@@ -164,8 +164,8 @@ std::string ReportToText(const Report& report) {
   AppendTopActivities(report, out);
   AppendCollectives(report, out);
   out += '\n';
-  if (const std::string clock = internal::ClockLine(report); !clock.empty()) AppendWrapped(clock, "  ", out);
-  AppendWrapped(internal::StragglerLine(report), "  ", out);
+  if (const std::string clock = format::ClockLine(report); !clock.empty()) AppendWrapped(clock, "  ", out);
+  AppendWrapped(format::StragglerLine(report), "  ", out);
   for (const std::string& warning : report.warnings) AppendWrapped("warning: " + warning, "  ", out);
   return ClampLines(out);
 }

@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "analyzer/parallel_internal.h"
+#include "analyzer/report_format.h"
 #include "analyzer/span_classifier.h"
 #include "trace/run_dir.h"
 #include "trace/schema.h"
@@ -87,11 +88,10 @@ std::string EnumName(std::string_view type, int value) {
   return fmt::format("{}", value);
 }
 
+// "512", or "1048576 (1 MiB)": the exact count, then the report's readable form.
 std::string Bytes(uint64_t bytes) {
-  if (bytes >= (uint64_t{1} << 30)) return fmt::format("{} ({:.2f} GiB)", bytes, static_cast<double>(bytes) / (1 << 30));
-  if (bytes >= (uint64_t{1} << 20)) return fmt::format("{} ({:.2f} MiB)", bytes, static_cast<double>(bytes) / (1 << 20));
-  if (bytes >= (uint64_t{1} << 10)) return fmt::format("{} ({:.2f} KiB)", bytes, static_cast<double>(bytes) / (1 << 10));
-  return fmt::format("{}", bytes);
+  if (bytes < 1024) return fmt::format("{}", bytes);
+  return fmt::format("{} ({})", bytes, format::FormatBytes(static_cast<double>(bytes)));
 }
 
 using Fields = std::vector<std::pair<std::string, std::string>>;

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <map>
 
+#include "analyzer/report_format.h"
 #include "gui/core/lod.h"
 #include "gui/core/queries.h"
 #include "gui/core/time_view.h"
@@ -34,9 +35,13 @@ size_t EstimateEvents(const TimelineModel& model, int64_t t0, int64_t t1) {
   return events;
 }
 
+// Breakdown numbers are formatted as `rankscope analyze` formats them.
+std::string MetricDuration(int64_t ns) { return analyzer::format::FormatDuration(static_cast<double>(ns)); }
+
 QString DurationWithShare(int64_t ns, int64_t window) {
-  const double pct = window > 0 ? 100.0 * ns / window : 0.0;
-  return QStringLiteral("%1 (%2%)").arg(QString::fromStdString(FormatDuration(ns))).arg(pct, 0, 'f', 0);
+  const double pct = window > 0 ? 100.0 * static_cast<double>(ns) / static_cast<double>(window) : 0.0;
+  return QStringLiteral("%1 (%2)").arg(QString::fromStdString(MetricDuration(ns)),
+                                       QString::fromStdString(analyzer::format::FormatPercent(pct)));
 }
 
 QTableWidgetItem* Cell(const QString& text, bool numeric) {
@@ -167,9 +172,9 @@ void RangeStatsPanel::Show(std::vector<analyzer::RangeDeviceStats> stats) {
         s.device == analyzer::kCpuDevice ? tr("%1 · cpu").arg(s.rank) : tr("%1 · gpu %2").arg(s.rank).arg(s.device),
         false);
     device->setToolTip(tr("window %1, exposed comm %2, memory %3")
-                           .arg(QString::fromStdString(FormatDuration(b.window_ns)),
-                                QString::fromStdString(FormatDuration(b.exposed_comm_ns)),
-                                QString::fromStdString(FormatDuration(b.memory_ns))));
+                           .arg(QString::fromStdString(MetricDuration(b.window_ns)),
+                                QString::fromStdString(MetricDuration(b.exposed_comm_ns)),
+                                QString::fromStdString(MetricDuration(b.memory_ns))));
     devices_->setItem(r, 0, device);
     devices_->setItem(r, 1, Cell(DurationWithShare(b.compute_ns, b.window_ns), true));
     devices_->setItem(r, 2, Cell(DurationWithShare(b.comm_ns, b.window_ns), true));
@@ -195,7 +200,7 @@ void RangeStatsPanel::Show(std::vector<analyzer::RangeDeviceStats> stats) {
         r, 1,
         Cell(QString::fromUtf8(analyzer::ActivityClassName(static_cast<analyzer::ActivityClass>(key.second))), false));
     top_->setItem(r, 2, Cell(QString::number(value.first), true));
-    top_->setItem(r, 3, Cell(QString::fromStdString(FormatDuration(value.second)), true));
+    top_->setItem(r, 3, Cell(QString::fromStdString(MetricDuration(value.second)), true));
   }
   emit statsReady(t0_, t1_);
 }

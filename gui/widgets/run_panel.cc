@@ -18,8 +18,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "analyzer/report_format.h"
 #include "analyzer/report_writers.h"
-#include "gui/core/time_view.h"
 #include "gui/widgets/event_colors.h"
 
 namespace rankscope::gui {
@@ -31,17 +31,6 @@ constexpr int kBarGapPx = 4;
 constexpr int kLegendPx = 20;
 
 QString Str(const std::string& text) { return QString::fromStdString(text); }
-
-QString DeviceLabel(int rank, int device) {
-  return device == analyzer::kCpuDevice ? QStringLiteral("rank %1 cpu").arg(rank)
-                                        : QStringLiteral("rank %1 gpu %2").arg(rank).arg(device);
-}
-
-QString JoinInts(const std::vector<int>& values) {
-  QStringList parts;
-  for (const int v : values) parts << QString::number(v);
-  return parts.join(QStringLiteral(", "));
-}
 
 // Metric keys as words: "exposed_comm_ns" -> "exposed comm".
 QString MetricTitle(const std::string& name) {
@@ -71,13 +60,6 @@ std::vector<Part> Parts(const analyzer::Breakdown& b) {
 
 }  // namespace
 
-QString FormatMetric(const std::string& name, double value) {
-  if (!std::isfinite(value)) return QStringLiteral("-");
-  const QString key = Str(name);
-  if (key.endsWith(QLatin1String("_ns"))) return Str(FormatDuration(std::llround(value)));
-  if (key.endsWith(QLatin1String("_pct"))) return QStringLiteral("%1%").arg(value, 0, 'f', 1);
-  return QString::number(value, 'f', 2);
-}
 
 // ---- BreakdownBars ---------------------------------------------------------------------
 
@@ -126,7 +108,7 @@ void BreakdownBars::paintEvent(QPaintEvent*) {
     label_font.setBold(straggler);
     p.setFont(label_font);
     p.setPen(straggler ? QColor(0xc6, 0x28, 0x28) : palette().color(QPalette::WindowText));
-    const QString label = DeviceLabel(device.rank, device.device) + (straggler ? tr("  straggler") : QString());
+    const QString label = Str(analyzer::format::DeviceLabel(device.rank, device.device)) + (straggler ? tr("  straggler") : QString());
     p.drawText(QRect(2, bar.top(), kLabelPx - 6, bar.height()), Qt::AlignVCenter | Qt::AlignLeft,
                QFontMetrics(label_font).elidedText(label, Qt::ElideRight, kLabelPx - 6));
     const int64_t window = std::max<int64_t>(device.totals.window_ns, 1);
@@ -174,12 +156,12 @@ bool BreakdownBars::event(QEvent* event) {
       return true;
     }
     const analyzer::DeviceReport& device = report_->ranks[index];
-    QString text = DeviceLabel(device.rank, device.device) +
-                   tr(" — whole trace, %1").arg(Str(FormatDuration(device.totals.window_ns)));
+    QString text = Str(analyzer::format::DeviceLabel(device.rank, device.device)) +
+                   tr(" — whole trace, %1").arg(Str(analyzer::format::FormatDuration(static_cast<double>(device.totals.window_ns))));
     const int64_t window = std::max<int64_t>(device.totals.window_ns, 1);
     for (const Part& part : Parts(device.totals)) {
       text += QStringLiteral("\n%1: %2 (%3%)")
-                  .arg(tr(part.name), Str(FormatDuration(part.ns)))
+                  .arg(tr(part.name), Str(analyzer::format::FormatDuration(static_cast<double>(part.ns))))
                   .arg(100.0 * part.ns / window, 0, 'f', 1);
     }
     text += tr("\nclick: show this rank in the timeline");
@@ -306,82 +288,49 @@ void RunPanel::Fill() {
     return;
   }
 
-  const analyzer::RunInfo& run = report->run;
-  const analyzer::RunSummary& summary = report->summary;
-  auto row = [](const QString& label, const QString& value) {
+  // Every line and cell comes from the analyzer's formatting (analyzer/report_format.h), so
+  // the Run tab reads exactly as `rankscope analyze` prints.
+  auto row = [](const QString& label, const QString& value_html) {
     return QStringLiteral(
                "<tr><td style='color:#555; padding-right:10px; white-space:nowrap'>%1</td>"
                "<td>%2</td></tr>")
-        .arg(label.toHtmlEscaped(), value);
+        .arg(label.toHtmlEscaped(), value_html);
+  };
+  auto line_row = [&](const std::string& line, bool alert) {  // "label: value" lines
+    const size_t colon = line.find(": ");
+    if (line.empty() || colon == std::string::npos) return QString();
+    QString value = Str(line.substr(colon + 2)).toHtmlEscaped();
+    if (alert) value = QStringLiteral("<span style='color:#c62828; font-weight:bold'>%1</span>").arg(value);
+    return row(Str(line.substr(0, colon)), value);
   };
   QString html = QStringLiteral("<table cellspacing='1'>");
-  html += row(tr("run"), Str(run.directory).toHtmlEscaped() +
-                             (run.run_id.empty() ? QString() : tr(" (run %1)").arg(Str(run.run_id).toHtmlEscaped())));
-  QString ranks = run.world_size ? tr("%1 of %2 analyzed").arg(run.ranks.size()).arg(*run.world_size)
-                                 : tr("%1 analyzed").arg(run.ranks.size());
-  if (!run.missing_ranks.empty()) ranks += tr("; missing: %1").arg(JoinInts(run.missing_ranks));
-  if (!run.ranks_without_activity.empty()) {
-    ranks += tr("; without device activity: %1").arg(JoinInts(run.ranks_without_activity));
+  for (const auto& [label, value] : analyzer::format::SummaryItems(*report)) {
+    const bool headline = label == "step time" || label == "throughput";
+    const QString escaped = Str(value).toHtmlEscaped();
+    html += row(Str(label), headline ? QStringLiteral("<b>%1</b>").arg(escaped) : escaped);
   }
-  html += row(tr("world size"), ranks.toHtmlEscaped());
-  QString steps = tr("%1 aggregated of %2 found").arg(report->steps.steps_aggregated).arg(report->steps.steps_found);
-  if (!report->steps.source.empty()) steps += tr(", from %1").arg(Str(report->steps.source));
-  html += row(tr("steps"), steps.toHtmlEscaped());
-  html += row(tr("step time"), summary.step_time_ns ? QStringLiteral("<b>%1</b> (median over ranks)")
-                                                          .arg(Str(FormatDuration(std::llround(*summary.step_time_ns))))
-                                                    : QStringLiteral("-"));
-  html += row(tr("throughput"), summary.throughput
-                                    ? QStringLiteral("<b>%1</b> samples/s").arg(*summary.throughput, 0, 'f', 1)
-                                    : tr("- (needs the global batch and a step time)"));
-  if (report->workload.global_batch) html += row(tr("global batch"), QString::number(*report->workload.global_batch));
-  html += row(tr("events"),
-              tr("%L1 read, %L2 invalid, %L3 dropped").arg(run.events).arg(run.invalid_events).arg(run.dropped_events));
-  const analyzer::CrossRank& cross = report->cross_rank;
-  if (!cross.collective_source.empty()) {
-    html += row(tr("collectives"), tr("%1, %2 matched, %3 unmatched")
-                                       .arg(Str(cross.collective_source).toHtmlEscaped())
-                                       .arg(cross.matched)
-                                       .arg(cross.unmatched));
-  }
-  QString stragglers;
-  if (cross.stragglers.empty()) {
-    stragglers = tr("none");
-    if (cross.step_time_spread) stragglers += tr(" (max/median step time %1)").arg(*cross.step_time_spread, 0, 'f', 2);
-  } else {
-    QStringList names;
-    for (const int r : cross.stragglers) {
-      QString name = tr("rank %1").arg(r);
-      for (const analyzer::RankWait& wait : cross.waits) {
-        if (wait.rank != r) continue;
-        name += tr(" (last in %1 of %2 steps, caused %3 of wait)")
-                    .arg(wait.steps_most_wait)
-                    .arg(report->steps.steps_aggregated)
-                    .arg(Str(FormatDuration(wait.wait_caused_ns)));
-      }
-      names << name;
-    }
-    stragglers = QStringLiteral("<span style='color:#c62828; font-weight:bold'>%1</span>")
-                     .arg(names.join(QStringLiteral(", ")).toHtmlEscaped());
-  }
-  html += row(tr("stragglers"), stragglers);
+  html += line_row(analyzer::format::CollectiveSourceLine(*report), false);
+  html += line_row(analyzer::format::ClockLine(*report), false);
+  html += line_row(analyzer::format::StragglerLine(*report), !report->cross_rank.stragglers.empty());
   html += QStringLiteral("</table>");
   summary_->setText(html);
 
-  metrics_->setRowCount(static_cast<int>(summary.metrics.size()));
-  for (size_t i = 0; i < summary.metrics.size(); ++i) {
-    const analyzer::RunMetric& m = summary.metrics[i];
+  const analyzer::format::Table table = analyzer::format::RunMetricTable(*report);
+  const analyzer::RunSummary& summary = report->summary;
+  metrics_->setRowCount(static_cast<int>(table.rows.size()));
+  for (size_t i = 0; i < table.rows.size(); ++i) {
+    const std::vector<std::string>& cells = table.rows[i];
     const int r = static_cast<int>(i);
     auto cell = [](const QString& text, bool numeric) {
       auto* item = new QTableWidgetItem(text);
       if (numeric) item->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
       return item;
     };
-    auto* name = cell(MetricTitle(m.name), false);
-    name->setToolTip(Str(m.name) + (m.higher_is_better ? tr(" (higher is better)") : tr(" (lower is better)")));
+    auto* name = cell(MetricTitle(summary.metrics[i].name), false);
+    name->setToolTip(Str(summary.metrics[i].name) +
+                     (summary.metrics[i].higher_is_better ? tr(" (higher is better)") : tr(" (lower is better)")));
     metrics_->setItem(r, 0, name);
-    metrics_->setItem(r, 1, cell(FormatMetric(m.name, m.median), true));
-    metrics_->setItem(r, 2, cell(FormatMetric(m.name, m.worst), true));
-    metrics_->setItem(r, 3, cell(DeviceLabel(m.worst_rank, m.worst_device), false));
+    for (int c = 1; c <= 3; ++c) metrics_->setItem(r, c, cell(Str(cells[static_cast<size_t>(c)]), table.numeric[static_cast<size_t>(c)]));
   }
   // No inner scrolling: the table is as tall as its rows.
   int height = metrics_->horizontalHeader()->height() + 4;

@@ -89,8 +89,4 @@ class RunPanel : public QWidget {
   QPlainTextEdit* text_report_ = nullptr;
 };
 
-// A RunMetric or StepStats value in the unit its name implies: durations for *_ns,
-// percentages for *_pct, plain ratios otherwise.
-QString FormatMetric(const std::string& name, double value);
-
 }  // namespace rankscope::gui

@@ -8,7 +8,7 @@
 
 #include <gtest/gtest.h>
 
-#include "analyzer/report_format_internal.h"
+#include "analyzer/report_format.h"
 #include "analyzer/report_writers.h"
 #include "tests/analyzer/sample_report.h"
 
@@ -55,7 +55,7 @@ Report SampleWithRanks(int ranks) {
 
 void ExpectWithinColumns(const std::string& text, size_t columns) {
   for (const std::string& line : Lines(text)) {
-    EXPECT_LE(internal::DisplayWidth(line), columns) << line;
+    EXPECT_LE(format::DisplayWidth(line), columns) << line;
   }
 }
 
@@ -68,30 +68,30 @@ void ExpectWellFormedSvg(const std::string& html) {
 }
 
 TEST(ReportFormatTest, Durations) {
-  EXPECT_EQ(internal::FormatDuration(0), "0 ns");
-  EXPECT_EQ(internal::FormatDuration(850), "850 ns");
-  EXPECT_EQ(internal::FormatDuration(850'000), "850 us");
-  EXPECT_EQ(internal::FormatDuration(12'345'678), "12.3 ms");
-  EXPECT_EQ(internal::FormatDuration(1'200'000'000), "1.20 s");
-  EXPECT_EQ(internal::FormatDuration(999'700), "1.00 ms");
-  EXPECT_EQ(internal::FormatDuration(-1'250'000), "-1.25 ms");
-  EXPECT_EQ(internal::FormatDuration(3600e9), "3600 s");
-  EXPECT_EQ(internal::FormatDuration(std::numeric_limits<double>::quiet_NaN()), "-");
+  EXPECT_EQ(format::FormatDuration(0), "0 ns");
+  EXPECT_EQ(format::FormatDuration(850), "850 ns");
+  EXPECT_EQ(format::FormatDuration(850'000), "850 us");
+  EXPECT_EQ(format::FormatDuration(12'345'678), "12.3 ms");
+  EXPECT_EQ(format::FormatDuration(1'200'000'000), "1.20 s");
+  EXPECT_EQ(format::FormatDuration(999'700), "1.00 ms");
+  EXPECT_EQ(format::FormatDuration(-1'250'000), "-1.25 ms");
+  EXPECT_EQ(format::FormatDuration(3600e9), "3600 s");
+  EXPECT_EQ(format::FormatDuration(std::numeric_limits<double>::quiet_NaN()), "-");
 }
 
 TEST(ReportFormatTest, BytesPercentDevicesAndEscaping) {
-  EXPECT_EQ(internal::FormatBytes(0), "0 B");
-  EXPECT_EQ(internal::FormatBytes(512), "512 B");
-  EXPECT_EQ(internal::FormatBytes(1536), "1.50 KiB");
-  EXPECT_EQ(internal::FormatBytes(4.0 * 1024 * 1024), "4.00 MiB");
-  EXPECT_EQ(internal::FormatPercent(45.25), "45.2%");
-  EXPECT_EQ(internal::DeviceName(-1), "cpu");
-  EXPECT_EQ(internal::DeviceName(3), "gpu 3");
-  EXPECT_EQ(internal::HtmlEscape("a<b>&\"c'"), "a&lt;b&gt;&amp;&quot;c&#39;");
-  EXPECT_EQ(internal::MarkdownEscape("fwd|bwd*"), "fwd\\|bwd\\*");
-  EXPECT_EQ(internal::TruncateToWidth("abcdefgh", 6), "abc...");
-  EXPECT_EQ(internal::TruncateToWidth("\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9", 4), "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9");
-  EXPECT_EQ(internal::TruncateToWidth("\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9", 4), "\xc3\xa9...");
+  EXPECT_EQ(format::FormatBytes(0), "0 B");
+  EXPECT_EQ(format::FormatBytes(512), "512 B");
+  EXPECT_EQ(format::FormatBytes(1536), "1.50 KiB");
+  EXPECT_EQ(format::FormatBytes(4.0 * 1024 * 1024), "4.00 MiB");
+  EXPECT_EQ(format::FormatPercent(45.25), "45.2%");
+  EXPECT_EQ(format::DeviceName(-1), "cpu");
+  EXPECT_EQ(format::DeviceName(3), "gpu 3");
+  EXPECT_EQ(format::HtmlEscape("a<b>&\"c'"), "a&lt;b&gt;&amp;&quot;c&#39;");
+  EXPECT_EQ(format::MarkdownEscape("fwd|bwd*"), "fwd\\|bwd\\*");
+  EXPECT_EQ(format::TruncateToWidth("abcdefgh", 6), "abc...");
+  EXPECT_EQ(format::TruncateToWidth("\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9", 4), "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9");
+  EXPECT_EQ(format::TruncateToWidth("\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9", 4), "\xc3\xa9...");
 }
 
 TEST(ReportTextTest, SummaryRanksStragglersAndWarnings) {

@@ -1,5 +1,5 @@
-// Formatting shared by the text, Markdown and HTML writers (report_format.cc), so that the
-// three show the same numbers the same way. Internal to the analyzer: not a public API.
+// Formatting shared by every front end of a Report: the text, Markdown and HTML writers and
+// the viewer's Run tab, so that all of them show the same numbers the same way.
 #pragma once
 
 #include <cstdint>
@@ -11,7 +11,7 @@
 
 #include "analyzer/report.h"
 
-namespace rankscope::analyzer::internal {
+namespace rankscope::analyzer::format {
 
 // "0 ns", "850 ns", "850 us", "12.3 ms", "1.20 s": three significant digits, negative
 // values keep their sign; "-" for NaN or infinity.
@@ -71,4 +71,4 @@ std::string ClockLine(const Report& report);
 // "stragglers: none (max/median step time 1.02)".
 std::string StragglerLine(const Report& report);
 
-}  // namespace rankscope::analyzer::internal
+}  // namespace rankscope::analyzer::format
