@@ -99,6 +99,7 @@ std::string FormatMetricValue(std::string_view metric_name, double value) {
   if (EndsWith(metric_name, "_ns")) return FormatDuration(value);
   if (EndsWith(metric_name, "_pct")) return FormatPercent(value);
   if (metric_name == "throughput") return FormatNumber(value, 1) + " samples/s";
+  if (metric_name == "efficiency") return FormatPercent(100.0 * value);
   return FormatNumber(value, 2);
 }
 

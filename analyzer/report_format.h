@@ -26,7 +26,8 @@ std::string FormatNumber(double value, int decimals);
 std::string DeviceName(int device);
 // "rank 3 gpu 0" / "rank 3 cpu": one DeviceReport in charts and messages.
 std::string DeviceLabel(int rank, int device);
-// A RunMetric / StepStats value in the unit its name implies (*_ns, *_pct, a ratio).
+// A RunMetric / StepStats / ComparableMetric value in the unit its name implies (*_ns,
+// *_pct, throughput in samples/s, efficiency as a percentage, else a ratio).
 std::string FormatMetricValue(std::string_view metric_name, double value);
 
 // Text for HTML element content and attribute values: & < > " ' become entities.
@@ -70,5 +71,28 @@ std::string ClockLine(const Report& report);
 // "stragglers: rank 3 (last in 7 of 8 steps, caused 412 ms of wait)" or
 // "stragglers: none (max/median step time 1.02)".
 std::string StragglerLine(const Report& report);
+
+// ---- layouts shared by every report writer (table_layout.cc) --------------------------
+
+// Terminal reports are at most this wide.
+inline constexpr size_t kMaxTextColumns = 100;
+// `text` padded with spaces to `width` columns, on the left when right-aligned.
+std::string Pad(std::string_view text, size_t width, bool right_aligned);
+// Aligned columns, header first, then the notes; when wider than kMaxTextColumns the
+// flexible column (names) is cut to fit.
+std::string TableToText(const Table& table);
+// Breaks `text` at spaces into lines of at most kMaxTextColumns; continuation lines are
+// indented. A word longer than a line is cut later, by ClampLines.
+void AppendWrapped(std::string_view text, std::string_view indent, std::string& out);
+// Every line cut to kMaxTextColumns: the width limit for what a layout did not foresee.
+std::string ClampLines(std::string_view text);
+// A GitHub-flavoured Markdown table, then the notes in italics.
+std::string TableToMarkdown(const Table& table);
+// An HTML table (numeric columns right-aligned), then the notes; `name_first_column` sets
+// the first column in a narrow monospace style for long names.
+std::string TableToHtml(const Table& table, bool name_first_column = false);
+// The start of a self-contained page (inline style, no scripts), up to its <h1>, and its end.
+std::string HtmlPageStart(std::string_view title, std::string_view tool_version);
+std::string HtmlPageEnd();
 
 }  // namespace rankscope::analyzer::format

@@ -25,53 +25,11 @@ using format::Table;
 constexpr size_t kTopActivities = 10;
 constexpr double kChartWidth = 760;  // SVG user units; the page scales it down if narrower
 
-constexpr std::string_view kStyle = R"(
-body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 24px auto;
-       max-width: 1000px; padding: 0 16px; color: #1f2328; }
-h1 { font-size: 22px; margin-bottom: 4px; }
-h2 { font-size: 17px; margin-top: 28px; border-bottom: 1px solid #d0d7de; padding-bottom: 4px; }
-table { border-collapse: collapse; margin: 8px 0; }
-th, td { border: 1px solid #d0d7de; padding: 3px 8px; text-align: left; vertical-align: top; }
-th { background: #f6f8fa; }
-td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
-td.name { max-width: 480px; overflow-wrap: anywhere; font-family: ui-monospace, monospace; font-size: 12px; }
-p.note, p.caption { color: #57606a; font-size: 13px; }
-ul.warnings li { color: #9a6700; }
-svg { max-width: 100%; height: auto; display: block; margin: 8px 0; }
-svg text { font: 11px sans-serif; fill: #1f2328; }
-svg text.title { font-size: 12px; font-weight: 600; }
-)";
-
 // Coordinates with one decimal: enough for the eye, short to write.
 std::string Px(double value) { return fmt::format("{:.1f}", std::isfinite(value) ? value : 0.0); }
 
 void AppendTable(const Table& table, std::string& out, bool name_first_column = false) {
-  auto cell_class = [&](size_t column) -> std::string_view {
-    if (column < table.numeric.size() && table.numeric[column]) return " class=\"num\"";
-    if (name_first_column && column == 0) return " class=\"name\"";
-    return "";
-  };
-  out += "<table>\n";
-  // A label/value table (the summary) has no header worth showing.
-  const bool has_header =
-      std::any_of(table.header.begin(), table.header.end(), [](const std::string& name) { return !name.empty(); });
-  if (has_header) {
-    out += "<thead><tr>";
-    for (size_t c = 0; c < table.header.size(); ++c) {
-      out += fmt::format("<th{}>{}</th>", cell_class(c), HtmlEscape(table.header[c]));
-    }
-    out += "</tr></thead>\n";
-  }
-  out += "<tbody>\n";
-  for (const auto& row : table.rows) {
-    out += "<tr>";
-    for (size_t c = 0; c < table.header.size(); ++c) {
-      out += fmt::format("<td{}>{}</td>", cell_class(c), HtmlEscape(c < row.size() ? row[c] : ""));
-    }
-    out += "</tr>\n";
-  }
-  out += "</tbody>\n</table>\n";
-  for (const std::string& note : table.notes) out += "<p class=\"note\">" + HtmlEscape(note) + "</p>\n";
+  out += format::TableToHtml(table, name_first_column);
 }
 
 std::string OpenSvg(double width, double height, std::string_view label) {
@@ -432,12 +390,7 @@ void AppendWaitHeatmap(const Report& report, std::string& out) {
 std::string ReportToHtml(const Report& report) {
   const std::string title =
       report.run.directory.empty() ? std::string("rankscope report") : "rankscope report: " + report.run.directory;
-  std::string out = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
-  out += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n";
-  out += "<title>" + HtmlEscape(title) + "</title>\n<style>" + std::string(kStyle) + "</style>\n</head>\n<body>\n";
-  out += "<h1>" + HtmlEscape(title) + "</h1>\n";
-  if (!report.tool_version.empty())
-    out += "<p class=\"note\">rankscope " + HtmlEscape(report.tool_version) + "</p>\n";
+  std::string out = format::HtmlPageStart(title, report.tool_version);
 
   Table summary;
   summary.header = {"", ""};
@@ -487,7 +440,7 @@ std::string ReportToHtml(const Report& report) {
     for (const std::string& warning : report.warnings) out += "<li>" + HtmlEscape(warning) + "</li>\n";
     out += "</ul>\n";
   }
-  out += "</body>\n</html>\n";
+  out += format::HtmlPageEnd();
   return out;
 }
 

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "analyzer/comparable_json.h"
 #include "analyzer/report_writers.h"
 
 namespace rankscope::analyzer {
@@ -282,6 +283,8 @@ Json ReportToJsonValue(const Report& report) {
   object["top_activities"] = std::move(activities);
   object["cross_rank"] = CrossRankToJson(report.cross_rank);
   object["warnings"] = StringArray(report.warnings);
+  // What `rankscope compare` and `scale` read back: the report doubles as a baseline.
+  object["comparable"] = ComparableRunToJson(MakeComparable(report));
   return object;
 }
 

@@ -16,26 +16,7 @@ using format::Table;
 // A comment is read in full, so it lists more activities than the terminal does.
 constexpr size_t kTopActivities = 10;
 
-void AppendTable(const Table& table, std::string& out) {
-  auto append_row = [&](const std::vector<std::string>& cells) {
-    out += '|';
-    for (size_t c = 0; c < table.header.size(); ++c) {
-      out += ' ' + MarkdownEscape(c < cells.size() ? cells[c] : "") + " |";
-    }
-    out += '\n';
-  };
-  append_row(table.header);
-  out += '|';
-  for (size_t c = 0; c < table.header.size(); ++c) {
-    out += c < table.numeric.size() && table.numeric[c] ? "---:|" : "---|";
-  }
-  out += '\n';
-  for (const auto& row : table.rows) append_row(row);
-  if (!table.notes.empty()) {
-    out += '\n';
-    for (const std::string& note : table.notes) out += '_' + MarkdownEscape(note) + "_  \n";
-  }
-}
+void AppendTable(const Table& table, std::string& out) { out += format::TableToMarkdown(table); }
 
 void AppendSection(const std::string& title, std::string& out) { out += "\n### " + title + "\n\n"; }
 

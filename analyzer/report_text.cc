@@ -16,85 +16,16 @@ using format::DisplayWidth;
 using format::Table;
 using format::TruncateToWidth;
 
-constexpr size_t kMaxColumns = 100;
+using format::AppendWrapped;
+using format::ClampLines;
+using format::kMaxTextColumns;
+using format::Pad;
+
+constexpr size_t kMaxColumns = kMaxTextColumns;
 // Enough to see where the time goes while the report still fits one screen.
 constexpr size_t kTopActivities = 8;
-constexpr std::string_view kColumnGap = "  ";
 
-std::string Pad(std::string_view text, size_t width, bool right_aligned) {
-  const size_t used = DisplayWidth(text);
-  const std::string padding(width > used ? width - used : 0, ' ');
-  return right_aligned ? padding + std::string(text) : std::string(text) + padding;
-}
-
-void TrimTrailingSpaces(std::string& line) {
-  while (!line.empty() && line.back() == ' ') line.pop_back();
-}
-
-// Aligned columns; when too wide, the flexible column (names) is cut to fit.
-void AppendTable(const Table& table, std::string& out) {
-  const size_t columns = table.header.size();
-  std::vector<size_t> widths(columns, 0);
-  for (size_t c = 0; c < columns; ++c) widths[c] = DisplayWidth(table.header[c]);
-  for (const auto& row : table.rows) {
-    for (size_t c = 0; c < columns && c < row.size(); ++c) widths[c] = std::max(widths[c], DisplayWidth(row[c]));
-  }
-  size_t total = columns > 0 ? kColumnGap.size() * (columns - 1) : 0;
-  for (const size_t width : widths) total += width;
-  if (total > kMaxColumns && table.flexible_column && *table.flexible_column < columns) {
-    size_t& flexible = widths[*table.flexible_column];
-    constexpr size_t kMinFlexibleWidth = 12;
-    flexible -= std::min(total - kMaxColumns, flexible > kMinFlexibleWidth ? flexible - kMinFlexibleWidth : 0);
-  }
-  auto append_row = [&](const std::vector<std::string>& cells) {
-    std::string line;
-    for (size_t c = 0; c < columns; ++c) {
-      if (c > 0) line += kColumnGap;
-      const std::string cell = TruncateToWidth(c < cells.size() ? cells[c] : "", widths[c]);
-      line += Pad(cell, widths[c], c < table.numeric.size() && table.numeric[c]);
-    }
-    TrimTrailingSpaces(line);
-    out += line + '\n';
-  };
-  append_row(table.header);
-  for (const auto& row : table.rows) append_row(row);
-  for (const std::string& note : table.notes) out += note + '\n';
-}
-
-// Breaks `text` at spaces into lines of at most kMaxColumns; continuation lines are
-// indented. A word longer than a line is cut later, by the final clamp.
-void AppendWrapped(std::string_view text, std::string_view indent, std::string& out) {
-  std::string line;
-  size_t start = 0;
-  while (start < text.size()) {
-    size_t end = text.find(' ', start);
-    if (end == std::string_view::npos) end = text.size();
-    const std::string_view word = text.substr(start, end - start);
-    if (!line.empty() && line != indent && DisplayWidth(line) + 1 + DisplayWidth(word) > kMaxColumns) {
-      out += line + '\n';
-      line = std::string(indent);
-    }
-    if (!line.empty() && line != indent) line += ' ';
-    line += word;
-    start = end + 1;
-  }
-  TrimTrailingSpaces(line);
-  if (!line.empty()) out += line + '\n';
-}
-
-// Guarantees the width limit for anything the layout did not foresee (e.g. long paths).
-std::string ClampLines(std::string_view text) {
-  std::string out;
-  size_t start = 0;
-  while (start < text.size()) {
-    size_t end = text.find('\n', start);
-    if (end == std::string_view::npos) end = text.size();
-    out += TruncateToWidth(text.substr(start, end - start), kMaxColumns);
-    out += '\n';
-    start = end + 1;
-  }
-  return out;
-}
+void AppendTable(const Table& table, std::string& out) { out += format::TableToText(table); }
 
 // `text` cut from the start to at most `width` columns, "..." first when it was cut.
 std::string KeepEnd(std::string_view text, size_t width) {

@@ -16,6 +16,7 @@ packages=(
   libhiredis-dev   # Gloo's Redis rendezvous store (several nodes)
   redis-server     # a Redis for the multi-node rendezvous test
   qt6-base-dev qt6-charts-dev qt6-svg-dev libqt6opengl6-dev  # the viewer (gui/); Qt Charts needs OpenGL's CMake files
+  libcairo2-dev      # the scaling report's PNG chart (analyzer/)
   fonts-dejavu-core  # a font for the viewer's offscreen screenshots and tests
 )
 

@@ -3,6 +3,7 @@
 // E(N) = N0 · T(N0) / (N · T(N)).
 #include "analyzer/scaling.h"
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <vector>
@@ -233,6 +234,140 @@ TEST(ComputeScaling, ARunWithoutAStepTimeIsAnError) {
   const Result<ScalingTable> table = ComputeScaling({&a, &b});
   ASSERT_FALSE(table.ok());
   EXPECT_FALSE(table.status().message().empty());
+}
+
+// ---- the projection (METRICS.md §6) ----------------------------------------------------
+
+// Step times made by the model itself: T(N) = c·g(N) + max(0, 2(N−1)α + 2(N−1)/N·γ − H).
+double ModelTime(ScalingMode mode, int n0, int n, double c, double alpha, double gamma, double hidden) {
+  const double compute = mode == ScalingMode::kWeak ? c : c * n0 / n;
+  return compute + std::max(0.0, 2.0 * (n - 1) * alpha + 2.0 * (n - 1) / n * gamma - hidden);
+}
+
+TEST(FitScalingModel, RecoversTheModelThatMadeThePoints) {
+  // T_c = 100 ms, α = 0.5 ms per hop, S/B = 20 ms (S = 40 MB at B = 2 GB/s), H = 5 ms.
+  ScalingModelInput input;
+  input.mode = ScalingMode::kWeak;
+  input.bytes_per_step = 40e6;
+  input.hidden_comm_ns = 5 * kMs;
+  for (const int n : {1, 2, 4, 8}) {
+    input.world_sizes.push_back(n);
+    input.step_time_ns.push_back(ModelTime(ScalingMode::kWeak, 1, n, 100 * kMs, 0.5 * kMs, 20 * kMs, 5 * kMs));
+  }
+  const Result<ScalingFit> fit = FitScalingModel(input);
+  ASSERT_TRUE(fit.ok()) << fit.status().message();
+  EXPECT_NEAR(fit->compute_ns, 100 * kMs, 1e-3 * kMs);
+  EXPECT_NEAR(fit->latency_ns, 0.5 * kMs, 1e-3 * kMs);
+  EXPECT_NEAR(fit->transfer_ns, 20 * kMs, 1e-3 * kMs);
+  ASSERT_TRUE(fit->bus_bandwidth_bps.has_value());
+  EXPECT_NEAR(*fit->bus_bandwidth_bps, 2e9, 1e3);
+  EXPECT_NEAR(fit->rms_error_pct, 0, 1e-6);
+  EXPECT_NEAR(fit->max_error_pct, 0, 1e-6);
+  ASSERT_EQ(fit->fitted_step_ns.size(), 4u);
+  // The model projects where the points came from.
+  EXPECT_NEAR(ModelStepTime(*fit, ScalingMode::kWeak, 1, 32),
+              ModelTime(ScalingMode::kWeak, 1, 32, 100 * kMs, 0.5 * kMs, 20 * kMs, 5 * kMs), 1e-2 * kMs);
+}
+
+TEST(FitScalingModel, StrongScalingShrinksTheComputePart) {
+  ScalingModelInput input;
+  input.mode = ScalingMode::kStrong;
+  for (const int n : {2, 4, 8}) {
+    input.world_sizes.push_back(n);
+    input.step_time_ns.push_back(ModelTime(ScalingMode::kStrong, 2, n, 200 * kMs, 1 * kMs, 10 * kMs, 0));
+  }
+  const Result<ScalingFit> fit = FitScalingModel(input);
+  ASSERT_TRUE(fit.ok()) << fit.status().message();
+  EXPECT_NEAR(fit->compute_ns, 200 * kMs, 1e-3 * kMs);
+  EXPECT_NEAR(ModelStepTime(*fit, ScalingMode::kStrong, 2, 32),
+              ModelTime(ScalingMode::kStrong, 2, 32, 200 * kMs, 1 * kMs, 10 * kMs, 0), 1e-2 * kMs);
+  // Without S, the bandwidth term is a time only.
+  EXPECT_FALSE(fit->bus_bandwidth_bps.has_value());
+  EXPECT_NEAR(fit->transfer_ns, 10 * kMs, 1e-3 * kMs);
+}
+
+TEST(FitScalingModel, ReportsItsErrorOnNoisyPoints) {
+  ScalingModelInput input;
+  const std::vector<int> sizes = {1, 2, 3, 4, 6};
+  const std::vector<double> noise = {1.03, 0.97, 1.02, 0.98, 1.01};
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    input.world_sizes.push_back(sizes[i]);
+    input.step_time_ns.push_back(noise[i] * ModelTime(ScalingMode::kWeak, 1, sizes[i], 50 * kMs, 0.2 * kMs, 5 * kMs, 0));
+  }
+  const Result<ScalingFit> fit = FitScalingModel(input);
+  ASSERT_TRUE(fit.ok()) << fit.status().message();
+  EXPECT_GT(fit->rms_error_pct, 0.1);
+  EXPECT_LT(fit->rms_error_pct, 5);
+  EXPECT_GE(fit->max_error_pct, fit->rms_error_pct);
+  EXPECT_GE(fit->latency_ns, 0);
+  EXPECT_GE(fit->transfer_ns, 0);
+}
+
+TEST(FitScalingModel, CommunicationHiddenEverywhereLeavesComputeOnly) {
+  // Every step takes 80 ms whatever N: the fit needs no communication term.
+  ScalingModelInput input;
+  input.hidden_comm_ns = 30 * kMs;
+  for (const int n : {1, 2, 4}) {
+    input.world_sizes.push_back(n);
+    input.step_time_ns.push_back(80 * kMs);
+  }
+  const Result<ScalingFit> fit = FitScalingModel(input);
+  ASSERT_TRUE(fit.ok()) << fit.status().message();
+  EXPECT_NEAR(fit->compute_ns, 80 * kMs, 1e-3 * kMs);
+  EXPECT_NEAR(ModelStepTime(*fit, ScalingMode::kWeak, 1, 16), 80 * kMs, 1e-2 * kMs);
+}
+
+TEST(FitScalingModel, RefusesFewerThanThreeSizesAndBadPoints) {
+  ScalingModelInput two;
+  two.world_sizes = {1, 2};
+  two.step_time_ns = {10 * kMs, 12 * kMs};
+  EXPECT_FALSE(FitScalingModel(two).ok());
+  ScalingModelInput zero;
+  zero.world_sizes = {1, 2, 4};
+  zero.step_time_ns = {10 * kMs, 0, 12 * kMs};
+  EXPECT_FALSE(FitScalingModel(zero).ok());
+}
+
+TEST(ComputeScaling, ProjectsTwiceAndFourTimesTheLargestSize) {
+  const std::vector<Report> reports = WeakRuns();
+  const Result<ScalingTable> table = ComputeScaling(Pointers(reports));
+  ASSERT_TRUE(table.ok()) << table.status().message();
+  ASSERT_TRUE(table->projection.has_value()) << table->projection_note;
+  ASSERT_EQ(table->projection->points.size(), 2u);
+  EXPECT_EQ(table->projection->points[0].world_size, 8);
+  EXPECT_EQ(table->projection->points[1].world_size, 16);
+  // Efficiency keeps falling as communication grows: below the measured 0.90 at N = 4.
+  EXPECT_LT(table->projection->points[0].efficiency, 0.90 + 1e-9);
+  EXPECT_LE(table->projection->points[1].efficiency, table->projection->points[0].efficiency);
+  EXPECT_GT(table->projection->points[1].efficiency, 0);
+  // Weak scaling with 32 samples per rank: throughput = 32 · N / T.
+  ASSERT_TRUE(table->projection->points[0].throughput.has_value());
+  EXPECT_NEAR(*table->projection->points[0].throughput, 32.0 * 8 / (table->projection->points[0].step_time_ns / 1e9),
+              1e-6);
+  ASSERT_EQ(table->projection->fit.fitted_step_ns.size(), 3u);
+  // Three points for three parameters: the report says the fit error proves nothing.
+  EXPECT_NE(table->projection_note.find("cannot test the model"), std::string::npos) << table->projection_note;
+}
+
+TEST(ComputeScaling, DoesNotProjectFromTwoSizes) {
+  const Report a = MakeReport({1, 32, 32, 32 * kMs, 1000.0});
+  const Report b = MakeReport({2, 32, 64, 34 * kMs, 64.0 / 0.034});
+  const Result<ScalingTable> table = ComputeScaling({&a, &b});
+  ASSERT_TRUE(table.ok()) << table.status().message();
+  EXPECT_FALSE(table->projection.has_value());
+  EXPECT_NE(table->projection_note.find("3 or more"), std::string::npos) << table->projection_note;
+}
+
+TEST(ComputeScaling, EachRunGainsAnEfficiencyFigure) {
+  const std::vector<Report> reports = WeakRuns();
+  const Result<ScalingTable> table = ComputeScaling(Pointers(reports));
+  ASSERT_TRUE(table.ok()) << table.status().message();
+  ASSERT_EQ(table->runs.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    const ComparableMetric* efficiency = table->runs[i].Find("efficiency");
+    ASSERT_NE(efficiency, nullptr);
+    EXPECT_DOUBLE_EQ(efficiency->value, *table->points[i].efficiency);
+  }
 }
 
 TEST(ScalingModeName, NamesBothModes) {

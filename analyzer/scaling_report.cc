@@ -1,0 +1,338 @@
+// The scaling study and the baseline comparison, in every output format. Tables are built
+// once as format::Table and laid out by the shared layouts (table_layout.cc).
+#include "analyzer/scaling_report.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "analyzer/comparable_json.h"
+#include "analyzer/report_format.h"
+#include "analyzer/scaling_plot.h"
+
+namespace rankscope::analyzer {
+namespace {
+
+using format::FormatDuration;
+using format::FormatNumber;
+using format::FormatPercent;
+using format::HtmlEscape;
+using format::MarkdownEscape;
+using format::Table;
+using Json = nlohmann::ordered_json;
+
+std::string Or(const std::optional<double>& value, std::string (*formatter)(double)) {
+  return value ? formatter(*value) : "-";
+}
+std::string Duration(double ns) { return FormatDuration(ns); }
+std::string Percent(double pct) { return FormatPercent(pct); }
+std::string EfficiencyText(double efficiency) { return FormatPercent(100.0 * efficiency); }
+std::string Rate(double samples_per_s) { return FormatNumber(samples_per_s, 1); }
+std::string Ratio(double ratio) { return FormatNumber(ratio, 2); }
+
+bool OnCpu(const ScalingTable& table) {
+  for (const ComparableRun& run : table.runs) {
+    if (run.workload.backend == "nccl") return false;
+  }
+  return true;
+}
+
+// The shape practitioners publish (e.g. NVIDIA's and Horovod's scaling tables).
+Table PublishedTable(const ScalingTable& table) {
+  Table out;
+  out.header = {"GPUs", "Batch Size", "Samples/sec", "Scaling Efficiency"};
+  out.numeric = {true, true, true, true};
+  for (const ScalingPoint& p : table.points) {
+    out.rows.push_back({std::to_string(p.world_size), p.global_batch ? std::to_string(*p.global_batch) : "-",
+                        Or(p.throughput, Rate), Or(p.efficiency, EfficiencyText)});
+  }
+  if (OnCpu(table)) out.notes.push_back("(CPU backend: GPUs counts ranks)");
+  return out;
+}
+
+// The columns that explain where efficiency goes (METRICS.md §6).
+Table DetailTable(const ScalingTable& table) {
+  Table out;
+  out.header = {"ranks", "global batch", "samples/s", "efficiency", "step time", "comm/compute", "exposed comm",
+                "overlap", "wait"};
+  out.numeric = {true, true, true, true, true, true, true, true, true};
+  for (const ScalingPoint& p : table.points) {
+    out.rows.push_back({std::to_string(p.world_size), p.global_batch ? std::to_string(*p.global_batch) : "-",
+                        Or(p.throughput, Rate), Or(p.efficiency, EfficiencyText), Or(p.step_time_ns, Duration),
+                        Or(p.comm_compute_ratio, Ratio), Or(p.exposed_comm_ns, Duration), Or(p.overlap_pct, Percent),
+                        Or(p.wait_ns, Duration)});
+  }
+  return out;
+}
+
+std::string FitLine(const ScalingFit& fit) {
+  std::string bandwidth = "B not known (no all-reduce sizes)";
+  if (fit.bus_bandwidth_bps) {
+    bandwidth = fmt::format("B = {} GB/s", FormatNumber(*fit.bus_bandwidth_bps / 1e9, 2));
+  } else if (fit.bytes_per_step > 0) {
+    bandwidth = "no bandwidth term";
+  }
+  return fmt::format(
+      "model T(N) = T_c + max(0, 2(N-1)·a + 2(N-1)/N·S/B - H): T_c = {}, a = {} per hop, S = {} per step, {}, "
+      "H = {} hidden; error on the measured points: rms {}, max {}",
+      FormatDuration(fit.compute_ns), FormatDuration(fit.latency_ns), format::FormatBytes(fit.bytes_per_step),
+      bandwidth, FormatDuration(fit.hidden_comm_ns), FormatPercent(fit.rms_error_pct),
+      FormatPercent(fit.max_error_pct));
+}
+
+Table ProjectionTable(const ScalingProjection& projection) {
+  Table out;
+  out.header = {"ranks", "projected efficiency", "projected samples/s", "projected step time"};
+  out.numeric = {true, true, true, true};
+  for (const ProjectedPoint& p : projection.points) {
+    out.rows.push_back({std::to_string(p.world_size), EfficiencyText(p.efficiency), Or(p.throughput, Rate),
+                        FormatDuration(p.step_time_ns)});
+  }
+  return out;
+}
+
+Table RunTable(const ScalingTable& table) {
+  Table out;
+  out.header = {"ranks", "run", "steps"};
+  out.numeric = {true, false, true};
+  out.flexible_column = 1;
+  for (const ComparableRun& run : table.runs) {
+    out.rows.push_back({std::to_string(run.workload.world_size), run.source, std::to_string(run.steps)});
+  }
+  return out;
+}
+
+std::string Title(const ScalingTable& table) {
+  return fmt::format("rankscope scaling, {} ranks", [&] {
+    std::string sizes;
+    for (const ScalingPoint& p : table.points) sizes += (sizes.empty() ? "" : ", ") + std::to_string(p.world_size);
+    return sizes;
+  }());
+}
+
+Json OptionalNumber(const std::optional<double>& value) {
+  return value && std::isfinite(*value) ? Json(*value) : Json(nullptr);
+}
+
+Json PointToJson(const ScalingPoint& p) {
+  Json o = Json::object();
+  o["world_size"] = p.world_size;
+  o["run"] = p.run;
+  o["global_batch"] = p.global_batch ? Json(*p.global_batch) : Json(nullptr);
+  o["throughput"] = OptionalNumber(p.throughput);
+  o["step_time_ns"] = OptionalNumber(p.step_time_ns);
+  o["efficiency"] = OptionalNumber(p.efficiency);
+  o["ideal_throughput"] = OptionalNumber(p.ideal_throughput);
+  o["comm_compute_ratio"] = OptionalNumber(p.comm_compute_ratio);
+  o["exposed_comm_ns"] = OptionalNumber(p.exposed_comm_ns);
+  o["overlap_pct"] = OptionalNumber(p.overlap_pct);
+  o["wait_ns"] = OptionalNumber(p.wait_ns);
+  return o;
+}
+
+Json ProjectionToJson(const ScalingProjection& projection) {
+  const ScalingFit& fit = projection.fit;
+  Json f = Json::object();
+  f["compute_ns"] = fit.compute_ns;
+  f["latency_ns"] = fit.latency_ns;
+  f["transfer_ns"] = fit.transfer_ns;
+  f["bytes_per_step"] = fit.bytes_per_step;
+  f["bus_bandwidth_bps"] = OptionalNumber(fit.bus_bandwidth_bps);
+  f["hidden_comm_ns"] = fit.hidden_comm_ns;
+  f["fitted_step_ns"] = fit.fitted_step_ns;
+  f["rms_error_pct"] = fit.rms_error_pct;
+  f["max_error_pct"] = fit.max_error_pct;
+  Json points = Json::array();
+  for (const ProjectedPoint& p : projection.points) {
+    Json o = Json::object();
+    o["world_size"] = p.world_size;
+    o["step_time_ns"] = p.step_time_ns;
+    o["efficiency"] = p.efficiency;
+    o["throughput"] = OptionalNumber(p.throughput);
+    points.push_back(std::move(o));
+  }
+  return Json{{"fit", std::move(f)}, {"points", std::move(points)}};
+}
+
+// ---- the comparison --------------------------------------------------------------------
+
+std::string ChangeText(const MetricComparison& row) {
+  if (std::isinf(row.change)) return row.change > 0 ? "+inf" : "-inf";
+  return (row.change > 0 ? "+" : "") + FormatPercent(100.0 * row.change);
+}
+
+Table ComparisonTable(const Comparison& comparison) {
+  Table out;
+  out.header = {"ranks", "metric", "baseline", "current", "change", "tolerance", "p", "verdict"};
+  out.numeric = {true, false, true, true, true, true, true, false};
+  for (const MetricComparison& row : comparison.rows) {
+    out.rows.push_back({std::to_string(row.world_size), row.metric,
+                        format::FormatMetricValue(row.metric, row.baseline),
+                        format::FormatMetricValue(row.metric, row.current), ChangeText(row),
+                        FormatPercent(100.0 * row.tolerance), row.p_value ? fmt::format("{:.2g}", *row.p_value) : "-",
+                        VerdictName(row.verdict)});
+  }
+  return out;
+}
+
+std::string VerdictLine(const Comparison& comparison) {
+  size_t regressed = 0, improved = 0;
+  for (const MetricComparison& row : comparison.rows) {
+    regressed += row.verdict == Verdict::kRegressed;
+    improved += row.verdict == Verdict::kImproved;
+  }
+  if (regressed > 0) return fmt::format("REGRESSION: {} of {} checks regressed", regressed, comparison.rows.size());
+  return fmt::format("no regression: {} checks, {} improved", comparison.rows.size(), improved);
+}
+
+}  // namespace
+
+std::string ScalingToText(const ScalingTable& table, const std::string& tool_version) {
+  std::string out = tool_version.empty() ? "rankscope scaling\n" : fmt::format("rankscope {} scaling\n", tool_version);
+  format::AppendWrapped(table.mode_reason, "  ", out);
+  out += '\n';
+  // The published shape, with the pipes people paste into papers and READMEs.
+  const Table published = PublishedTable(table);
+  std::string line = "|";
+  for (const std::string& h : published.header) line += " " + h + " |";
+  std::vector<size_t> widths;
+  for (const std::string& h : published.header) widths.push_back(format::DisplayWidth(h));
+  out += line + '\n' + "|";
+  for (const size_t w : widths) out += std::string(w + 1, '-') + ":|";
+  out += '\n';
+  for (const auto& row : published.rows) {
+    out += "|";
+    for (size_t c = 0; c < row.size(); ++c) out += " " + format::Pad(row[c], widths[c], true) + " |";
+    out += '\n';
+  }
+  for (const std::string& note : published.notes) out += note + '\n';
+  out += '\n' + format::TableToText(DetailTable(table));
+  out += '\n';
+  if (table.projection) {
+    out += "projection\n" + format::TableToText(ProjectionTable(*table.projection));
+    format::AppendWrapped(FitLine(table.projection->fit), "  ", out);
+  }
+  if (!table.projection_note.empty()) format::AppendWrapped(table.projection_note, "  ", out);
+  out += '\n' + format::TableToText(RunTable(table));
+  for (const std::string& warning : table.warnings) format::AppendWrapped("warning: " + warning, "  ", out);
+  return format::ClampLines(out);
+}
+
+std::string ScalingToJson(const ScalingTable& table, const std::string& tool_version) {
+  Json points = Json::array();
+  for (const ScalingPoint& p : table.points) points.push_back(PointToJson(p));
+  Json runs = Json::array();
+  for (const ComparableRun& run : table.runs) runs.push_back(ComparableRunToJson(run));
+  Json warnings = Json::array();
+  for (const std::string& w : table.warnings) warnings.push_back(w);
+  Json o = Json::object();
+  o["format"] = kScalingFormat;
+  o["version"] = kScalingReportVersion;
+  o["tool_version"] = tool_version;
+  o["mode"] = ScalingModeName(table.mode);
+  o["mode_reason"] = table.mode_reason;
+  o["points"] = std::move(points);
+  o["projection"] = table.projection ? ProjectionToJson(*table.projection) : Json(nullptr);
+  o["projection_note"] = table.projection_note;
+  o["runs"] = std::move(runs);
+  o["warnings"] = std::move(warnings);
+  return o.dump(2, ' ', false, Json::error_handler_t::replace) + '\n';
+}
+
+std::string ScalingToMarkdown(const ScalingTable& table) {
+  std::string out = "## " + MarkdownEscape(Title(table)) + "\n\n" + MarkdownEscape(table.mode_reason) + "\n\n";
+  out += format::TableToMarkdown(PublishedTable(table));
+  out += "\n### Where efficiency goes\n\n" + format::TableToMarkdown(DetailTable(table));
+  out += "\n### Projection\n\n";
+  if (table.projection) {
+    out += format::TableToMarkdown(ProjectionTable(*table.projection));
+    out += '\n' + MarkdownEscape(FitLine(table.projection->fit)) + "\n";
+  }
+  if (!table.projection_note.empty()) out += '\n' + MarkdownEscape(table.projection_note) + "\n";
+  if (!table.warnings.empty()) {
+    out += "\n### Warnings\n\n";
+    for (const std::string& w : table.warnings) out += "- " + MarkdownEscape(w) + '\n';
+  }
+  return out;
+}
+
+std::string ScalingToHtml(const ScalingTable& table, const std::string& tool_version) {
+  std::string out = format::HtmlPageStart(Title(table), tool_version);
+  out += "<p>" + HtmlEscape(table.mode_reason) + "</p>\n";
+  out += format::TableToHtml(PublishedTable(table));
+  out += ScalingPlotSvg(table);
+  out += "<h2>Where efficiency goes</h2>\n";
+  out +=
+      "<p class=\"caption\">Run-level medians. exposed comm: communication not hidden by compute; overlap: "
+      "share of communication hidden; wait: time spent waiting for the slowest rank at collectives.</p>\n";
+  out += format::TableToHtml(DetailTable(table));
+  out += "<h2>Projection</h2>\n";
+  if (table.projection) {
+    out += format::TableToHtml(ProjectionTable(*table.projection));
+    out += "<p class=\"note\">" + HtmlEscape(FitLine(table.projection->fit)) + "</p>\n";
+  }
+  if (!table.projection_note.empty()) out += "<p>" + HtmlEscape(table.projection_note) + "</p>\n";
+  out += "<h2>Runs</h2>\n" + format::TableToHtml(RunTable(table), /*name_first_column=*/false);
+  if (!table.warnings.empty()) {
+    out += "<h2>Warnings</h2>\n<ul class=\"warnings\">\n";
+    for (const std::string& w : table.warnings) out += "<li>" + HtmlEscape(w) + "</li>\n";
+    out += "</ul>\n";
+  }
+  out += format::HtmlPageEnd();
+  return out;
+}
+
+std::string ComparisonToText(const Comparison& comparison) {
+  std::string out = fmt::format("rankscope compare: {} against the baseline {}\n", comparison.current_source,
+                                comparison.baseline_source);
+  out += format::TableToText(ComparisonTable(comparison));
+  for (const MetricComparison& row : comparison.rows) {
+    if (row.verdict == Verdict::kUnchanged) continue;
+    format::AppendWrapped(fmt::format("{} ranks, {}: {}", row.world_size, row.metric, row.reason), "  ", out);
+  }
+  for (const std::string& note : comparison.notes) format::AppendWrapped("note: " + note, "  ", out);
+  out += VerdictLine(comparison) + '\n';
+  return out;
+}
+
+std::string ComparisonToMarkdown(const Comparison& comparison) {
+  std::string out =
+      fmt::format("## rankscope compare: {}\n\n", comparison.Regressed() ? "regression" : "no regression");
+  out += fmt::format("`{}` against the baseline `{}`.\n\n", comparison.current_source, comparison.baseline_source);
+  out += format::TableToMarkdown(ComparisonTable(comparison));
+  out += '\n';
+  for (const MetricComparison& row : comparison.rows) {
+    if (row.verdict == Verdict::kUnchanged) continue;
+    out += fmt::format("- **{} ranks, {}**: {}\n", row.world_size, MarkdownEscape(row.metric), MarkdownEscape(row.reason));
+  }
+  for (const std::string& note : comparison.notes) out += "- _note_: " + MarkdownEscape(note) + '\n';
+  out += '\n' + MarkdownEscape(VerdictLine(comparison)) + '\n';
+  return out;
+}
+
+std::string ComparisonToJUnit(const Comparison& comparison) {
+  size_t failures = 0;
+  for (const MetricComparison& row : comparison.rows) failures += row.verdict == Verdict::kRegressed;
+  std::string out = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
+  out += fmt::format("<testsuites name=\"rankscope compare\" tests=\"{0}\" failures=\"{1}\">\n"
+                     "  <testsuite name=\"rankscope.compare\" tests=\"{0}\" failures=\"{1}\" errors=\"0\" skipped=\"0\">\n",
+                     comparison.rows.size(), failures);
+  for (const MetricComparison& row : comparison.rows) {
+    out += fmt::format("    <testcase classname=\"rankscope.compare.n{}\" name=\"{}\">\n", row.world_size,
+                       HtmlEscape(row.metric));
+    const std::string detail = fmt::format("baseline {}, current {}, change {}: {}",
+                                           format::FormatMetricValue(row.metric, row.baseline),
+                                           format::FormatMetricValue(row.metric, row.current), ChangeText(row),
+                                           row.reason);
+    if (row.verdict == Verdict::kRegressed) {
+      out += fmt::format("      <failure message=\"{}\" type=\"regression\">{}</failure>\n",
+                         HtmlEscape(fmt::format("{} regressed {}", row.metric, ChangeText(row))), HtmlEscape(detail));
+    }
+    out += fmt::format("      <system-out>{}</system-out>\n    </testcase>\n", HtmlEscape(detail));
+  }
+  out += "  </testsuite>\n</testsuites>\n";
+  return out;
+}
+
+}  // namespace rankscope::analyzer
