@@ -12,6 +12,7 @@
 #include "analyzer/report_writers.h"
 #include "base/text.h"
 #include "cli/messages.h"
+#include "cli/output_file.h"
 #include "cli/profile.h"
 
 #ifndef RANKSCOPE_VERSION
@@ -27,29 +28,6 @@ std::optional<int64_t> ParseStepNumber(std::string_view text) {
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
   return value;
-}
-
-// Writes `text` to `path` through a temporary file in the same directory and a rename.
-Status WriteFileAtomically(const fs::path& path, const std::string& text) {
-  const fs::path temporary = path.string() + fmt::format(".tmp-{}", ::getpid());
-  {
-    std::ofstream file(temporary, std::ios::binary | std::ios::trunc);
-    if (!file) return IoError(fmt::format("cannot write {}: {}", temporary.string(), std::strerror(errno)));
-    file.write(text.data(), static_cast<std::streamsize>(text.size()));
-    file.flush();
-    if (!file) {
-      std::error_code ignored;
-      fs::remove(temporary, ignored);
-      return IoError(fmt::format("cannot write {}: {}", temporary.string(), std::strerror(errno)));
-    }
-  }
-  std::error_code ec;
-  fs::rename(temporary, path, ec);
-  if (ec) {
-    fs::remove(temporary, ec);
-    return IoError(fmt::format("cannot write {}: {}", path.string(), ec.message()));
-  }
-  return Status::Ok();
 }
 
 const char* FormatName(ReportFormat format) {
@@ -138,19 +116,8 @@ int RunAnalyze(const AnalyzeRequest& request, std::FILE* out, std::FILE* err, bo
   }
   if (!request.out.empty()) {
     // Refuse an unwritable destination before the (possibly long) analysis.
-    const fs::path parent = fs::absolute(fs::path(request.out)).parent_path();
-    std::error_code ec;
-    if (!fs::is_directory(parent, ec)) {
-      PrintError(err, fmt::format("--out {}: directory {} does not exist", request.out, parent.string()));
-      return kExitUsage;
-    }
-    if (fs::is_directory(request.out, ec)) {
-      PrintError(err, fmt::format("--out {}: is a directory; give a file name", request.out));
-      return kExitUsage;
-    }
-    if (::access(parent.c_str(), W_OK) != 0) {
-      PrintError(err, fmt::format("--out {}: cannot write in {}: {}", request.out, parent.string(),
-                                  std::strerror(errno)));
+    if (Status writable = CheckOutputPath("--out", request.out); !writable.ok()) {
+      PrintError(err, writable.message());
       return kExitUsage;
     }
   }

@@ -9,18 +9,9 @@
 #include "cli/subcommand.h"
 
 namespace rankscope::cli {
-namespace {
-
-struct AnalyzeFlags {
-  AnalyzeRequest request;
-  int skip_steps = 1;
-  CLI::Option* skip_option = nullptr;
-};
-
-}  // namespace
 
 Subcommand AddAnalyzeSubcommand(CLI::App& parent) {
-  auto flags = std::make_shared<AnalyzeFlags>();
+  auto flags = std::make_shared<AnalysisFlags>();
   AnalyzeRequest& request = flags->request;
   CLI::App* app = parent.add_subcommand(
       "analyze", "Compute overlap, comm/compute ratio, utilization, waits and stragglers of a profiled run");
@@ -32,22 +23,7 @@ Subcommand AddAnalyzeSubcommand(CLI::App& parent) {
       ->type_name("FORMAT")
       ->capture_default_str();
   app->add_option("--out", request.out, "Write the report to FILE instead of standard output")->type_name("FILE");
-  flags->skip_option =
-      app->add_option("--skip-steps", flags->skip_steps,
-                      "Warm-up steps reported but left out of the aggregates (default 1; 0 with --steps)")
-          ->type_name("N");
-  app->add_option("--steps", request.steps, "Aggregate only steps numbered A to B (inclusive): A..B, A.., ..B or N")
-      ->type_name("A..B");
-  app->add_option("--comm-pattern", request.comm_patterns,
-                  "Count kernels/ranges whose name contains TEXT (any case) as communication; repeatable")
-      ->type_name("TEXT");
-  app->add_option("--compute-pattern", request.compute_patterns,
-                  "Count kernels/ranges whose name contains TEXT (any case) as compute; repeatable")
-      ->type_name("TEXT");
-  app->add_option("--step-name", request.step_names,
-                  "Also take NVTX ranges with this name as steps (besides step, train_step, ProfilerStep#N)")
-      ->type_name("NAME");
-  app->add_option("--threads", request.threads, "Rank files read at once (default: one per CPU)")->type_name("N");
+  AddAnalysisOptions(*app, *flags);
   app->footer(
       "Exit status: 0 with a complete report; 1 when the report was written but ranks were missing or had\n"
       "no device activity (each named on stderr); 2 on bad options or an unusable run.");
@@ -59,9 +35,7 @@ Subcommand AddAnalyzeSubcommand(CLI::App& parent) {
       PrintError(stderr, extras);
       return kExitUsage;
     }
-    AnalyzeRequest parsed = flags->request;
-    if (flags->skip_option->count() > 0) parsed.skip_steps = flags->skip_steps;
-    return RunAnalyze(parsed, stdout, stderr, ::isatty(STDERR_FILENO) == 1);
+    return RunAnalyze(flags->Parsed(), stdout, stderr, ::isatty(STDERR_FILENO) == 1);
   };
   return subcommand;
 }

@@ -22,6 +22,9 @@ std::vector<Subcommand> Subcommands(CLI::App& app) {
   std::vector<Subcommand> subcommands;
   subcommands.push_back(AddProfileSubcommand(app));
   subcommands.push_back(AddAnalyzeSubcommand(app));
+  subcommands.push_back(AddScaleSubcommand(app));
+  subcommands.push_back(AddCompareSubcommand(app));
+  subcommands.push_back(AddSweepSubcommand(app));
   return subcommands;
 }
 

@@ -15,9 +15,8 @@
 #endif
 
 namespace rankscope::cli {
-namespace {
 
-ProfileContext ProcessContext() {
+ProfileContext ProcessProfileContext() {
   ProfileContext context;
   if (const char* library = std::getenv("RANKSCOPE_COLLECTOR_LIB"); library != nullptr && *library != '\0') {
     context.collector.from_env = library;
@@ -30,6 +29,8 @@ ProfileContext ProcessContext() {
   if (ec) context.working_directory = ".";
   return context;
 }
+
+namespace {
 
 // CLI11 does not know the "-- CMD ARGS..." that main.cc splits off; the usage line should.
 class ProfileHelpFormatter : public CLI::Formatter {
@@ -84,7 +85,7 @@ Subcommand AddProfileSubcommand(CLI::App& parent) {
     if (options->output_option->count() > 0) request.output_dir = options->output_dir;
     if (options->ranks_option->count() > 0) request.local_ranks = options->local_ranks;
     request.command = tail.args;
-    return RunProfile(request, ProcessContext());
+    return RunProfile(request, ProcessProfileContext());
   };
   return subcommand;
 }

@@ -8,6 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "cli/analyze_command.h"
+#include "cli/profile.h"
+
 namespace rankscope::cli {
 
 // What followed the first "--" on the command line; main.cc splits it off before CLI11
@@ -28,7 +31,25 @@ struct Subcommand {
 // subcommands allow extras) as one error line; "" when there are none.
 std::string DescribeExtras(const CLI::App& app);
 
+// The analysis options that analyze, scale, compare and sweep share: --skip-steps, --steps,
+// --comm-pattern, --compute-pattern, --step-name, --threads.
+struct AnalysisFlags {
+  AnalyzeRequest request;
+  int skip_steps = 1;
+  CLI::Option* skip_option = nullptr;
+  // The request with --skip-steps applied only when it was given.
+  AnalyzeRequest Parsed() const;
+};
+void AddAnalysisOptions(CLI::App& app, AnalysisFlags& flags);
+
+// What this process offers `rankscope profile` and `sweep`: the collector's places, the
+// environment, the working directory.
+ProfileContext ProcessProfileContext();
+
 Subcommand AddProfileSubcommand(CLI::App& parent);
 Subcommand AddAnalyzeSubcommand(CLI::App& parent);
+Subcommand AddScaleSubcommand(CLI::App& parent);
+Subcommand AddCompareSubcommand(CLI::App& parent);
+Subcommand AddSweepSubcommand(CLI::App& parent);
 
 }  // namespace rankscope::cli

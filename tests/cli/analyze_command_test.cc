@@ -8,6 +8,7 @@
 #include "cli/analyze_command.h"
 #include "cli/profile.h"
 #include "tests/cli/cli_test_util.h"
+#include "tests/cli/cpu_run_writer.h"
 #include "trace/run_dir.h"
 #include "trace/writer.h"
 
@@ -17,7 +18,11 @@ namespace {
 using testing::Lines;
 using testing::RunRankscope;
 using testing::Snapshot;
+using testing::ExpectOneErrorLine;
+using testing::RankSpec;
 using testing::TempDir;
+using testing::WriteRank;
+using testing::WriteRun;
 
 TEST(ParseStepRange, AcceptsTheFourForms) {
   using Range = std::pair<std::optional<int64_t>, std::optional<int64_t>>;
@@ -64,76 +69,6 @@ TEST(ParseReportFormat, KnowsTheFourFormats) {
   EXPECT_EQ(*ParseReportFormat("md"), ReportFormat::kMarkdown);
   EXPECT_EQ(*ParseReportFormat("html"), ReportFormat::kHtml);
   EXPECT_FALSE(ParseReportFormat("pdf").ok());
-}
-
-struct RankSpec {
-  std::string run_id = "run-a";
-  int world_size = 2;
-  int steps = 3;
-  bool device_activity = true;
-};
-
-// A rank file as the collector writes it for the CPU backend: compute and comm ranges on
-// their own lanes, step ranges on the main thread, one all-reduce per step.
-void WriteRank(const std::filesystem::path& dir, int rank, const RankSpec& spec) {
-  trace::RankIdentity who;
-  who.run_id = spec.run_id;
-  who.rank = rank;
-  who.world_size = spec.world_size;
-  who.host = "host";
-  who.pid = 1000 + rank;
-  who.command_line = "trainer --steps 3";
-  auto writer = trace::TraceWriter::Create(dir / trace::RankFileName(rank), who);
-  ASSERT_TRUE(writer.ok()) << writer.status().ToString();
-  trace::TraceWriter& w = **writer;
-  w.SetMeta("nvtx.category.rankscope.1", "compute");
-  w.SetMeta("nvtx.category.rankscope.2", "comm");
-  auto lane = [&](int64_t tid, const char* name) {
-    trace::Lane l;
-    l.kind = trace::LaneKind::kCpuThread;
-    l.pid = who.pid;
-    l.tid = tid;
-    l.name = name;
-    return w.AddLane(l);
-  };
-  const trace::LaneId main = lane(1, "main"), compute = lane(2, "compute"), comm = lane(3, "comm");
-  trace::EventTables batch;
-  auto range = [&](trace::LaneId on, const char* name, uint32_t category, int64_t start, int64_t end,
-                   const std::string& args) {
-    trace::NvtxRangeEvent r;
-    r.lane = on;
-    r.name = w.Intern(name);
-    r.domain = w.Intern("rankscope");
-    r.category = category;
-    r.start_ns = start;
-    r.end_ns = end;
-    r.args = w.Intern(args);
-    batch.nvtx_ranges.push_back(r);
-  };
-  const int64_t ms = 1'000'000;
-  for (int step = 0; step < spec.steps; ++step) {
-    const int64_t t0 = 1'000'000'000 + step * 10 * ms;
-    range(main, "step", 0, t0, t0 + 10 * ms, fmt::format(R"({{"samples":8,"step":{}}})", step));
-    if (!spec.device_activity) continue;
-    range(compute, "linear_forward", 1, t0, t0 + 6 * ms, "");
-    range(comm, "allreduce", 2, t0 + 4 * ms, t0 + 8 * ms, R"({"bucket":0,"bytes":4000000})");
-  }
-  ASSERT_TRUE(w.Submit(std::move(batch)));
-  ASSERT_TRUE(w.Close().ok());
-}
-
-void WriteRun(const std::filesystem::path& dir, int ranks, const RankSpec& spec = {}) {
-  std::filesystem::create_directories(dir);
-  for (int rank = 0; rank < ranks; ++rank) WriteRank(dir, rank, spec);
-}
-
-// One "rankscope: error:" line and nothing else on stderr.
-void ExpectOneErrorLine(const testing::RankscopeRun& run, const std::string& contains) {
-  const std::vector<std::string> lines = Lines(run.err);
-  ASSERT_EQ(lines.size(), 1u) << run.err;
-  EXPECT_EQ(lines[0].rfind("rankscope: error: ", 0), 0u) << lines[0];
-  EXPECT_NE(lines[0].find(contains), std::string::npos) << lines[0];
-  EXPECT_TRUE(run.out.empty()) << run.out;
 }
 
 TEST(RankscopeAnalyze, ReportsACompleteRunInEveryFormat) {

@@ -1,0 +1,74 @@
+// `rankscope scale`, `rankscope compare` and `rankscope sweep`: the scaling study and the CI
+// regression gate (METRICS.md §6, §7). Testable without a process: streams are parameters.
+#pragma once
+
+#include <cstdio>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "analyzer/analyze.h"
+#include "analyzer/compare.h"
+#include "cli/analyze_command.h"
+#include "cli/profile.h"
+
+namespace rankscope::cli {
+
+// compare's exit codes: 0 nothing regressed, 1 a regression, 2 bad input (kExitUsage).
+inline constexpr int kExitRegression = 1;
+
+// Where `rankscope sweep` puts the N-rank run: DIR/n<N>.
+std::filesystem::path SweepRunDir(const std::filesystem::path& sweep_dir, int world_size);
+
+// What a path given to scale or compare holds, read into comparable runs: a run directory
+// or a rank file (analyzed now), a sweep directory (DIR/n<N>/ runs, each analyzed, with
+// scaling efficiency), or a JSON report (analysis or scaling, read back). Warnings about
+// partial runs go to `warnings`.
+Result<analyzer::ComparableSet> LoadComparableSet(const std::string& path, const analyzer::AnalyzeOptions& options,
+                                                  std::vector<std::string>* warnings);
+
+struct ScaleRequest {
+  std::vector<std::string> runs;
+  std::string format = "text";
+  std::string out;   // "" = stdout
+  std::string plot;  // a PNG to write; "" = none
+  AnalyzeRequest analysis;  // the analysis options (run, format and out unused)
+};
+
+// Prints or writes the scaling report; returns 0, kExitPartial (a run had missing or idle
+// ranks), or kExitUsage after one error line.
+int RunScale(const ScaleRequest& request, std::FILE* out, std::FILE* err);
+
+struct CompareRequest {
+  std::string baseline;
+  std::string current;
+  std::string tolerance = "5%";
+  std::vector<std::string> metrics;  // NAME or NAME:TOLERANCE
+  std::string junit, markdown;       // files to write; "" = none
+  bool force = false;
+  AnalyzeRequest analysis;
+};
+
+// Prints the comparison table; returns 0, kExitRegression or kExitUsage.
+int RunCompare(const CompareRequest& request, std::FILE* out, std::FILE* err);
+
+// "1,2,4" → {1, 2, 4}: two or more distinct sizes from 1 to kMaxLocalRanks, kept in
+// ascending order.
+Result<std::vector<int>> ParseSweepSizes(std::string_view text);
+
+struct SweepRequest {
+  std::string sizes;                   // --ranks
+  std::optional<std::string> output_dir;
+  std::string trace_list{kDefaultTraceList};
+  bool force = false;
+  std::vector<std::string> command;
+  AnalyzeRequest analysis;
+};
+
+// Profiles the command at each world size into DIR/n<N>/, then prints the scaling table
+// and writes DIR/scaling.{json,html,png}. Returns the first failing run's exit code (the
+// runs before it are kept), kExitUsage for bad options, kExitPartial for partial runs, else 0.
+int RunSweep(const SweepRequest& request, const ProfileContext& context, std::FILE* out);
+
+}  // namespace rankscope::cli
