@@ -1,0 +1,145 @@
+// End to end: `rankscope sweep` runs the real trainer under the real collector at 1 and 2
+// CPU ranks, and `rankscope compare` gates on the result the way a CI job does: the sweep
+// passes against its own report, unchanged reruns raise no alarm, and a planted slowdown
+// (--extra-step-delay-ms) is caught.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "tests/e2e/e2e_process.h"
+#include "tests/temp_dir.h"
+
+namespace rankscope {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::ProcessResult;
+using testing::ReadFile;
+using testing::RunProcess;
+using testing::TempDir;
+
+// Enough compute per step (batch 128) that a step is tens of milliseconds, and enough steps
+// for the U test; small buckets so several all-reduces overlap the backward pass.
+const std::vector<std::string> kWorkload = {"--steps", "30", "--batch", "128", "--width", "512", "--depth", "4",
+                                            "--bucket-mb", "1", "--quiet"};
+
+ProcessResult Sweep(const fs::path& dir, const std::vector<std::string>& extra_args = {}) {
+  std::vector<std::string> argv = {RANKSCOPE_CLI, "sweep", "--ranks", "1,2", "-o", dir.string(), "--", TRAINER_BINARY};
+  argv.insert(argv.end(), kWorkload.begin(), kWorkload.end());
+  argv.insert(argv.end(), extra_args.begin(), extra_args.end());
+  return RunProcess(argv);
+}
+
+ProcessResult Compare(const fs::path& baseline, const fs::path& current, const std::vector<std::string>& extra = {}) {
+  std::vector<std::string> argv = {RANKSCOPE_CLI, "compare", "--baseline", baseline.string(), current.string()};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  return RunProcess(argv);
+}
+
+TEST(Sweep, TableJsonAndPngThenTheReportPassesAgainstItself) {
+  TempDir dir;
+  const fs::path sweep = dir / "sweep";
+  const ProcessResult run = Sweep(sweep);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("| GPUs | Batch Size | Samples/sec | Scaling Efficiency |"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("weak scaling: every run has 128 samples per rank"), std::string::npos) << run.out;
+
+  const nlohmann::json report = nlohmann::json::parse(ReadFile(sweep / "scaling.json"), nullptr, false);
+  ASSERT_FALSE(report.is_discarded());
+  EXPECT_EQ(report["format"], "rankscope.scaling");
+  ASSERT_EQ(report["points"].size(), 2u);
+  EXPECT_EQ(report["points"][0]["world_size"], 1);
+  EXPECT_EQ(report["points"][1]["world_size"], 2);
+  EXPECT_EQ(report["points"][1]["global_batch"], 256);
+  const double efficiency = report["points"][1]["efficiency"].get<double>();
+  EXPECT_GT(efficiency, 0.0);
+  EXPECT_LT(efficiency, 1.5);
+  // 2 ranks all-reduce their gradients: the report knows how many bytes per step.
+  EXPECT_GT(report["runs"][1]["allreduce_bytes_per_step"].get<double>(), 0.0);
+  const std::string png = ReadFile(sweep / "scaling.png");
+  ASSERT_GT(png.size(), 1000u);
+  EXPECT_EQ(png.substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8));
+  EXPECT_NE(ReadFile(sweep / "scaling.html").find("<svg"), std::string::npos);
+
+  const ProcessResult against_report = Compare(sweep / "scaling.json", sweep / "scaling.json");
+  EXPECT_EQ(against_report.exit_code, 0) << against_report.out << against_report.err;
+  const ProcessResult against_runs = Compare(sweep / "scaling.json", sweep);
+  EXPECT_EQ(against_runs.exit_code, 0) << against_runs.out << against_runs.err;
+  EXPECT_NE(against_runs.out.find("no regression"), std::string::npos) << against_runs.out;
+}
+
+// A planted slowdown that dwarfs any tolerance on any build: twice the baseline's slowest
+// step (sanitizer builds run several times slower than -O1), and at least 40 ms.
+std::string PlantedDelayMs(const fs::path& scaling_json) {
+  const nlohmann::json report = nlohmann::json::parse(ReadFile(scaling_json), nullptr, false);
+  double slowest_ms = 0;
+  if (!report.is_discarded()) {
+    for (const auto& point : report["points"]) slowest_ms = std::max(slowest_ms, point["step_time_ns"].get<double>() / 1e6);
+  }
+  return std::to_string(static_cast<int>(std::max(40.0, 2 * slowest_ms)));
+}
+
+// The planted slowdown fails the gate, with the JUnit file saying which metric.
+TEST(CompareGate, APlantedSlowdownFails) {
+  TempDir dir;
+  const ProcessResult base = Sweep(dir / "base");
+  ASSERT_EQ(base.exit_code, 0) << base.err;
+  const fs::path baseline = dir / "base" / "scaling.json";
+  const ProcessResult slow = Sweep(dir / "slow", {"--extra-step-delay-ms", PlantedDelayMs(baseline)});
+  ASSERT_EQ(slow.exit_code, 0) << slow.err;
+  const ProcessResult compared =
+      Compare(baseline, dir / "slow", {"--tolerance", "40%", "--junit", (dir / "junit.xml").string()});
+  EXPECT_EQ(compared.exit_code, 1) << compared.out << compared.err;
+  EXPECT_NE(compared.out.find("REGRESSED"), std::string::npos) << compared.out;
+  // The options differ, the workload does not: compared, with a note.
+  EXPECT_NE(compared.out.find("command lines differ"), std::string::npos) << compared.out;
+  const std::string junit = ReadFile(dir / "junit.xml");
+  EXPECT_NE(junit.find("<failure"), std::string::npos) << junit;
+  EXPECT_NE(junit.find("name=\"step_time_ns\""), std::string::npos) << junit;
+}
+
+// samples/ci/scaling-gate.sh as a CI job runs it: refresh a baseline on purpose; five
+// unchanged reruns on this shared machine raise no alarm; a planted slowdown fails the job
+// (confirmed by a second measurement); the reports are left for people and CI.
+TEST(SampleCiJob, NoFalseAlarmInFiveRerunsAndAPlantedSlowdownFails) {
+  TempDir dir;
+  std::map<std::string, std::string> env = testing::EndToEndEnvironment();
+  env["RANKSCOPE_BUILD"] = fs::path(RANKSCOPE_CLI).parent_path().parent_path().string();
+  env["RANKSCOPE_BASELINE"] = (dir / "baseline.json").string();
+  env["RANKSCOPE_ARTIFACTS"] = (dir / "ci").string();
+  const std::string script = std::string(RANKSCOPE_SOURCE_DIR) + "/samples/ci/scaling-gate.sh";
+  auto run = [&](std::vector<std::string> argv) {
+    testing::ChildProcess process(argv, env, testing::ProcessOptions{.timeout = std::chrono::seconds(240)});
+    return process.Wait();
+  };
+  const ProcessResult refreshed = run({"/bin/bash", script, "--refresh-baseline"});
+  ASSERT_EQ(refreshed.exit_code, 0) << refreshed.out << refreshed.err;
+  ASSERT_TRUE(fs::exists(dir / "baseline.json"));
+
+  for (int rerun = 0; rerun < 5; ++rerun) {
+    fs::remove(dir / "ci" / "compare.xml");
+    const ProcessResult gated = run({"/bin/bash", script});
+    EXPECT_EQ(gated.exit_code, 0) << "rerun " << rerun << " raised a false alarm:\n" << gated.out << gated.err;
+    for (const char* name : {"scaling.html", "scaling.png", "compare.md", "compare.xml"}) {
+      EXPECT_TRUE(fs::exists(dir / "ci" / name)) << name;
+    }
+  }
+
+  env["RANKSCOPE_TRAINER_ARGS"] = "--extra-step-delay-ms " + PlantedDelayMs(dir / "baseline.json");
+  const ProcessResult slow = run({"/bin/bash", script});
+  EXPECT_EQ(slow.exit_code, 1) << slow.out << slow.err;
+  EXPECT_NE(slow.out.find("measuring once more"), std::string::npos) << slow.out;
+  EXPECT_NE(ReadFile(dir / "ci" / "compare.xml").find("<failure"), std::string::npos);
+
+  const ProcessResult wrong = run({"/bin/bash", script, "--bogus"});
+  EXPECT_EQ(wrong.exit_code, 2);
+}
+
+}  // namespace
+}  // namespace rankscope
