@@ -10,6 +10,8 @@
 #include <system_error>
 #include <utility>
 
+#include "analyzer/report_format.h"
+
 namespace rankscope::analyzer {
 namespace {
 
@@ -77,36 +79,15 @@ std::string PlotColorHex(PlotColor color) {
   return fmt::format("#{:02x}{:02x}{:02x}", color.red, color.green, color.blue);
 }
 
-std::string XmlEscape(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (const char c : text) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      case '\t':
-      case '\n':
-      case '\r': out += c; break;
-      default:
-        // Other control characters are not allowed in XML 1.0 at all, even escaped.
-        out += static_cast<unsigned char>(c) < 0x20 ? '?' : c;
-    }
-  }
-  return out;
-}
-
 // --- SvgCanvas ---
 
 SvgCanvas::SvgCanvas(double width, double height, std::string_view aria_label)
     : header_(fmt::format("<svg viewBox=\"0 0 {0} {1}\" width=\"{0}\" height=\"{1}\" role=\"img\" aria-label=\"{2}\" "
                           "xmlns=\"http://www.w3.org/2000/svg\">\n",
-                          Px(width), Px(height), XmlEscape(aria_label))) {}
+                          Px(width), Px(height), format::HtmlEscape(aria_label))) {}
 
 void SvgCanvas::BeginGroup(std::string_view role) {
-  body_ += fmt::format("<g data-role=\"{}\">\n", XmlEscape(role));
+  body_ += fmt::format("<g data-role=\"{}\">\n", format::HtmlEscape(role));
   ++open_groups_;
 }
 
@@ -137,7 +118,7 @@ void SvgCanvas::Circle(PlotPoint center, double radius, const PlotShapeStyle& st
   if (!Finite(center) || !std::isfinite(radius) || radius <= 0) return;
   const std::string open = fmt::format("<circle cx=\"{}\" cy=\"{}\" r=\"{}\"{}", Px(center.x), Px(center.y), Px(radius),
                                        ShapeAttributes(style));
-  body_ += tooltip.empty() ? open + "/>\n" : fmt::format("{}><title>{}</title></circle>\n", open, XmlEscape(tooltip));
+  body_ += tooltip.empty() ? open + "/>\n" : fmt::format("{}><title>{}</title></circle>\n", open, format::HtmlEscape(tooltip));
 }
 
 void SvgCanvas::Rect(PlotPoint top_left, double width, double height, const PlotShapeStyle& style) {
@@ -157,7 +138,7 @@ void SvgCanvas::Text(PlotPoint anchor, std::string_view text, const PlotTextStyl
                   style.bold ? "font-weight:bold;" : "", PlotColorHex(style.color));
   if (style.vertical) attributes += fmt::format(" transform=\"rotate(-90 {} {})\"", Px(anchor.x), Px(anchor.y));
   body_ +=
-      fmt::format("<text x=\"{}\" y=\"{}\"{}>{}</text>\n", Px(anchor.x), Px(anchor.y), attributes, XmlEscape(text));
+      fmt::format("<text x=\"{}\" y=\"{}\"{}>{}</text>\n", Px(anchor.x), Px(anchor.y), attributes, format::HtmlEscape(text));
 }
 
 std::string SvgCanvas::Finish() const {

@@ -70,9 +70,6 @@ class PlotCanvas {
   virtual void Text(PlotPoint anchor, std::string_view text, const PlotTextStyle& style) = 0;
 };
 
-// Text made safe for XML character data and attribute values.
-std::string XmlEscape(std::string_view text);
-
 // Builds one <svg> element as a string.
 class SvgCanvas final : public PlotCanvas {
  public:

@@ -103,6 +103,15 @@ std::string FormatMetricValue(std::string_view metric_name, double value) {
   return FormatNumber(value, 2);
 }
 
+double NiceStep(double span, int ticks) {
+  if (!(span > 0) || !std::isfinite(span)) return 1;
+  const double raw = span / ticks;
+  const double power = std::pow(10.0, std::floor(std::log10(raw)));
+  const double fraction = raw / power;
+  const double nice = fraction <= 1 ? 1 : fraction <= 2 ? 2 : fraction <= 5 ? 5 : 10;
+  return nice * power;
+}
+
 std::string HtmlEscape(std::string_view text) {
   std::string out;
   out.reserve(text.size());
@@ -113,7 +122,12 @@ std::string HtmlEscape(std::string_view text) {
       case '>': out += "&gt;"; break;
       case '"': out += "&quot;"; break;
       case '\'': out += "&#39;"; break;
-      default: out += c;
+      case '\t':
+      case '\n':
+      case '\r': out += c; break;
+      default:
+        // Other control characters are not allowed in XML 1.0 (SVG, JUnit) at all, even escaped.
+        out += static_cast<unsigned char>(c) < 0x20 ? '?' : c;
     }
   }
   return out;

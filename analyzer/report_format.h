@@ -30,8 +30,13 @@ std::string DeviceLabel(int rank, int device);
 // *_pct, throughput in samples/s, efficiency as a percentage, else a ratio).
 std::string FormatMetricValue(std::string_view metric_name, double value);
 
-// Text for HTML element content and attribute values: & < > " ' become entities.
+// Text for HTML, SVG and XML (JUnit) content and attribute values: & < > " ' become
+// entities, control characters other than tab and newlines become '?'.
 std::string HtmlEscape(std::string_view text);
+
+// A "nice" chart tick spacing (1, 2 or 5 times a power of ten) giving about `ticks`
+// ticks over [0, span]; 1 for an empty span.
+double NiceStep(double span, int ticks);
 // Text for a GitHub-flavoured Markdown table cell: backslash before the characters that
 // would end the cell or start markup (| \ ` * _ < > [ ] ~ &), newlines become spaces.
 std::string MarkdownEscape(std::string_view text);

@@ -20,6 +20,7 @@ using format::DeviceLabel;
 using format::FormatDuration;
 using format::FormatPercent;
 using format::HtmlEscape;
+using format::NiceStep;
 using format::Table;
 
 constexpr size_t kTopActivities = 10;
@@ -64,16 +65,6 @@ std::string SvgRect(double x, double y, double width, double height, std::string
                      HtmlEscape(tooltip));
 }
 
-// A "nice" tick spacing (1, 2 or 5 times a power of ten) giving about `ticks` ticks over
-// [0, span]; 1 for an empty span.
-double NiceStep(double span, int ticks) {
-  if (!(span > 0) || !std::isfinite(span)) return 1;
-  const double raw = span / ticks;
-  const double power = std::pow(10.0, std::floor(std::log10(raw)));
-  const double fraction = raw / power;
-  const double nice = fraction <= 1 ? 1 : fraction <= 2 ? 2 : fraction <= 5 ? 5 : 10;
-  return nice * power;
-}
 
 // Series colours: a qualitative palette while it lasts, then evenly spaced hues.
 std::string SeriesColor(size_t index, size_t count) {

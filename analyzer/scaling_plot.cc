@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "analyzer/plot_canvas.h"
+#include "analyzer/report_format.h"
 
 namespace rankscope::analyzer {
 namespace {
@@ -109,16 +110,6 @@ std::string FormatCompact(double value) {
 
 std::string FormatMilliseconds(double ms) { return FormatCompact(ms) + " ms"; }
 
-// A "nice" tick spacing (1, 2 or 5 times a power of ten) giving about `ticks` ticks over
-// [0, span].
-double NiceStep(double span, int ticks) {
-  if (!(span > 0) || !std::isfinite(span)) return 1;
-  const double raw = span / ticks;
-  const double power = std::pow(10.0, std::floor(std::log10(raw)));
-  const double fraction = raw / power;
-  const double nice = fraction <= 1 ? 1 : fraction <= 2 ? 2 : fraction <= 5 ? 5 : 10;
-  return nice * power;
-}
 
 // A 1-pixel line on a pixel boundary is smeared over two pixels; half a pixel off is sharp.
 double Crisp(double coordinate) { return std::floor(coordinate) + 0.5; }
@@ -257,7 +248,7 @@ class YScale {
  public:
   explicit YScale(double highest) {
     if (!(highest > 0) || !std::isfinite(highest)) highest = 1;
-    step_ = NiceStep(highest, 5);
+    step_ = format::NiceStep(highest, 5);
     max_ = std::ceil(highest / step_) * step_;
     // A point at the very top would have its label above the plot: keep some headroom.
     if (max_ - highest < 0.08 * max_) max_ += step_;

@@ -144,14 +144,7 @@ int RunAnalyze(const AnalyzeRequest& request, std::FILE* out, std::FILE* err, bo
   if (!warnings_in_output) {
     for (const std::string& warning : report->warnings) PrintText(err, fmt::format("rankscope: warning: {}\n", OneLine(warning)));
   }
-  if (request.out.empty()) {
-    PrintText(out, text);
-  } else if (Status written = WriteFileAtomically(request.out, text); !written.ok()) {
-    PrintError(err, written.message());
-    return kExitUsage;
-  } else {
-    PrintNote(err, fmt::format("wrote the {} report to {}", FormatName(*format), request.out));
-  }
+  if (!EmitReport(out, err, request.out, text, fmt::format("{} report", FormatName(*format)))) return kExitUsage;
   const bool partial = !report->run.missing_ranks.empty() || !report->run.ranks_without_activity.empty();
   return partial ? kExitPartial : 0;
 }

@@ -28,16 +28,9 @@ Subcommand AddAnalyzeSubcommand(CLI::App& parent) {
       "Exit status: 0 with a complete report; 1 when the report was written but ranks were missing or had\n"
       "no device activity (each named on stderr); 2 on bad options or an unusable run.");
 
-  Subcommand subcommand;
-  subcommand.app = app;
-  subcommand.run = [app, flags](const CommandTail&) {
-    if (const std::string extras = DescribeExtras(*app); !extras.empty()) {
-      PrintError(stderr, extras);
-      return kExitUsage;
-    }
+  return MakeSubcommand(app, false, [flags](const CommandTail&) {
     return RunAnalyze(flags->Parsed(), stdout, stderr, ::isatty(STDERR_FILENO) == 1);
-  };
-  return subcommand;
+  });
 }
 
 }  // namespace rankscope::cli

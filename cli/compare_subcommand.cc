@@ -47,18 +47,11 @@ Subcommand AddCompareSubcommand(CLI::App& parent) {
       "default), overlap_pct, utilization_pct, compute_ns, comm_ns, overlap_ns, wait_ns.\n"
       "Exit status: 0 no regression; 1 a regression; 2 bad input.");
 
-  Subcommand subcommand;
-  subcommand.app = app;
-  subcommand.run = [app, flags](const CommandTail&) {
-    if (const std::string extras = DescribeExtras(*app); !extras.empty()) {
-      PrintError(stderr, extras);
-      return kExitUsage;
-    }
+  return MakeSubcommand(app, false, [flags](const CommandTail&) {
     CompareRequest parsed = flags->request;
     parsed.analysis = flags->analysis.Parsed();
     return RunCompare(parsed, stdout, stderr);
-  };
-  return subcommand;
+  });
 }
 
 }  // namespace rankscope::cli

@@ -7,6 +7,8 @@
 #include <cstring>
 #include <fstream>
 
+#include "cli/messages.h"
+
 namespace rankscope::cli {
 namespace fs = std::filesystem;
 
@@ -46,6 +48,20 @@ Status WriteFileAtomically(const fs::path& path, const std::string& text) {
     return IoError(fmt::format("cannot write {}: {}", path.string(), ec.message()));
   }
   return Status::Ok();
+}
+
+bool EmitReport(std::FILE* out, std::FILE* err, const std::string& path, const std::string& text,
+                std::string_view what) {
+  if (path.empty()) {
+    PrintText(out, text);
+    return true;
+  }
+  if (Status written = WriteFileAtomically(path, text); !written.ok()) {
+    PrintError(err, written.message());
+    return false;
+  }
+  PrintNote(err, fmt::format("wrote the {} to {}", what, path));
+  return true;
 }
 
 }  // namespace rankscope::cli

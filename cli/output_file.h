@@ -3,8 +3,10 @@
 // leaves half a file or damages the one already there.
 #pragma once
 
+#include <cstdio>
 #include <filesystem>
 #include <string>
+#include <string_view>
 
 #include "base/status.h"
 
@@ -16,5 +18,10 @@ Status CheckOutputPath(const std::string& option, const std::filesystem::path& p
 
 // Writes `text` to `path` through a temporary file in the same directory and a rename.
 Status WriteFileAtomically(const std::filesystem::path& path, const std::string& text);
+
+// A report's --out: `text` to `out` when `path` is empty, else written atomically with a
+// "wrote the <what> to <path>" note on `err`. False, with the error printed, when writing failed.
+bool EmitReport(std::FILE* out, std::FILE* err, const std::string& path, const std::string& text,
+                std::string_view what);
 
 }  // namespace rankscope::cli

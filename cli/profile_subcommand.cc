@@ -73,21 +73,13 @@ Subcommand AddProfileSubcommand(CLI::App& parent) {
       "The command runs with RANKSCOPE_RUN_DIR, RANKSCOPE_RUN_ID, RANKSCOPE_TRACE, NVTX_INJECTION64_PATH\n"
       "and LD_PRELOAD set. rankscope exits with its exit code (128 + N when signal N ended it).");
 
-  Subcommand subcommand;
-  subcommand.app = app;
-  subcommand.takes_command = true;
-  subcommand.run = [app, options](const CommandTail& tail) {
-    if (const std::string extras = DescribeExtras(*app); !extras.empty()) {
-      PrintError(stderr, extras);
-      return kExitUsage;
-    }
+  return MakeSubcommand(app, true, [options](const CommandTail& tail) {
     ProfileRequest request = options->request;
     if (options->output_option->count() > 0) request.output_dir = options->output_dir;
     if (options->ranks_option->count() > 0) request.local_ranks = options->local_ranks;
     request.command = tail.args;
     return RunProfile(request, ProcessProfileContext());
-  };
-  return subcommand;
+  });
 }
 
 }  // namespace rankscope::cli

@@ -37,18 +37,11 @@ Subcommand AddScaleSubcommand(CLI::App& parent) {
       "largest world size when three or more sizes were measured.\n"
       "Exit status: 0; 1 when a run had missing or idle ranks (named on stderr); 2 on bad input.");
 
-  Subcommand subcommand;
-  subcommand.app = app;
-  subcommand.run = [app, flags](const CommandTail&) {
-    if (const std::string extras = DescribeExtras(*app); !extras.empty()) {
-      PrintError(stderr, extras);
-      return kExitUsage;
-    }
+  return MakeSubcommand(app, false, [flags](const CommandTail&) {
     ScaleRequest parsed = flags->request;
     parsed.analysis = flags->analysis.Parsed();
     return RunScale(parsed, stdout, stderr);
-  };
-  return subcommand;
+  });
 }
 
 }  // namespace rankscope::cli

@@ -168,14 +168,7 @@ int RunScale(const ScaleRequest& request, std::FILE* out, std::FILE* err) {
     return kExitUsage;
   }
   const std::string text = FormatScaling(*format, *table, options->tool_version);
-  if (request.out.empty()) {
-    PrintText(out, text);
-  } else if (Status written = WriteFileAtomically(request.out, text); !written.ok()) {
-    PrintError(err, written.message());
-    return kExitUsage;
-  } else {
-    PrintNote(err, fmt::format("wrote the scaling report to {}", request.out));
-  }
+  if (!EmitReport(out, err, request.out, text, "scaling report")) return kExitUsage;
   if (!request.plot.empty()) {
     if (Status plotted = analyzer::WriteScalingPlotPng(*table, request.plot); !plotted.ok()) {
       PrintError(err, plotted.message());

@@ -20,6 +20,20 @@ std::string DescribeExtras(const CLI::App& app) {
       OneLine(first), name);
 }
 
+Subcommand MakeSubcommand(CLI::App* app, bool takes_command, std::function<int(const CommandTail& tail)> run) {
+  Subcommand subcommand;
+  subcommand.app = app;
+  subcommand.takes_command = takes_command;
+  subcommand.run = [app, run = std::move(run)](const CommandTail& tail) {
+    if (const std::string extras = DescribeExtras(*app); !extras.empty()) {
+      PrintError(stderr, extras);
+      return kExitUsage;
+    }
+    return run(tail);
+  };
+  return subcommand;
+}
+
 AnalyzeRequest AnalysisFlags::Parsed() const {
   AnalyzeRequest parsed = request;
   if (skip_option != nullptr && skip_option->count() > 0) parsed.skip_steps = skip_steps;

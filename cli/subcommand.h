@@ -31,6 +31,9 @@ struct Subcommand {
 // subcommands allow extras) as one error line; "" when there are none.
 std::string DescribeExtras(const CLI::App& app);
 
+// A Subcommand whose run refuses extras first (one error line, exit 2), then calls `run`.
+Subcommand MakeSubcommand(CLI::App* app, bool takes_command, std::function<int(const CommandTail& tail)> run);
+
 // The analysis options that analyze, scale, compare and sweep share: --skip-steps, --steps,
 // --comm-pattern, --compute-pattern, --step-name, --threads.
 struct AnalysisFlags {

@@ -49,21 +49,13 @@ Subcommand AddSweepSubcommand(CLI::App& parent) {
       "ends by writing DIR/scaling.json (a baseline for rankscope compare), DIR/scaling.html and\n"
       "DIR/scaling.png. A failing run stops the sweep with its exit code; earlier runs are kept.");
 
-  Subcommand subcommand;
-  subcommand.app = app;
-  subcommand.takes_command = true;
-  subcommand.run = [app, flags](const CommandTail& tail) {
-    if (const std::string extras = DescribeExtras(*app); !extras.empty()) {
-      PrintError(stderr, extras);
-      return kExitUsage;
-    }
+  return MakeSubcommand(app, true, [flags](const CommandTail& tail) {
     SweepRequest parsed = flags->request;
     if (flags->output_option->count() > 0) parsed.output_dir = flags->output_dir;
     parsed.command = tail.args;
     parsed.analysis = flags->analysis.Parsed();
     return RunSweep(parsed, ProcessProfileContext(), stdout);
-  };
-  return subcommand;
+  });
 }
 
 }  // namespace rankscope::cli

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "analyzer/plot_canvas.h"
+#include "analyzer/report_format.h"
 #include "tests/temp_dir.h"
 
 // Fontconfig (under cairo's toy font API) keeps its configuration and font patterns for the
@@ -244,7 +245,7 @@ TEST(ScalingPlotSvg, EscapesText) {
   EXPECT_NE(out.find("aria-label=\"a &quot;label&quot; &amp; &lt;more&gt;\""), std::string::npos);
   EXPECT_NE(out.find(">x &lt; y &amp; z &gt; &#39;w&#39;</text>"), std::string::npos);
   EXPECT_NE(out.find("<g data-role=\"r&amp;d\">"), std::string::npos);
-  EXPECT_EQ(XmlEscape(std::string("a\x01z", 3)), "a?z");
+  EXPECT_EQ(format::HtmlEscape(std::string("a\x01z", 3)), "a?z");
 }
 
 TEST(ScalingPlotSvg, StepTimeWhenNoRunHasThroughput) {
