@@ -186,6 +186,12 @@ std::string VerdictLine(const Comparison& comparison) {
   return fmt::format("no regression: {} checks, {} improved", comparison.rows.size(), improved);
 }
 
+// Rows whose verdict a reader would not guess from the table: every verdict but
+// "unchanged", and unchanged rows beyond the tolerance (too small in absolute terms).
+bool NeedsExplaining(const MetricComparison& row) {
+  return row.verdict != Verdict::kUnchanged || std::abs(row.change) > row.tolerance;
+}
+
 }  // namespace
 
 std::string ScalingToText(const ScalingTable& table, const std::string& tool_version) {
@@ -288,7 +294,7 @@ std::string ComparisonToText(const Comparison& comparison) {
                                 comparison.baseline_source);
   out += format::TableToText(ComparisonTable(comparison));
   for (const MetricComparison& row : comparison.rows) {
-    if (row.verdict == Verdict::kUnchanged) continue;
+    if (!NeedsExplaining(row)) continue;
     format::AppendWrapped(fmt::format("{} ranks, {}: {}", row.world_size, row.metric, row.reason), "  ", out);
   }
   for (const std::string& note : comparison.notes) format::AppendWrapped("note: " + note, "  ", out);
@@ -301,12 +307,13 @@ std::string ComparisonToMarkdown(const Comparison& comparison) {
       fmt::format("## rankscope compare: {}\n\n", comparison.Regressed() ? "regression" : "no regression");
   out += fmt::format("`{}` against the baseline `{}`.\n\n", comparison.current_source, comparison.baseline_source);
   out += format::TableToMarkdown(ComparisonTable(comparison));
-  out += '\n';
+  std::string bullets;
   for (const MetricComparison& row : comparison.rows) {
-    if (row.verdict == Verdict::kUnchanged) continue;
-    out += fmt::format("- **{} ranks, {}**: {}\n", row.world_size, MarkdownEscape(row.metric), MarkdownEscape(row.reason));
+    if (!NeedsExplaining(row)) continue;
+    bullets += fmt::format("- **{} ranks, {}**: {}\n", row.world_size, MarkdownEscape(row.metric), MarkdownEscape(row.reason));
   }
-  for (const std::string& note : comparison.notes) out += "- _note_: " + MarkdownEscape(note) + '\n';
+  for (const std::string& note : comparison.notes) bullets += "- _note_: " + MarkdownEscape(note) + '\n';
+  if (!bullets.empty()) out += '\n' + bullets;
   out += '\n' + MarkdownEscape(VerdictLine(comparison)) + '\n';
   return out;
 }
