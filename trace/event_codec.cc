@@ -108,7 +108,7 @@ void Read(const sql::Statement& stmt, MemsetEvent* e) {
 
 void Bind(sql::Statement& stmt, const ApiCallEvent& e) {
   Out out(stmt);
-  PutCommon(out, e).Enum(e.domain).Int(e.callback_id).Int(e.return_code);
+  PutCommon(out, e).Enum(e.domain).Int(e.callback_id).Int(e.return_code).Uint(e.external_id);
 }
 void Read(const sql::Statement& stmt, ApiCallEvent* e) {
   In in(stmt);
@@ -116,6 +116,7 @@ void Read(const sql::Statement& stmt, ApiCallEvent* e) {
   e->domain = in.Enum<ApiDomain>();
   e->callback_id = in.U32();
   e->return_code = in.I32();
+  e->external_id = in.Uint();
 }
 
 void Bind(sql::Statement& stmt, const SyncEvent& e) {
@@ -186,6 +187,33 @@ void Read(const sql::Statement& stmt, CounterSample* e) {
   e->lane = in.U32();
   e->ts_ns = in.Int();
   e->value = in.Real();
+}
+
+void Bind(sql::Statement& stmt, const CollectivePartEvent& e) {
+  Out out(stmt);
+  PutCommon(out, e).Uint(e.comm_hash).Uint(e.sequence).Enum(e.part_kind).Int(e.channel)
+      .Int(e.peer).Int(e.step).Uint(e.bytes);
+}
+void Read(const sql::Statement& stmt, CollectivePartEvent* e) {
+  In in(stmt);
+  GetCommon(in, e);
+  e->comm_hash = in.Uint();
+  e->sequence = in.Uint();
+  e->part_kind = in.Enum<CollectivePartKind>();
+  e->channel = in.I32();
+  e->peer = in.I32();
+  e->step = in.I32();
+  e->bytes = in.Uint();
+}
+
+void Bind(sql::Statement& stmt, const OverheadEvent& e) {
+  Out out(stmt);
+  PutCommon(out, e).Enum(e.overhead_kind);
+}
+void Read(const sql::Statement& stmt, OverheadEvent* e) {
+  In in(stmt);
+  GetCommon(in, e);
+  e->overhead_kind = in.Enum<OverheadKind>();
 }
 
 }  // namespace rankscope::trace::codec

@@ -20,8 +20,11 @@ void Bind(sql::Statement& stmt, const NvtxRangeEvent& e);
 void Bind(sql::Statement& stmt, const NvtxMarkEvent& e);
 void Bind(sql::Statement& stmt, const CollectiveEvent& e);
 void Bind(sql::Statement& stmt, const CounterSample& e);
+void Bind(sql::Statement& stmt, const CollectivePartEvent& e);
+void Bind(sql::Statement& stmt, const OverheadEvent& e);
 
-// Reads all data columns (result columns 0..N-1) of a SELECT of DataColumnList().
+// Reads all data columns (result columns 0..N-1) of a SELECT of DataColumnList() or
+// SelectList().
 void Read(const sql::Statement& stmt, KernelEvent* e);
 void Read(const sql::Statement& stmt, MemcpyEvent* e);
 void Read(const sql::Statement& stmt, MemsetEvent* e);
@@ -31,6 +34,8 @@ void Read(const sql::Statement& stmt, NvtxRangeEvent* e);
 void Read(const sql::Statement& stmt, NvtxMarkEvent* e);
 void Read(const sql::Statement& stmt, CollectiveEvent* e);
 void Read(const sql::Statement& stmt, CounterSample* e);
+void Read(const sql::Statement& stmt, CollectivePartEvent* e);
+void Read(const sql::Statement& stmt, OverheadEvent* e);
 
 // Calls f(table_name, vector) for each table of `tables`, in schema order.
 template <typename Tables, typename F>
@@ -44,6 +49,8 @@ void ForEachTable(Tables& tables, F&& f) {
   f(std::string_view("nvtx_marks"), tables.nvtx_marks);
   f(std::string_view("collectives"), tables.collectives);
   f(std::string_view("counter_samples"), tables.counter_samples);
+  f(std::string_view("collective_parts"), tables.collective_parts);
+  f(std::string_view("overheads"), tables.overheads);
 }
 
 // Calls f(a_vector, b_vector) for each pair of same-kind tables, in schema order.
@@ -58,9 +65,11 @@ void ForEachTablePair(EventTables& a, EventTables& b, F&& f) {
   f(a.nvtx_marks, b.nvtx_marks);
   f(a.collectives, b.collectives);
   f(a.counter_samples, b.counter_samples);
+  f(a.collective_parts, b.collective_parts);
+  f(a.overheads, b.overheads);
 }
 
-inline constexpr int kEventTableCount = 9;
+inline constexpr int kEventTableCount = 11;
 
 // Lane, start and duration of any record, for index bookkeeping.
 inline LaneId LaneOf(const EventCommon& e) { return e.lane; }

@@ -94,6 +94,23 @@ enum class DataType : uint8_t {
   kFloat8E5M2 = 12,
 };
 
+// What a profiler overhead interval was spent on (CUPTI's overhead kinds, renumbered densely).
+enum class OverheadKind : uint8_t {
+  kUnknown = 0, kDriverCompiler = 1, kCuptiBufferFlush = 2, kCuptiInstrumentation = 3,
+  kCuptiResource = 4, kRuntimeTriggeredModuleLoading = 5, kLazyFunctionLoading = 6,
+  kCommandBufferFull = 7, kActivityBufferRequest = 8, kUvmActivityInit = 9,
+};
+
+// Pieces of one collective or point-to-point operation that the NCCL profiler plugin times.
+enum class CollectivePartKind : uint8_t {
+  kUnknown = 0,
+  kKernelChannel = 1,  // one channel of the operation's kernel, on the GPU
+  kProxySend = 2,      // the proxy thread's network send work for one channel and peer
+  kProxyRecv = 3,      // ... its receive work
+  kProxySendStep = 4,  // one network transfer (step) of a proxy send
+  kProxyRecvStep = 5,  // one network transfer (step) of a proxy receive
+};
+
 // ---- Events ------------------------------------------------------------------------------
 
 // end - start when end >= start and the difference fits in int64; nullopt otherwise (the
@@ -147,6 +164,10 @@ struct ApiCallEvent : EventCommon {
   ApiDomain domain = ApiDomain::kUnknown;
   uint32_t callback_id = 0;  // CUPTI cbid
   int32_t return_code = 0;   // cudaError_t / CUresult
+  // The correlation id of the innermost NVTX push/pop range open on the thread when the
+  // call was made (NvtxRangeEvent::correlation_id); 0 if none. Joins ranges to the device
+  // work launched inside them.
+  uint64_t external_id = 0;
 };
 
 struct SyncEvent : EventCommon {
@@ -197,6 +218,24 @@ struct CollectiveEvent : EventCommon {
   StringId protocol = kEmptyString;   // "LL", "LL128", "SIMPLE" when known
 };
 
+// One piece of a collective (CollectivePartKind), on the operation's communicator lane.
+// (comm_hash, sequence) are the parent operation's.
+struct CollectivePartEvent : EventCommon {
+  uint64_t comm_hash = 0;
+  uint64_t sequence = 0;
+  CollectivePartKind part_kind = CollectivePartKind::kUnknown;
+  int32_t channel = -1;  // -1 if unknown
+  int32_t peer = -1;     // proxy work: the remote rank; -1 otherwise
+  int32_t step = -1;     // proxy steps: the step number; -1 otherwise
+  uint64_t bytes = 0;    // bytes moved, when known
+};
+
+// Time the profiler itself cost (CUPTI overhead records), on the lane of the thread or
+// stream it was spent on.
+struct OverheadEvent : EventCommon {
+  OverheadKind overhead_kind = OverheadKind::kUnknown;
+};
+
 struct CounterSample {
   LaneId lane = kNoLane;  // a kCounter lane
   TimestampNs ts_ns = 0;
@@ -217,6 +256,8 @@ struct EventTables {
   std::vector<NvtxMarkEvent> nvtx_marks;
   std::vector<CollectiveEvent> collectives;
   std::vector<CounterSample> counter_samples;
+  std::vector<CollectivePartEvent> collective_parts;
+  std::vector<OverheadEvent> overheads;
 
   size_t size() const;
   bool empty() const { return size() == 0; }

@@ -91,10 +91,17 @@ class TraceReader::Impl {
   Status Fail(Status s) const { return s.WithContext(path_.string()); }
   Result<std::vector<uint64_t>> LaneRowHints(size_t lanes) const;
 
+  // Whether the file's schema version has `table` (tables added later read as empty).
+  bool HasTable(std::string_view table) const {
+    return FindTable(table)->ExistsIn(schema_version_);
+  }
+
   fs::path path_;
   sql::DbHandle db_;
+  int schema_version_ = 0;  // the file's PRAGMA user_version, 1..kSchemaVersion once open
   RankMeta meta_;
-  // Per event table: rows of one lane overlapping a time window.
+  // Per event table: rows of one lane overlapping a time window; empty for tables the
+  // file's version lacks.
   std::array<sql::Statement, codec::kEventTableCount> range_queries_;
   sql::Statement lane_max_;
 };
@@ -124,9 +131,12 @@ Status TraceReader::Impl::Open() {
   if (schema_version < 1) {
     return Corrupt(fmt::format("invalid trace schema version {}", schema_version));
   }
+  schema_version_ = static_cast<int>(schema_version);
 
   // Every schema table must be a plain table (a view could run any query, e.g. an endless
-  // recursive one) with the columns this version reads.
+  // recursive one) with the columns this version reads. Tables and columns added after the
+  // file's version are not looked for: older files lack them, and whatever a file has under
+  // such a name is never read.
   std::set<std::string> plain_tables;
   {
     RS_ASSIGN_OR_RETURN(sql::Statement tables,
@@ -136,11 +146,13 @@ Status TraceReader::Impl::Open() {
     if (rc != SQLITE_DONE) return sql::FromSqlite(raw, rc, "reading the schema");
   }
   for (const TableDef& table : SchemaTables()) {
+    if (!table.ExistsIn(schema_version_)) continue;
     if (!plain_tables.contains(std::string(table.name))) {
       return Corrupt(fmt::format("table '{}' is missing or malformed", table.name));
     }
     std::string columns;
     for (const ColumnDef& column : table.columns) {
+      if (!column.ExistsIn(schema_version_)) continue;
       columns += columns.empty() ? "" : ", ";
       columns += column.name;
     }
@@ -154,7 +166,7 @@ Status TraceReader::Impl::Open() {
   EventTables none;
   codec::ForEachTable(none, [&](std::string_view name, const auto&) {
     sql::Statement& range_query = range_queries_[static_cast<size_t>(index++)];
-    if (!status.ok()) return;
+    if (!status.ok() || !HasTable(name)) return;
     const TableDef* table = FindTable(name);
     const bool instants = !table->is_event_table;
     const std::string start = instants ? "ts_ns" : "start_ns";
@@ -163,7 +175,7 @@ Status TraceReader::Impl::Open() {
     auto range = sql::Statement::Prepare(
         raw, fmt::format("SELECT {0} FROM {1} WHERE lane = ?1 AND {2} >= ?4 AND {2} < ?3 "
                          "AND ({3} > ?2 OR {2} >= ?2) ORDER BY {2}",
-                         table->DataColumnList(), name, start, end));
+                         table->SelectList(schema_version_), name, start, end));
     if (!range.ok()) status = range.status();
     else range_query = std::move(range).value();
   });
@@ -295,7 +307,7 @@ Result<EventTables> TraceReader::ReadLaneRange(LaneId lane, TimestampNs t0, Time
   int index = 0;
   codec::ForEachTable(out, [&](std::string_view name, auto& table) {
     sql::Statement& stmt = impl_->range_queries_[static_cast<size_t>(index++)];
-    if (!status.ok()) return;
+    if (!status.ok() || !impl_->HasTable(name)) return;
     stmt.BindInt(1, lane);
     stmt.BindInt(2, t0);
     stmt.BindInt(3, t1);
@@ -428,6 +440,7 @@ Result<RankTrace> TraceReader::LoadAll(LoadOptions options) const {
   trace.meta = impl_->meta_;
   std::vector<Chunk> chunks;
   for (int t = 0; t < codec::kEventTableCount; ++t) {
+    if (!impl_->HasTable(TableName(t))) continue;  // no chunks: the table loads empty
     if (Status s = PlanChunks(db, t, &chunks); !s.ok()) return impl_->Fail(s);
   }
   // Strings and lanes are committed before the events that use them: read them after the
@@ -556,7 +569,7 @@ Result<RankTrace> TraceReader::LoadAll(LoadOptions options) const {
       }
       Status s;
       WithTable(trace.events, chunk.table, [&](std::string_view name, auto& table) {
-        auto stmt = chunk_query(conn, chunk, FindTable(name)->DataColumnList());
+        auto stmt = chunk_query(conn, chunk, FindTable(name)->SelectList(impl_->schema_version_));
         if (!stmt.ok()) {
           s = stmt.status();
           return;
@@ -607,12 +620,12 @@ Result<RankTrace> TraceReader::LoadAll(LoadOptions options) const {
 
 namespace {
 
-// Reads a whole small table in storage order.
+// Reads a whole small table of a file of schema `version` in storage order.
 template <typename Record>
-Result<std::vector<Record>> ReadWholeTable(sqlite3* db, std::string_view name) {
+Result<std::vector<Record>> ReadWholeTable(sqlite3* db, int version, std::string_view name) {
   RS_ASSIGN_OR_RETURN(sql::Statement stmt,
                       sql::Statement::Prepare(db, fmt::format("SELECT {} FROM {} ORDER BY id",
-                                                              FindTable(name)->DataColumnList(), name)));
+                                                              FindTable(name)->SelectList(version), name)));
   std::vector<Record> rows;
   RS_RETURN_IF_ERROR(ReadRows(stmt, &rows, name));
   return rows;
@@ -674,10 +687,10 @@ Status TraceReader::Stream(SpanVisitor& visitor, StreamOptions options) const {
   RS_ASSIGN_OR_RETURN(header.strings, ReadStrings());
   RS_ASSIGN_OR_RETURN(header.lanes, ReadLanes());
   RS_ASSIGN_OR_RETURN(header.drops, ReadDrops());
-  auto marks = ReadWholeTable<NvtxMarkEvent>(db, "nvtx_marks");
+  auto marks = ReadWholeTable<NvtxMarkEvent>(db, impl_->schema_version_, "nvtx_marks");
   if (!marks.ok()) return impl_->Fail(marks.status());
   header.marks = std::move(marks).value();
-  auto collectives = ReadWholeTable<CollectiveEvent>(db, "collectives");
+  auto collectives = ReadWholeTable<CollectiveEvent>(db, impl_->schema_version_, "collectives");
   if (!collectives.ok()) return impl_->Fail(collectives.status());
   header.collectives = std::move(collectives).value();
   if (options.host_calls) {

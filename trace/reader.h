@@ -87,7 +87,8 @@ struct LoadOptions {
 class TraceReader {
  public:
   // Fails with a one-line message naming the file when it is missing, not SQLite,
-  // truncated, not a rankscope trace, or from a newer schema.
+  // truncated, not a rankscope trace, or from a newer schema. Older schema versions read
+  // as if written now: tables they lack are empty, columns they lack are 0.
   static Result<std::unique_ptr<TraceReader>> Open(const std::filesystem::path& path);
   ~TraceReader();
   TraceReader(const TraceReader&) = delete;

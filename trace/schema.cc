@@ -30,6 +30,7 @@ std::vector<ColumnDef> NvtxColumns(std::vector<ColumnDef> specific) {
   return EventColumns(std::move(columns));
 }
 
+// Tables and columns added after v1 name their version (`since`): older files lack them.
 std::vector<TableDef> BuildTables() {
   std::vector<TableDef> t;
   t.push_back({"meta", {{"key", "TEXT PRIMARY KEY"}, {"value", "TEXT NOT NULL"}}, "", "", false});
@@ -92,7 +93,8 @@ std::vector<TableDef> BuildTables() {
   t.push_back({"api_calls",
                EventColumns({{"domain", "INTEGER NOT NULL"},
                              {"callback_id", "INTEGER NOT NULL"},
-                             {"return_code", "INTEGER NOT NULL"}}),
+                             {"return_code", "INTEGER NOT NULL"},
+                             {"external_id", "INTEGER NOT NULL", 2}}),
                "", "lane, start_ns", true});
   t.push_back({"syncs",
                EventColumns({{"sync_kind", "INTEGER NOT NULL"},
@@ -125,6 +127,18 @@ std::vector<TableDef> BuildTables() {
                 {"ts_ns", "INTEGER NOT NULL"},
                 {"value", "REAL NOT NULL"}},
                "", "lane, ts_ns", false});
+  t.push_back({"collective_parts",
+               EventColumns({{"comm_hash", "INTEGER NOT NULL"},
+                             {"sequence", "INTEGER NOT NULL"},
+                             {"part_kind", "INTEGER NOT NULL"},
+                             {"channel", "INTEGER NOT NULL"},
+                             {"peer", "INTEGER NOT NULL"},
+                             {"step", "INTEGER NOT NULL"},
+                             {"bytes", "INTEGER NOT NULL"}}),
+               "", "lane, start_ns", true, 2});
+  t.push_back({"overheads",
+               EventColumns({{"overhead_kind", "INTEGER NOT NULL"}}),
+               "", "lane, start_ns", true, 2});
   return t;
 }
 
@@ -136,6 +150,16 @@ std::string TableDef::DataColumnList() const {
     if (column.name == "id") continue;
     if (!list.empty()) list += ", ";
     list += column.name;
+  }
+  return list;
+}
+
+std::string TableDef::SelectList(int version) const {
+  std::string list;
+  for (const ColumnDef& column : columns) {
+    if (column.name == "id") continue;
+    if (!list.empty()) list += ", ";
+    list += column.ExistsIn(version) ? column.name : "0";
   }
   return list;
 }
@@ -218,6 +242,17 @@ const std::vector<EnumValue>& EnumValues() {
       {"datatype", 6, "uint64"}, {"datatype", 7, "float16"}, {"datatype", 8, "float32"},
       {"datatype", 9, "float64"}, {"datatype", 10, "bfloat16"}, {"datatype", 11, "float8e4m3"},
       {"datatype", 12, "float8e5m2"},
+      // Added in schema v2.
+      {"overhead_kind", 0, "unknown"}, {"overhead_kind", 1, "driver_compiler"},
+      {"overhead_kind", 2, "cupti_buffer_flush"}, {"overhead_kind", 3, "cupti_instrumentation"},
+      {"overhead_kind", 4, "cupti_resource"},
+      {"overhead_kind", 5, "runtime_triggered_module_loading"},
+      {"overhead_kind", 6, "lazy_function_loading"}, {"overhead_kind", 7, "command_buffer_full"},
+      {"overhead_kind", 8, "activity_buffer_request"}, {"overhead_kind", 9, "uvm_activity_init"},
+      {"collective_part_kind", 0, "unknown"}, {"collective_part_kind", 1, "kernel_channel"},
+      {"collective_part_kind", 2, "proxy_send"}, {"collective_part_kind", 3, "proxy_recv"},
+      {"collective_part_kind", 4, "proxy_send_step"},
+      {"collective_part_kind", 5, "proxy_recv_step"},
   };
   return *values;
 }

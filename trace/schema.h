@@ -10,7 +10,7 @@
 
 namespace rankscope::trace {
 
-inline constexpr int kSchemaVersion = 1;            // PRAGMA user_version
+inline constexpr int kSchemaVersion = 2;            // PRAGMA user_version
 inline constexpr int32_t kApplicationId = 0x524b5343;  // PRAGMA application_id: "RKSC"
 
 // Rows of an event table are grouped in blocks of consecutive row ids; `lane_blocks`
@@ -30,6 +30,9 @@ inline constexpr const char* kWriterPragmas =
 struct ColumnDef {
   std::string_view name;
   std::string_view type;  // SQL type and constraints
+  int since = 1;          // the schema version that added the column; older files lack it
+
+  bool ExistsIn(int version) const { return since <= version; }
 };
 
 struct TableDef {
@@ -40,14 +43,20 @@ struct TableDef {
   // Column list of the index serving "events of lane L in [t0, t1)"; empty for none.
   std::string_view lane_time_index;
   bool is_event_table = false;  // has the common event columns
+  int since = 1;                // the schema version that added the table; older files lack it
 
+  // Whether a file of schema `version` has the table (its columns: ColumnDef::ExistsIn).
+  bool ExistsIn(int version) const { return since <= version; }
   // The column names after `id`, joined with ", " (the order the codec binds them).
   std::string DataColumnList() const;
+  // DataColumnList() as a SELECT list for a file of schema `version`: a literal 0 stands
+  // in for each column that version lacks, so the codec reads every version alike.
+  std::string SelectList(int version) const;
   // "INSERT INTO table(<data columns>) VALUES(?, ...)": one parameter per data column.
   std::string InsertSql() const;
 };
 
-// Every table of schema v1, in creation order.
+// Every table of the current schema, in creation order.
 const std::vector<TableDef>& SchemaTables();
 const TableDef* FindTable(std::string_view name);
 

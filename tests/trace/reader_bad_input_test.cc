@@ -111,9 +111,22 @@ TEST_P(EditedRankFile, IsRefusedWithOneLine) {
 INSTANTIATE_TEST_SUITE_P(
     ReaderBadInput, EditedRankFile,
     ::testing::Values(
-        EditCase{"NewerSchema", "PRAGMA user_version=2", StatusCode::kUnsupported, "schema version 2 is newer"},
+        EditCase{"NewerSchema", "PRAGMA user_version=3", StatusCode::kUnsupported, "schema version 3 is newer"},
+        EditCase{"SchemaVersionZero", "PRAGMA user_version=0", StatusCode::kCorrupt,
+                 "invalid trace schema version 0"},
         EditCase{"MissingTable", "DROP TABLE memsets", StatusCode::kCorrupt,
                  "table 'memsets' is missing or malformed"},
+        // A version 2 file must have what version 2 added.
+        EditCase{"MissingOverheadsTable", "DROP TABLE overheads", StatusCode::kCorrupt,
+                 "table 'overheads' is missing or malformed"},
+        EditCase{"MissingCollectivePartsTable", "DROP TABLE collective_parts", StatusCode::kCorrupt,
+                 "table 'collective_parts' is missing or malformed"},
+        EditCase{"ApiCallsWithoutExternalId", "ALTER TABLE api_calls DROP COLUMN external_id",
+                 StatusCode::kCorrupt, "table 'api_calls' is missing or malformed"},
+        EditCase{"OverheadsReplacedByView",
+                 "DROP TABLE overheads; CREATE VIEW overheads AS SELECT id, lane, start_ns, end_ns, name, "
+                 "correlation_id, 0 AS overhead_kind FROM kernels",
+                 StatusCode::kCorrupt, "table 'overheads' is missing or malformed"},
         EditCase{"MissingStringsTable", "DROP TABLE strings", StatusCode::kCorrupt,
                  "table 'strings' is missing or malformed"},
         EditCase{"LaneBlocksWithoutColumn", "ALTER TABLE lane_blocks DROP COLUMN rows", StatusCode::kCorrupt,

@@ -122,6 +122,7 @@ Fixture Populate(TraceWriter& w) {
   a.domain = ApiDomain::kRuntime;
   a.callback_id = 211;
   a.return_code = -3;
+  a.external_id = 0xc000000000000005ULL;  // above INT64_MAX: stored by its bits
   f.events.api_calls.push_back(a);
 
   SyncEvent y;
@@ -191,6 +192,38 @@ Fixture Populate(TraceWriter& w) {
 
   f.events.counter_samples.push_back({f.counter, k.start_ns, 1.5e9});
   f.events.counter_samples.push_back({f.counter, k.end_ns, -0.25});
+
+  CollectivePartEvent p;
+  p.lane = f.comm;
+  p.start_ns = g.start_ns + 10;
+  p.end_ns = p.start_ns + 5000;
+  p.name = w.Intern("proxy send step");
+  p.correlation_id = 1235;
+  p.comm_hash = g.comm_hash;
+  p.sequence = g.sequence;
+  p.part_kind = CollectivePartKind::kProxySendStep;
+  p.channel = 31;
+  p.peer = 7;
+  p.step = 123456;
+  p.bytes = (1ULL << 63) + 3;
+  f.events.collective_parts.push_back(p);
+  CollectivePartEvent channel;  // the unknowns: channel, peer and step -1, bytes 0
+  channel.lane = f.comm;
+  channel.start_ns = p.start_ns + 1;
+  channel.end_ns = channel.start_ns + 40;
+  channel.comm_hash = g.comm_hash;
+  channel.sequence = g.sequence;
+  channel.part_kind = CollectivePartKind::kKernelChannel;
+  f.events.collective_parts.push_back(channel);
+
+  OverheadEvent o;
+  o.lane = f.thread;
+  o.start_ns = a.start_ns - 2000;
+  o.end_ns = o.start_ns + 1500;
+  o.name = w.Intern("CUPTI overhead");
+  o.correlation_id = 0x8000000000000002ULL;
+  o.overhead_kind = OverheadKind::kUvmActivityInit;
+  f.events.overheads.push_back(o);
   return f;
 }
 
@@ -247,6 +280,7 @@ TEST(RoundTrip, EveryEventKindAndField) {
   EXPECT_EQ(e.api_calls[0].callback_id, 211u);
   EXPECT_EQ(e.api_calls[0].return_code, -3);
   EXPECT_EQ(e.api_calls[0].correlation_id, k.correlation_id);
+  EXPECT_EQ(e.api_calls[0].external_id, 0xc000000000000005ULL);
 
   ASSERT_EQ(e.syncs.size(), 1u);
   ExpectCommon(e.syncs[0], expected.syncs[0]);
@@ -295,6 +329,30 @@ TEST(RoundTrip, EveryEventKindAndField) {
   EXPECT_EQ(e.counter_samples[0].value, 1.5e9);
   EXPECT_EQ(e.counter_samples[1].value, -0.25);
 
+  ASSERT_EQ(e.collective_parts.size(), 2u);
+  const CollectivePartEvent& p = e.collective_parts[0];
+  ExpectCommon(p, expected.collective_parts[0]);
+  EXPECT_EQ(p.comm_hash, 0xfedcba9876543210ULL);
+  EXPECT_EQ(p.sequence, 41u);
+  EXPECT_EQ(p.part_kind, CollectivePartKind::kProxySendStep);
+  EXPECT_EQ(p.channel, 31);
+  EXPECT_EQ(p.peer, 7);
+  EXPECT_EQ(p.step, 123456);
+  EXPECT_EQ(p.bytes, (1ULL << 63) + 3);
+  EXPECT_EQ(t.str(p.name), "proxy send step");
+  const CollectivePartEvent& channel = e.collective_parts[1];
+  ExpectCommon(channel, expected.collective_parts[1]);
+  EXPECT_EQ(channel.part_kind, CollectivePartKind::kKernelChannel);
+  EXPECT_EQ(channel.channel, -1);
+  EXPECT_EQ(channel.peer, -1);
+  EXPECT_EQ(channel.step, -1);
+  EXPECT_EQ(channel.bytes, 0u);
+
+  ASSERT_EQ(e.overheads.size(), 1u);
+  ExpectCommon(e.overheads[0], expected.overheads[0]);
+  EXPECT_EQ(e.overheads[0].overhead_kind, OverheadKind::kUvmActivityInit);
+  EXPECT_EQ(t.str(e.overheads[0].name), "CUPTI overhead");
+
   // Lanes, including identity fields and the longest-event bookkeeping.
   ASSERT_EQ(t.lanes.size(), 5u);
   const Lane* gpu = t.lane(f.gpu);
@@ -322,7 +380,7 @@ TEST(RoundTrip, EveryEventKindAndField) {
   EXPECT_EQ(meta.pid, getpid());
   EXPECT_EQ(meta.command_line, "trainer --steps 3");
   EXPECT_EQ(meta.backend, "gloo");
-  EXPECT_EQ(meta.schema_version, 1);
+  EXPECT_EQ(meta.schema_version, 2);
   EXPECT_FALSE(meta.tool_version.empty());
   EXPECT_TRUE(meta.closed_cleanly);
   ASSERT_TRUE(meta.clock_start.has_value());
@@ -413,6 +471,80 @@ TEST(RoundTrip, LaneRangeQueryReturnsOverlappingEvents) {
   EXPECT_FALSE((*reader)->ReadLaneRange(a, 10, 5).ok());
 }
 
+// The version 2 tables and api_calls.external_id through the range query. The long event
+// on each lane is found only if the writer counted it in the lane's max_duration_ns.
+TEST(RoundTrip, LaneRangeQueryCoversTheVersion2Tables) {
+  TempDir dir;
+  auto writer = MustCreate(dir / "rank-0.sqlite", MakeIdentity("r", 0, 1));
+  ASSERT_NE(writer, nullptr);
+  Lane comm_desc, thread_desc;
+  comm_desc.kind = LaneKind::kCommunicator;
+  comm_desc.comm_hash = 0xabcULL;
+  thread_desc.kind = LaneKind::kCpuThread;
+  thread_desc.tid = 12;
+  const LaneId comm = writer->AddLane(comm_desc), thread = writer->AddLane(thread_desc);
+  EventTables batch;
+  auto part = [&](TimestampNs s, TimestampNs e, int32_t step) {
+    CollectivePartEvent p;
+    p.lane = comm;
+    p.start_ns = s;
+    p.end_ns = e;
+    p.comm_hash = 0xabcULL;
+    p.sequence = 9;
+    p.part_kind = CollectivePartKind::kProxyRecvStep;
+    p.step = step;
+    batch.collective_parts.push_back(p);
+  };
+  part(0, 10000, 1);  // long: starts well before the window, reaches into it
+  part(400, 500, 2);  // ends exactly at t0
+  part(550, 560, 3);  // inside
+  part(600, 700, 4);  // starts at t1
+  auto overhead = [&](TimestampNs s, TimestampNs e, OverheadKind kind) {
+    OverheadEvent o;
+    o.lane = thread;
+    o.start_ns = s;
+    o.end_ns = e;
+    o.overhead_kind = kind;
+    batch.overheads.push_back(o);
+  };
+  overhead(0, 9000, OverheadKind::kCuptiBufferFlush);
+  overhead(560, 570, OverheadKind::kDriverCompiler);
+  overhead(100, 200, OverheadKind::kCuptiResource);  // before the window
+  ApiCallEvent call;
+  call.lane = thread;
+  call.start_ns = 520;
+  call.end_ns = 530;
+  call.correlation_id = 31;
+  call.external_id = 77;
+  batch.api_calls.push_back(call);
+  ASSERT_TRUE(writer->Submit(std::move(batch)));
+  ASSERT_TRUE(writer->Close().ok());
+
+  auto reader = TraceReader::Open(dir / "rank-0.sqlite");
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  auto on_comm = (*reader)->ReadLaneRange(comm, 500, 600);
+  ASSERT_TRUE(on_comm.ok()) << on_comm.status().message();
+  std::vector<int32_t> steps;
+  for (const CollectivePartEvent& p : on_comm->collective_parts) steps.push_back(p.step);
+  EXPECT_EQ(steps, (std::vector<int32_t>{1, 3}));
+  EXPECT_EQ(on_comm->collective_parts[0].part_kind, CollectivePartKind::kProxyRecvStep);
+  EXPECT_EQ(on_comm->collective_parts[0].comm_hash, 0xabcULL);
+  EXPECT_EQ(on_comm->collective_parts[0].sequence, 9u);
+  EXPECT_TRUE(on_comm->overheads.empty());
+  EXPECT_TRUE(on_comm->api_calls.empty());
+
+  auto on_thread = (*reader)->ReadLaneRange(thread, 500, 600);
+  ASSERT_TRUE(on_thread.ok()) << on_thread.status().message();
+  std::vector<OverheadKind> kinds;
+  for (const OverheadEvent& o : on_thread->overheads) kinds.push_back(o.overhead_kind);
+  EXPECT_EQ(kinds,
+            (std::vector<OverheadKind>{OverheadKind::kCuptiBufferFlush, OverheadKind::kDriverCompiler}));
+  ASSERT_EQ(on_thread->api_calls.size(), 1u);
+  EXPECT_EQ(on_thread->api_calls[0].correlation_id, 31u);
+  EXPECT_EQ(on_thread->api_calls[0].external_id, 77u);
+  EXPECT_TRUE(on_thread->collective_parts.empty());
+}
+
 TEST(RoundTrip, LoadAllSortsByLaneAndTime) {
   TempDir dir;
   auto writer = MustCreate(dir / "rank-0.sqlite", MakeIdentity("r", 0, 1));
@@ -430,6 +562,13 @@ TEST(RoundTrip, LoadAllSortsByLaneAndTime) {
     batch.kernels.push_back(k);
     k.lane = a;
     batch.kernels.push_back(k);
+    OverheadEvent o;
+    o.lane = b;
+    o.start_ns = t;
+    o.end_ns = t + 1;
+    batch.overheads.push_back(o);
+    o.lane = a;
+    batch.overheads.push_back(o);
     ASSERT_TRUE(writer->Submit(std::move(batch)));
   }
   ASSERT_TRUE(writer->Close().ok());
@@ -437,11 +576,13 @@ TEST(RoundTrip, LoadAllSortsByLaneAndTime) {
   ASSERT_TRUE(reader.ok());
   auto trace = (*reader)->LoadAll();
   ASSERT_TRUE(trace.ok());
-  std::vector<std::pair<LaneId, TimestampNs>> order;
+  std::vector<std::pair<LaneId, TimestampNs>> order, overheads;
   for (const KernelEvent& k : trace->events.kernels) order.emplace_back(k.lane, k.start_ns);
+  for (const OverheadEvent& o : trace->events.overheads) overheads.emplace_back(o.lane, o.start_ns);
   const std::vector<std::pair<LaneId, TimestampNs>> expected = {
       {a, 100}, {a, 200}, {a, 300}, {b, 100}, {b, 200}, {b, 300}};
   EXPECT_EQ(order, expected);
+  EXPECT_EQ(overheads, expected);
 }
 
 }  // namespace
@@ -526,7 +667,7 @@ TEST(Load, CleanCloseBuildsTheLaneTimeIndexes) {
                                -1, &stmt, nullptr),
             SQLITE_OK);
   ASSERT_EQ(sqlite3_step(stmt), SQLITE_ROW);
-  EXPECT_EQ(sqlite3_column_int(stmt, 0), 9);
+  EXPECT_EQ(sqlite3_column_int(stmt, 0), 11);  // 10 event tables + counter_samples
   sqlite3_finalize(stmt);
   // The range query uses it.
   ASSERT_EQ(sqlite3_prepare_v2(db, "EXPLAIN QUERY PLAN SELECT * FROM kernels WHERE lane = 1 AND start_ns >= 0 AND start_ns < 5",

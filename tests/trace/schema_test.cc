@@ -1,7 +1,9 @@
-// The schema is defined once in trace/schema.cc; this checks the DDL applies and that
-// docs/schema.md documents exactly the same tables and columns, in order.
+// The schema is defined once in trace/schema.cc; this checks the DDL applies, what each
+// version has, and that docs/schema.md documents exactly the same tables, columns and
+// enumeration values.
 #include "trace/schema.h"
 
+#include <fmt/format.h>
 #include <sqlite3.h>
 
 #include <fstream>
@@ -32,9 +34,45 @@ TEST(Schema, DdlCreatesEveryTableAndIndex) {
                                -1, &stmt, nullptr),
             SQLITE_OK);
   ASSERT_EQ(sqlite3_step(stmt), SQLITE_ROW);
-  EXPECT_EQ(sqlite3_column_int(stmt, 0), 9);  // 8 event tables + counter_samples
+  EXPECT_EQ(sqlite3_column_int(stmt, 0), 11);  // 10 event tables + counter_samples
   sqlite3_finalize(stmt);
   sqlite3_close(db);
+}
+
+TEST(Schema, Version2AddsExternalIdAndTwoTables) {
+  EXPECT_EQ(kSchemaVersion, 2);
+  std::vector<std::string> added;  // "table" or "table.column", with the version that added it
+  for (const TableDef& table : SchemaTables()) {
+    if (table.since != 1) added.push_back(fmt::format("{} {}", table.name, table.since));
+    for (const ColumnDef& column : table.columns) {
+      if (column.since != 1) added.push_back(fmt::format("{}.{} {}", table.name, column.name, column.since));
+    }
+  }
+  EXPECT_EQ(added, (std::vector<std::string>{"api_calls.external_id 2", "collective_parts 2", "overheads 2"}));
+  for (std::string_view name : {"collective_parts", "overheads"}) {
+    const TableDef* table = FindTable(name);
+    ASSERT_NE(table, nullptr) << name;
+    EXPECT_TRUE(table->is_event_table) << name;
+    EXPECT_EQ(table->lane_time_index, "lane, start_ns") << name;
+    EXPECT_FALSE(table->ExistsIn(1)) << name;
+    EXPECT_TRUE(table->ExistsIn(2)) << name;
+  }
+  EXPECT_TRUE(FindTable("api_calls")->ExistsIn(1));
+}
+
+TEST(Schema, SelectListPutsZeroWhereAnOlderVersionLacksAColumn) {
+  const TableDef* api_calls = FindTable("api_calls");
+  ASSERT_NE(api_calls, nullptr);
+  EXPECT_EQ(api_calls->SelectList(2), api_calls->DataColumnList());
+  EXPECT_EQ(api_calls->SelectList(1),
+            "lane, start_ns, end_ns, name, correlation_id, domain, callback_id, return_code, 0");
+  EXPECT_EQ(api_calls->DataColumnList(),
+            "lane, start_ns, end_ns, name, correlation_id, domain, callback_id, return_code, external_id");
+  // Tables of version 1 read the same in both versions.
+  for (const TableDef& table : SchemaTables()) {
+    if (table.name == "api_calls" || !table.ExistsIn(1)) continue;
+    EXPECT_EQ(table.SelectList(1), table.DataColumnList()) << table.name;
+  }
 }
 
 TEST(Schema, EnumValuesAreUniquePerType) {
@@ -81,6 +119,40 @@ TEST(Schema, DocsDescribeEveryColumn) {
     EXPECT_EQ(documented[std::string(table.name)], columns) << "table " << table.name;
   }
   EXPECT_EQ(order, expected_order);
+}
+
+// The "Enumerations" section lists each type as one bullet, "- `type` (...): 0 `name`, ...",
+// possibly wrapped over several lines.
+TEST(Schema, DocsNameEveryEnumValue) {
+  std::ifstream in(std::string(RANKSCOPE_SOURCE_DIR) + "/docs/schema.md");
+  ASSERT_TRUE(in) << "docs/schema.md is missing";
+  std::map<std::string, std::string> bullets;  // type -> the bullet's text on one line
+  std::string line, current;
+  bool in_section = false;
+  while (std::getline(in, line)) {
+    if (line.rfind("## ", 0) == 0) {
+      in_section = line == "## Enumerations";
+      current.clear();
+    } else if (in_section && line.rfind("- `", 0) == 0) {
+      current = line.substr(3, line.find('`', 3) - 3);
+      bullets[current] = line;
+    } else if (in_section && !current.empty() && line.rfind("  ", 0) == 0) {
+      bullets[current] += " " + line.substr(line.find_first_not_of(' '));
+    } else {
+      current.clear();
+    }
+  }
+  std::set<std::string> types;
+  for (const EnumValue& e : EnumValues()) {
+    types.emplace(e.type);
+    const std::string entry = fmt::format(" {} `{}`", e.value, e.name);
+    auto bullet = bullets.find(std::string(e.type));
+    ASSERT_NE(bullet, bullets.end()) << "no bullet for " << e.type;
+    EXPECT_NE(bullet->second.find(entry), std::string::npos) << e.type << ":" << entry;
+  }
+  std::set<std::string> documented;
+  for (const auto& [type, text] : bullets) documented.insert(type);
+  EXPECT_EQ(documented, types);
 }
 
 }  // namespace

@@ -251,6 +251,78 @@ TEST(Writer, DropsEventsOnUnknownLanesOrWithInvalidTimes) {
   EXPECT_EQ(reasons, (std::map<std::string, uint64_t>{{"unknown lane", 1}, {"invalid time range", 2}}));
 }
 
+// The version 2 tables go through the same checks and bookkeeping as the others.
+TEST(Writer, Version2TablesAreCheckedAndCountedLikeTheOthers) {
+  TempDir dir;
+  const auto path = dir / "rank-0.sqlite";
+  auto writer = MustCreate(path, MakeIdentity("r", 0, 1));
+  ASSERT_NE(writer, nullptr);
+  const LaneId stream = AddStream(*writer);
+  Lane comm_desc;
+  comm_desc.kind = LaneKind::kCommunicator;
+  comm_desc.comm_hash = 5;
+  const LaneId comm = writer->AddLane(comm_desc);
+  EventTables batch = Kernels(stream, 2);  // each 5 ns long
+  for (TimestampNs start : {0, 100, 200}) {
+    OverheadEvent o;
+    o.lane = stream;
+    o.start_ns = start;
+    o.end_ns = start + 70;
+    batch.overheads.push_back(o);
+    CollectivePartEvent p;
+    p.lane = comm;
+    p.start_ns = start;
+    p.end_ns = start + 30;
+    batch.collective_parts.push_back(p);
+  }
+  batch.overheads[1].end_ns = batch.overheads[1].start_ns - 1;  // invalid time range
+  batch.overheads[2].lane = 99;                                 // unknown lane
+  batch.collective_parts[2].lane = kNoLane;                     // unknown lane
+  ASSERT_TRUE(writer->Submit(std::move(batch)));
+  ASSERT_TRUE(writer->Close().ok());
+  EXPECT_EQ(CommittedRows(path, "overheads"), 1);
+  EXPECT_EQ(CommittedRows(path, "collective_parts"), 2);
+  EXPECT_EQ(writer->stats().events_committed, 5u);
+  EXPECT_EQ(writer->stats().events_dropped, 3u);
+
+  auto reader = TraceReader::Open(path);
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  auto drops = (*reader)->ReadDrops();
+  ASSERT_TRUE(drops.ok());
+  std::map<std::string, uint64_t> reasons;
+  for (const DropRecord& d : *drops) reasons[d.reason] += d.count;
+  EXPECT_EQ(reasons, (std::map<std::string, uint64_t>{{"unknown lane", 2}, {"invalid time range", 1}}));
+  // An overhead is the longest event on the stream, a part the longest on the communicator.
+  auto lanes = (*reader)->ReadLanes();
+  ASSERT_TRUE(lanes.ok());
+  ASSERT_EQ(lanes->size(), 2u);
+  EXPECT_EQ((*lanes)[stream - 1].max_duration_ns, 70);
+  EXPECT_EQ((*lanes)[comm - 1].max_duration_ns, 30);
+
+  // lane_blocks counts the new tables' rows per lane.
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+  sqlite3_stmt* stmt = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(db,
+                               "SELECT event_table, block, lane, rows FROM lane_blocks "
+                               "ORDER BY event_table, lane",
+                               -1, &stmt, nullptr),
+            SQLITE_OK);
+  std::vector<std::string> blocks;
+  while (sqlite3_step(stmt) == SQLITE_ROW) {
+    blocks.push_back(std::string(reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0))) + " " +
+                     std::to_string(sqlite3_column_int64(stmt, 1)) + " " +
+                     std::to_string(sqlite3_column_int64(stmt, 2)) + " " +
+                     std::to_string(sqlite3_column_int64(stmt, 3)));
+  }
+  sqlite3_finalize(stmt);
+  sqlite3_close(db);
+  const std::string on_stream = " 0 " + std::to_string(stream) + " ";
+  const std::string on_comm = " 0 " + std::to_string(comm) + " ";
+  EXPECT_EQ(blocks, (std::vector<std::string>{"collective_parts" + on_comm + "2", "kernels" + on_stream + "2",
+                                              "overheads" + on_stream + "1"}));
+}
+
 TEST(Writer, SubmitAfterCloseIsDroppedAndCloseIsIdempotent) {
   TempDir dir;
   auto writer = MustCreate(dir / "rank-0.sqlite", MakeIdentity("r", 0, 1));
