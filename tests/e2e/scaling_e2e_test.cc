@@ -74,15 +74,15 @@ TEST(Sweep, TableJsonAndPngThenTheReportPassesAgainstItself) {
   EXPECT_NE(against_runs.out.find("no regression"), std::string::npos) << against_runs.out;
 }
 
-// A planted slowdown that dwarfs any tolerance on any build: twice the baseline's slowest
-// step (sanitizer builds run several times slower than -O1), and at least 40 ms.
+// A planted slowdown that dwarfs any tolerance on any build: the baseline's slowest step
+// again (sanitizer builds run many times slower than -O1), and at least 40 ms.
 std::string PlantedDelayMs(const fs::path& scaling_json) {
   const nlohmann::json report = nlohmann::json::parse(ReadFile(scaling_json), nullptr, false);
   double slowest_ms = 0;
   if (!report.is_discarded()) {
     for (const auto& point : report["points"]) slowest_ms = std::max(slowest_ms, point["step_time_ns"].get<double>() / 1e6);
   }
-  return std::to_string(static_cast<int>(std::max(40.0, 2 * slowest_ms)));
+  return std::to_string(static_cast<int>(std::max(40.0, slowest_ms)));
 }
 
 // The planted slowdown fails the gate, with the JUnit file saying which metric.
@@ -108,6 +108,13 @@ TEST(CompareGate, APlantedSlowdownFails) {
 // unchanged reruns on this shared machine raise no alarm; a planted slowdown fails the job
 // (confirmed by a second measurement); the reports are left for people and CI.
 TEST(SampleCiJob, NoFalseAlarmInFiveRerunsAndAPlantedSlowdownFails) {
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+  // A sanitized trainer steps 10-30 times slower: five reruns would not fit in the test's
+  // time limit. The false-alarm rate is a property of the normal builds, which run all five.
+  constexpr int kReruns = 1;
+#else
+  constexpr int kReruns = 5;
+#endif
   TempDir dir;
   std::map<std::string, std::string> env = testing::EndToEndEnvironment();
   env["RANKSCOPE_BUILD"] = fs::path(RANKSCOPE_CLI).parent_path().parent_path().string();
@@ -115,14 +122,14 @@ TEST(SampleCiJob, NoFalseAlarmInFiveRerunsAndAPlantedSlowdownFails) {
   env["RANKSCOPE_ARTIFACTS"] = (dir / "ci").string();
   const std::string script = std::string(RANKSCOPE_SOURCE_DIR) + "/samples/ci/scaling-gate.sh";
   auto run = [&](std::vector<std::string> argv) {
-    testing::ChildProcess process(argv, env, testing::ProcessOptions{.timeout = std::chrono::seconds(240)});
+    testing::ChildProcess process(argv, env, testing::ProcessOptions{.timeout = std::chrono::seconds(400)});
     return process.Wait();
   };
   const ProcessResult refreshed = run({"/bin/bash", script, "--refresh-baseline"});
   ASSERT_EQ(refreshed.exit_code, 0) << refreshed.out << refreshed.err;
   ASSERT_TRUE(fs::exists(dir / "baseline.json"));
 
-  for (int rerun = 0; rerun < 5; ++rerun) {
+  for (int rerun = 0; rerun < kReruns; ++rerun) {
     fs::remove(dir / "ci" / "compare.xml");
     const ProcessResult gated = run({"/bin/bash", script});
     EXPECT_EQ(gated.exit_code, 0) << "rerun " << rerun << " raised a false alarm:\n" << gated.out << gated.err;
