@@ -401,6 +401,9 @@ void RankScanner::Impl::ChooseCollectives(RankActivity& activity) {
       const std::string& name = Str(event.name);
       CollectiveRecord record;
       record.op = event.op != trace::CollectiveOp::kUnknown ? event.op : OpFromName(name);
+      // A send or receive involves two ranks, not the communicator, and NCCL gives it no
+      // sequence number shared across ranks: it is not matched as a collective.
+      if (record.op == trace::CollectiveOp::kSend || record.op == trace::CollectiveOp::kRecv) continue;
       record.kind = KindIndex(!name.empty() ? name : CollectiveOpName(record.op));
       record.comm_size = event.comm_size;
       record.comm_hash = event.comm_hash;

@@ -110,11 +110,11 @@ int RunProfile(const ProfileRequest& request, const ProfileContext& context) {
   }
 
   const std::string run_id = trace::GenerateRunId();
-  const Environment injected =
-      InjectionEnvironment(context.environment, InjectionSettings{.run_dir = run_dir.path,
-                                                                  .run_id = run_id,
-                                                                  .trace = checked.trace,
-                                                                  .collector_library = checked.collector_library});
+  const InjectionSettings settings{.run_dir = run_dir.path,
+                                   .run_id = run_id,
+                                   .trace = checked.trace,
+                                   .collector_library = checked.collector_library};
+  const Environment injected = InjectionEnvironment(context.environment, settings);
   std::vector<ProcessSpec> specs;
   if (checked.local_ranks) {
     for (int rank = 0; rank < *checked.local_ranks; ++rank) {
@@ -131,7 +131,7 @@ int RunProfile(const ProfileRequest& request, const ProfileContext& context) {
   if (!run_dir.removed_files.empty()) {
     PrintNote(out, fmt::format("--force deleted {} rank file(s) of an earlier run", run_dir.removed_files.size()));
   }
-  if (const std::string note = CudaNotCollectedNote(checked.trace); !note.empty()) PrintNote(out, note);
+  for (const std::string& note : InjectionReplacementNotes(context.environment, settings)) PrintNote(out, note);
 
   LaunchOptions options;
   options.stop_others_on_failure = checked.local_ranks.has_value();

@@ -31,13 +31,18 @@ std::string ErrnoText(int error) { return std::strerror(error); }
 
 // ---- --trace ---------------------------------------------------------------------------
 
-std::string CudaNotCollectedNote(const TraceSelection& trace) {
-  if (!trace.cuda) return "";
-  const char* recording = trace.nvtx && trace.nccl ? "recording NVTX and NCCL ranges"
-                          : trace.nvtx             ? "recording NVTX ranges"
-                          : trace.nccl             ? "recording NCCL ranges"
-                                                   : "no events will be recorded";
-  return fmt::format("CUDA activity (CUPTI) is not collected yet; {}", recording);
+std::vector<std::string> InjectionReplacementNotes(const Environment& env, const InjectionSettings& settings) {
+  std::vector<std::string> notes;
+  const std::string library = settings.collector_library.string();
+  auto check = [&](bool selected, std::string_view name, std::string_view what) {
+    const std::optional<std::string> value = GetVariable(env, name);
+    if (!selected || !value || value->empty() || *value == library || *value == "none") return;
+    notes.push_back(fmt::format("{} was {} ({}); this run uses the collector instead", name,
+                                Printable(*value, 128), what));
+  };
+  check(settings.trace.cuda, "CUDA_INJECTION64_PATH", "another tool's CUDA injection");
+  check(settings.trace.nccl, "NCCL_PROFILER_PLUGIN", "another NCCL profiler plugin");
+  return notes;
 }
 
 // ---- -n --------------------------------------------------------------------------------
@@ -333,6 +338,9 @@ Environment InjectionEnvironment(Environment env, const InjectionSettings& setti
   SetVariable(env, "RANKSCOPE_TRACE", settings.trace.ToList());
   SetVariable(env, "NVTX_INJECTION64_PATH", library);
   SetVariable(env, "LD_PRELOAD", preload && !preload->empty() ? library + ":" + *preload : library);
+  // The same library is CUDA's injection (CUPTI starts in cuInit) and NCCL's profiler plugin.
+  if (settings.trace.cuda) SetVariable(env, "CUDA_INJECTION64_PATH", library);
+  if (settings.trace.nccl) SetVariable(env, "NCCL_PROFILER_PLUGIN", library);
   return env;
 }
 

@@ -24,10 +24,6 @@ using trace::kValidTraceItems;
 using trace::ParseTraceList;
 using trace::TraceSelection;
 
-// The line to tell users that `cuda` is selected but not collected yet; "" when it is not
-// selected. No "rankscope: " prefix.
-std::string CudaNotCollectedNote(const TraceSelection& trace);
-
 // ---- -n --------------------------------------------------------------------------------
 
 // More local ranks than this is a typo, not a machine.
@@ -107,8 +103,13 @@ struct InjectionSettings {
 };
 
 // `base` plus RANKSCOPE_RUN_DIR, RANKSCOPE_RUN_ID, RANKSCOPE_TRACE, NVTX_INJECTION64_PATH
-// and LD_PRELOAD with the collector first, ahead of whatever LD_PRELOAD held.
+// and LD_PRELOAD with the collector first, ahead of whatever LD_PRELOAD held; with `cuda`
+// selected CUDA_INJECTION64_PATH, with `nccl` NCCL_PROFILER_PLUGIN, both naming the collector.
 Environment InjectionEnvironment(Environment base, const InjectionSettings& settings);
+
+// One line for each variable of `env` that named another tool and that the run replaces
+// (CUDA_INJECTION64_PATH, NCCL_PROFILER_PLUGIN). No "rankscope: " prefix.
+std::vector<std::string> InjectionReplacementNotes(const Environment& env, const InjectionSettings& settings);
 
 inline constexpr std::string_view kLocalMasterAddr = "127.0.0.1";
 

@@ -35,6 +35,9 @@ RankFileStats CountFile(const trace::RunFile& file, std::map<std::string, uint64
   fs::path wal = file.path;
   wal += "-wal";
   stats.bytes = SizeOrZero(file.path) + SizeOrZero(wal);
+  if (auto status = file.meta.entries.find("cupti.status"); status != file.meta.entries.end()) {
+    stats.cupti_status = status->second;
+  }
 
   // LoadAll is the reader's fast path (parallel, about 5M events/s); one rank at a time
   // keeps memory at one rank's events.
@@ -127,6 +130,15 @@ void AppendProblems(const SummaryHeader& header, const RunStats& stats, std::str
         "kept)\n",
         names);
   }
+  // CUDA activity: worth a line when some rank recorded it, or tried and could not.
+  if (!stats.cupti_on.empty()) {
+    out += fmt::format("  CUDA activity:  recorded through CUPTI on {} of {} ranks\n", stats.cupti_on.size(),
+                       stats.ranks.size());
+  }
+  for (const auto& [reason, ranks] : stats.cupti_off) {
+    out += fmt::format("  CUDA activity:  not recorded on rank{} {}: {}\n", ranks.size() == 1 ? "" : "s",
+                       RankList(ranks), Printable(reason, 200));
+  }
   if (!stats.drops_by_reason.empty()) {
     std::string reasons;
     for (const auto& [reason, count] : stats.drops_by_reason) {
@@ -148,7 +160,16 @@ Result<RunStats> CollectRunStats(const fs::path& run_dir) {
   stats.missing_ranks = run.missing_ranks;
   stats.extra_ranks = run.extra_ranks;
   stats.crashed = run.crashed;
-  for (const trace::RunFile& file : run.ranks) stats.ranks.push_back(CountFile(file, stats.drops_by_reason));
+  for (const trace::RunFile& file : run.ranks) {
+    stats.ranks.push_back(CountFile(file, stats.drops_by_reason));
+    const RankFileStats& rank = stats.ranks.back();
+    if (!rank.rank) continue;
+    if (rank.cupti_status == "on") stats.cupti_on.push_back(*rank.rank);
+    // "off: not selected (--trace)" is what the user asked for: no news.
+    if (rank.cupti_status.starts_with("off: ") && !rank.cupti_status.starts_with("off: not selected")) {
+      stats.cupti_off[rank.cupti_status.substr(5)].push_back(*rank.rank);
+    }
+  }
   for (const trace::RunFile& file : run.unranked) stats.unranked.push_back(CountFile(file, stats.drops_by_reason));
   return stats;
 }

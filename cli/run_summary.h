@@ -22,6 +22,7 @@ struct RankFileStats {
   uint64_t dropped = 0;      // events the collector or writer lost (the `drops` table)
   uintmax_t bytes = 0;       // the file plus its -wal file
   std::string read_error{};  // set when the file opened but could not be loaded
+  std::string cupti_status{};  // meta `cupti.status`: "on", "off: <why>", "not started: ..."
 };
 
 // A run directory, counted.
@@ -34,6 +35,8 @@ struct RunStats {
   std::vector<int> extra_ranks;
   std::vector<std::string> crashed;                 // files whose writer never closed them
   std::map<std::string, uint64_t> drops_by_reason;  // "writer: queue full" -> events
+  std::vector<int> cupti_on;                        // ranks that recorded CUDA activity
+  std::map<std::string, std::vector<int>> cupti_off;  // why CUPTI was off -> ranks
 
   bool empty() const { return ranks.empty() && unranked.empty(); }
 };

@@ -2,6 +2,10 @@
 // constructor that starts recording when the library is preloaded, the flush points
 // (exit, SIGTERM/SIGINT, exec) and the fork rule. Everything else is hidden.
 //
+// CUDA: the driver calls InitializeInjection during cuInit when CUDA_INJECTION64_PATH names
+// this library; CUPTI starts there. A library loaded after CUDA started (dlopen'ed as NCCL's
+// profiler plugin, say) starts CUPTI from a helper thread once it sees CUDA initialized.
+//
 // Lifecycle rules (also in collector/README.md):
 // - Without RANKSCOPE_RUN_DIR the library does nothing, and NVTX turns itself off.
 // - exit: the library destructor drains, writes end-of-run meta and closes the file.
@@ -20,13 +24,19 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "collector/nccl_plugin.h"
 #include "collector/nvtx_handlers.h"
 #include "collector/proc_files.h"
 #include "collector/rank_env.h"
 #include "collector/recorder.h"
+#ifdef RANKSCOPE_HAVE_CUPTI
+#include "collector/cupti_tracer.h"
+#endif
 
 #define RANKSCOPE_EXPORT extern "C" __attribute__((visibility("default")))
 
@@ -98,6 +108,53 @@ void InForkedChild() {
   if (g_recorder != nullptr) g_recorder->AbandonAfterFork();
 }
 
+// CUPTI's last flush must happen while CUDA still works: from an atexit handler registered
+// after the CUDA runtime's own (which CUDA registered before it initialized the driver).
+void FinishDeviceTracingAtExit() {
+  if (g_recorder != nullptr) g_recorder->FinishDeviceTracing(std::chrono::seconds(10));
+}
+
+void StartDeviceTracing() {
+  static std::mutex mutex;  // InitializeInjection and the late-start thread may race
+  std::lock_guard lock(mutex);
+  if (g_recorder == nullptr || !g_recorder->recording() || g_recorder->has_device_tracer()) return;
+#ifdef RANKSCOPE_HAVE_CUPTI
+  if (StartCuptiTracing(*g_recorder)) std::atexit(&FinishDeviceTracingAtExit);
+#else
+  g_recorder->SetMeta("cupti.status", "off: this collector was built without CUPTI");
+  std::fprintf(stderr, "rankscope: %s: CUDA activity is not recorded: this collector was built without CUPTI\n",
+               g_recorder->describe_process().c_str());
+#endif
+}
+
+// True when libcuda is loaded and cuInit has run. cuCtxGetCurrent answers
+// CUDA_ERROR_NOT_INITIALIZED (3) or DEINITIALIZED (4) without initializing anything.
+bool CudaInitialized() {
+  void* libcuda = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+  if (libcuda == nullptr) return false;
+  using CtxGetCurrent = int (*)(void**);
+  auto get_current = reinterpret_cast<CtxGetCurrent>(dlsym(libcuda, "cuCtxGetCurrent"));
+  void* context = nullptr;
+  const int result = get_current != nullptr ? get_current(&context) : 3;
+  dlclose(libcuda);
+  return result != 3 && result != 4;
+}
+
+// Loaded into a process where libcuda already is: CUPTI attaches now rather than at a
+// cuInit that already happened. The check runs on its own thread because this may be
+// cuInit itself loading us (CUDA_INJECTION64_PATH), with the driver's lock held.
+void StartDeviceTracingIfCudaRuns() {
+  void* libcuda = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+  if (libcuda == nullptr) return;
+  dlclose(libcuda);
+  std::thread([] {
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, nullptr);
+    if (CudaInitialized()) StartDeviceTracing();
+  }).detach();
+}
+
 void CloseBeforeExec() {
   if (g_recorder != nullptr && g_recorder->recording()) {
     (void)g_recorder->Close(Recorder::EndReason::kExec);
@@ -123,13 +180,33 @@ void StartCollector() {
   options.command_line = CommandLine();
   g_recorder = new Recorder(std::move(options));
   SetNvtxRecorder(g_recorder);
+  SetNcclRecorder(g_recorder);
   InstallSignalHandlers();
   pthread_atfork(nullptr, nullptr, &InForkedChild);
+  StartDeviceTracingIfCudaRuns();
 }
 
 }  // namespace rankscope::collector
 
 using rankscope::collector::CloseBeforeExec;
+
+// NCCL's profiler plugin (NCCL_PROFILER_PLUGIN names this library): NCCL takes the newest
+// version it knows. Constant-initialized, so they are valid before any constructor runs.
+namespace nccl_abi = rankscope::collector::nccl_abi;
+using namespace rankscope::collector;  // the plugin callbacks
+RANKSCOPE_EXPORT const nccl_abi::ProfilerV5 ncclProfiler_v5 = {
+    kNcclPluginName, &NcclInitV5, &NcclStartEventV5, &NcclStopEvent, &NcclRecordEventStateV5, &NcclFinalize};
+RANKSCOPE_EXPORT const nccl_abi::ProfilerV4 ncclProfiler_v4 = {
+    kNcclPluginName, &NcclInitV4, &NcclStartEventV4, &NcclStopEvent, &NcclRecordEventStateV5, &NcclFinalize};
+RANKSCOPE_EXPORT const nccl_abi::ProfilerV3 ncclProfiler_v3 = {
+    kNcclPluginName, &NcclInitV3, &NcclStartEventV3, &NcclStopEvent, &NcclRecordEventStateV3, &NcclFinalize};
+
+// CUDA's injection entry point (CUDA_INJECTION64_PATH), called once during cuInit.
+RANKSCOPE_EXPORT int InitializeInjection() {
+  rankscope::collector::StartCollector();
+  rankscope::collector::StartDeviceTracing();
+  return 1;
+}
 
 __attribute__((constructor)) static void RankscopeCollectorStart() {
   rankscope::collector::StartCollector();

@@ -16,6 +16,8 @@
 
 #include <fmt/format.h>
 
+#include "collector/nccl_assembler.h"
+#include "collector/proc_files.h"
 #include "trace/rank_meta.h"
 #include "trace/run_dir.h"
 #include "trace/writer.h"
@@ -62,12 +64,26 @@ struct DomainDepth {
   uint32_t depth;
 };
 
+// A push/pop range whose id this thread pushed on CUPTI's external-correlation stack.
+struct CorrelatedRange {
+  const NvtxDomain* domain;
+  uint32_t depth;  // the range's level + 1, as its push and pop records carry it
+  uint64_t id;
+};
+// Deeper ranges are recorded, but tag no device work of their own.
+constexpr size_t kMaxCorrelatedRanges = 16;
+// A range id: the thread's buffer serial above, a per-thread count below.
+constexpr int kRangeSerialShift = 40;
+
 // Per-thread slot. Trivial, so access needs no TLS guard; initial-exec keeps it one
 // instruction away (the library is preloaded, so static TLS is available).
 struct ThreadSlot {
   uint64_t generation;
   ThreadBuffer* buffer;
   DomainDepth depths[kDomainSlots];
+  uint64_t ranges_started;
+  uint32_t correlated_count;
+  CorrelatedRange correlated[kMaxCorrelatedRanges];
 };
 thread_local ThreadSlot tls_slot __attribute__((tls_model("initial-exec")));
 
@@ -121,6 +137,7 @@ trace::Payload ToPayload(trace::PayloadKind kind, uint64_t bits) {
 
 struct OpenRange {
   int64_t start_ns = 0;
+  uint64_t correlation_id = 0;  // push/pop ranges opened while a device tracer ran
   uint32_t depth = 0;
   trace::LaneId lane = trace::kNoLane;
   trace::StringId name = trace::kEmptyString;
@@ -132,8 +149,9 @@ struct OpenRange {
 };
 
 struct Recorder::DrainState {
-  explicit DrainState(ClockSource source) : clock(source) {}
+  DrainState(ClockSource source, int64_t pid) : clock(source), nccl(pid) {}
   TickConverter clock;
+  NcclAssembler nccl;
   std::unique_ptr<trace::TraceWriter> writer;
   bool writer_failed = false;
   trace::EventTables batch;
@@ -163,7 +181,7 @@ Recorder::Recorder(RecorderOptions options)
       registry_(options_.config.trace),
       buffers_(options_.config.buffer_bytes),
       clock_source_(ChooseClockSource(options_.config.clock_override)),
-      drain_(std::make_unique<DrainState>(clock_source_)) {
+      drain_(std::make_unique<DrainState>(clock_source_, options_.pid)) {
   pthread_once(&g_exit_key_once, &CreateExitKey);
   drain_->clock.Calibrate();
   drain_thread_ = std::thread([this] {
@@ -194,7 +212,7 @@ ThreadBuffer* Recorder::BufferForThisThread() {
   char name[16] = {};
   prctl(PR_GET_NAME, name);  // now: the thread may be gone when the drain thread looks
   ThreadBuffer* buffer = buffers_.Register(CurrentTid(), name);
-  tls_slot = ThreadSlot{generation_, buffer, {}};
+  tls_slot = ThreadSlot{generation_, buffer, {}, 0, 0, {}};
   if (buffer != nullptr) pthread_setspecific(g_exit_key, buffer);
   return buffer;
 }
@@ -251,11 +269,46 @@ bool Recorder::Append(const EventDraft& draft, RecordKind kind, uint32_t depth) 
 
 int Recorder::Push(const EventDraft& draft) {
   if (!recording()) return -1;
-  BufferForThisThread();  // a thread's first event resets its slot, depths included
+  ThreadBuffer* buffer = BufferForThisThread();  // a thread's first event resets its slot
   uint32_t& depth = DepthOf(draft.domain);
   uint32_t level = depth++;
-  Append(draft, RecordKind::kPush, depth);
+  DeviceTracer* tracer = device_tracer_.load(std::memory_order_acquire);
+  if (tracer == nullptr || buffer == nullptr || tls_slot.correlated_count == kMaxCorrelatedRanges) {
+    Append(draft, RecordKind::kPush, depth);
+    return static_cast<int>(level);
+  }
+  // The range's id goes on CUPTI's stack for this thread: API calls until the pop carry it.
+  EventDraft tagged = draft;
+  tagged.value = (buffer->serial() << kRangeSerialShift) | ++tls_slot.ranges_started;
+  tracer->PushCorrelation(tagged.value);
+  tls_slot.correlated[tls_slot.correlated_count++] = {draft.domain, depth, tagged.value};
+  Append(tagged, RecordKind::kPush, depth);
   return static_cast<int>(level);
+}
+
+void Recorder::PopCorrelation(const NvtxDomain* domain, uint32_t depth) {
+  DeviceTracer* tracer = device_tracer_.load(std::memory_order_acquire);
+  if (tracer == nullptr || tls_slot.correlated_count == 0) return;
+  // This range and the deeper ranges of its domain (whose pops were lost) leave CUPTI's
+  // stack; ranges of other domains above them, popped out of order, go back on it.
+  CorrelatedRange* ranges = tls_slot.correlated;
+  uint32_t count = tls_slot.correlated_count;
+  uint32_t lowest = count;
+  for (uint32_t i = 0; i < count; ++i) {
+    if (ranges[i].domain == domain && ranges[i].depth >= depth) {
+      lowest = i;
+      break;
+    }
+  }
+  if (lowest == count) return;
+  for (uint32_t i = count; i > lowest; --i) tracer->PopCorrelation();
+  uint32_t kept = lowest;
+  for (uint32_t i = lowest; i < count; ++i) {
+    if (ranges[i].domain == domain && ranges[i].depth >= depth) continue;
+    tracer->PushCorrelation(ranges[i].id);
+    ranges[kept++] = ranges[i];
+  }
+  tls_slot.correlated_count = kept;
 }
 
 int Recorder::Pop(const NvtxDomain* domain, std::span<const PayloadPiece> pieces) {
@@ -263,6 +316,7 @@ int Recorder::Pop(const NvtxDomain* domain, std::span<const PayloadPiece> pieces
   BufferForThisThread();
   uint32_t& depth = DepthOf(domain);
   if (depth == 0) return -1;
+  PopCorrelation(domain, depth);
   EventDraft draft;
   draft.domain = domain;
   draft.pieces = pieces;
@@ -293,6 +347,29 @@ void Recorder::Mark(const EventDraft& draft) {
   if (recording()) Append(draft, RecordKind::kMark, 0);
 }
 
+bool Recorder::RecordNccl(const NcclRecord& nccl, std::string_view text) {
+  if (!recording()) return false;
+  ThreadBuffer* buffer = BufferForThisThread();
+  if (buffer == nullptr) return false;
+  text = text.substr(0, kMaxTextBytes);
+  // Layout: header, text, then (8-aligned) the record itself.
+  const size_t body = (sizeof(RecordHeader) + text.size() + 7) & ~size_t{7};
+  const size_t size = body + sizeof(NcclRecord);
+  std::byte* out = buffer->Reserve(size);
+  if (out == nullptr) return false;
+  RecordHeader header;
+  header.size = static_cast<uint32_t>(size);
+  header.kind = RecordKind::kNccl;
+  header.text_size = static_cast<uint32_t>(text.size());
+  header.ticks = ReadTicks(clock_source_);
+  std::memcpy(out, &header, sizeof(header));
+  if (!text.empty()) std::memcpy(out + sizeof(header), text.data(), text.size());
+  std::memset(out + sizeof(header) + text.size(), 0, body - sizeof(header) - text.size());
+  std::memcpy(out + body, &nccl, sizeof(nccl));
+  buffer->Commit(size);
+  return true;
+}
+
 void Recorder::NameThread(int64_t tid, std::string_view name) {
   if (!recording()) return;
   EventDraft draft;
@@ -306,12 +383,14 @@ void Recorder::NameThread(int64_t tid, std::string_view name) {
 void Recorder::DrainLoop() {
   std::unique_lock lock(mutex_);
   for (;;) {
-    wake_.wait_for(lock, options_.drain_interval,
-                   [&] { return close_requested_ || flush_requested_ > flush_done_; });
+    wake_.wait_for(lock, options_.drain_interval, [&] {
+      return close_requested_ || flush_requested_ > flush_done_ || device_finish_requested_ > device_finish_done_;
+    });
     bool closing = close_requested_;
     EndReason reason = close_reason_;
     int close_signal = close_signal_;
     uint64_t flush_ticket = flush_requested_;
+    uint64_t device_finish_ticket = device_finish_requested_;
     int signal_request = signal_request_.exchange(0);
     uint64_t signal_seq = signal_request_seq_.load();
     lock.unlock();
@@ -323,18 +402,20 @@ void Recorder::DrainLoop() {
       close_status_ = status;
       closed_ = true;
       flush_done_ = flush_requested_;
+      device_finish_done_ = device_finish_requested_;
       flushed_.notify_all();
       lock.unlock();
       signal_done_seq_.store(signal_seq);
       return;
     }
+    const bool flush = flush_ticket > flush_done_ || signal_request == 1;
     DrainPass(/*final=*/false);
-    if ((flush_ticket > flush_done_ || signal_request == 1) && drain_->writer) {
-      (void)drain_->writer->Flush(std::chrono::seconds(10));
-    }
+    DrainDevice(flush, /*final=*/device_finish_ticket > device_finish_done_);
+    if (flush && drain_->writer) (void)drain_->writer->Flush(std::chrono::seconds(10));
     if (signal_request != 0) signal_done_seq_.store(signal_seq);
     lock.lock();
     flush_done_ = flush_ticket;
+    device_finish_done_ = device_finish_ticket;
     flushed_.notify_all();
   }
 }
@@ -386,24 +467,78 @@ void Recorder::EnsureWriter(bool has_events) {
   file_path_ = path;
 }
 
-void Recorder::DrainPass(bool final) {
+bool Recorder::WriterCanTake(bool wait) {
   DrainState& d = *drain_;
   auto backlogged = [&] {
     if (!d.writer) return false;
     trace::WriterStats stats = d.writer->stats();
     return stats.events_submitted - stats.events_committed > kMaxWriterBacklog;
   };
+  if (!backlogged()) return true;
+  if (!wait) return false;
+  auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (backlogged() && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
+void Recorder::DrainPass(bool final) {
   for (;;) {
-    if (backlogged()) {
-      if (!final) return;
-      auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-      while (backlogged() && std::chrono::steady_clock::now() < give_up) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      }
-    }
+    if (!WriterCanTake(/*wait=*/final)) return;
     size_t drained = DrainOnce(kMaxRecordsPerPass);
     if (!final || drained < kMaxRecordsPerPass) return;
   }
+}
+
+void Recorder::DrainDevice(bool flush, bool final) {
+  DeviceTracer* tracer = device_tracer_.load(std::memory_order_acquire);
+  if (tracer == nullptr || tracer->finished()) return;
+  DrainState& d = *drain_;
+  EnsureWriter(/*has_events=*/true);
+  if (!d.writer) return;
+  WritePendingMeta();
+  tracer->Drain(
+      Sink(),
+      [&](trace::EventTables& events) {
+        if (events.empty()) return true;
+        if (!WriterCanTake(/*wait=*/final)) return false;
+        d.writer->Submit(std::move(events));
+        events = trace::EventTables{};
+        return true;
+      },
+      flush, final);
+  for (const trace::DropRecord& drop : tracer->TakeDrops()) d.writer->AddDrops(drop);
+  if (final) {
+    for (const auto& [key, value] : tracer->Meta()) d.writer->SetMeta(key, value);
+  }
+}
+
+DeviceEventSink Recorder::Sink() {
+  DrainState& d = *drain_;
+  return DeviceEventSink{
+      .add_lane = [&d](const trace::Lane& lane) { return d.writer->AddLane(lane); },
+      .intern = [&d](std::string_view text) { return d.writer->Intern(text); },
+      .to_realtime_ns = [&d](uint64_t ticks) { return d.clock.ToRealtimeNs(ticks); },
+      .thread_name = [this](int64_t tid) { return ThreadName(tid); },
+  };
+}
+
+std::string Recorder::ThreadName(int64_t tid) {
+  if (auto named = drain_->thread_names.find(tid); named != drain_->thread_names.end()) return named->second;
+  std::string comm = ReadSmallFile(fmt::format("/proc/self/task/{}/comm", tid).c_str(), 64);
+  while (!comm.empty() && (comm.back() == '\n' || comm.back() == '\0')) comm.pop_back();
+  return comm.empty() ? fmt::format("thread {}", tid) : comm;
+}
+
+void Recorder::WritePendingMeta() {
+  if (!drain_->writer) return;
+  std::vector<std::pair<std::string, std::string>> rows;
+  {
+    std::lock_guard lock(mutex_);
+    rows.swap(pending_meta_);
+  }
+  for (const auto& [key, value] : rows) drain_->writer->SetMeta(key, value);
 }
 
 size_t Recorder::DrainOnce(size_t max_records) {
@@ -452,6 +587,7 @@ size_t Recorder::DrainOnce(size_t max_records) {
     event.payload = range.payload;
     event.args = args_of(range.domain, range.pieces, unfinished);
     event.style = style;
+    event.correlation_id = range.correlation_id;
     event.end_lane = end_lane != range.lane ? end_lane : trace::kNoLane;
     d.batch.nvtx_ranges.push_back(event);
     if (unfinished) ++d.stats.unfinished;
@@ -469,6 +605,17 @@ size_t Recorder::DrainOnce(size_t max_records) {
       std::memcpy(&header, record.data(), sizeof(header));
       EnsureWriter(/*has_events=*/true);
       if (!d.writer) return;
+      if (header.kind == RecordKind::kNccl) {
+        // NCCL's threads (its proxy) get no thread lane: what they report is communicator work.
+        const size_t body = (sizeof(RecordHeader) + header.text_size + 7) & ~size_t{7};
+        if (body + sizeof(NcclRecord) > record.size()) return;
+        NcclRecord nccl;
+        std::memcpy(&nccl, record.data() + body, sizeof(nccl));
+        const std::string_view nccl_text(reinterpret_cast<const char*>(record.data()) + sizeof(RecordHeader),
+                                         header.text_size);
+        d.nccl.Add(nccl, nccl_text, d.clock.ToRealtimeNs(header.ticks));
+        return;
+      }
       if (thread == nullptr) {
         thread = &d.threads[buffer->serial()];
         if (thread->lane == trace::kNoLane) {
@@ -507,9 +654,12 @@ size_t Recorder::DrainOnce(size_t max_records) {
         return range;
       };
       switch (header.kind) {
-        case RecordKind::kPush:
-          thread->stacks[header.domain].push_back(open_range());
+        case RecordKind::kPush: {
+          OpenRange range = open_range();
+          range.correlation_id = header.value;
+          thread->stacks[header.domain].push_back(std::move(range));
           break;
+        }
         case RecordKind::kPop: {
           auto& stack = thread->stacks[header.domain];
           // Ranges above the popped level lost their pops (full buffer): end them here.
@@ -578,15 +728,18 @@ size_t Recorder::DrainOnce(size_t max_records) {
           }
           break;
         }
+        case RecordKind::kNccl: break;  // handled above, without a thread lane
       }
     }, max_records - drained);
     // An exited thread's buffer goes once it was seen exited before a drain that emptied it.
     if (was_exited && drained < max_records) exited.push_back(buffer);
   }
   buffers_.Remove(exited);
+  WritePendingMeta();
   if (d.writer) {
+    if (!d.nccl.empty()) d.nccl.Emit(Sink(), d.batch, RealtimeNowNs(), /*final=*/false);
     if (d.stats.buffer_drops > d.reported_drops) {
-      d.writer->AddDrops(trace::DropRecord{"nvtx", "thread buffer full", -1, 0, 0,
+      d.writer->AddDrops(trace::DropRecord{"collector", "thread buffer full", -1, 0, 0,
                                            d.stats.buffer_drops - d.reported_drops});
       d.reported_drops = d.stats.buffer_drops;
     }
@@ -602,6 +755,7 @@ Status Recorder::Finish(EndReason reason, int signal_number) {
   recording_.store(false);
   DrainState& d = *drain_;
   DrainPass(/*final=*/true);
+  DrainDevice(/*flush=*/true, /*final=*/true);  // unless FinishDeviceTracing did it at exit
   // A ranked process leaves its file even when it recorded nothing; a process about to
   // exec leaves the claim to its next image instead.
   if (!d.writer && options_.config.rank.rank && reason != EndReason::kExec) {
@@ -609,6 +763,17 @@ Status Recorder::Finish(EndReason reason, int signal_number) {
   }
   Status status;
   if (d.writer) {
+    WritePendingMeta();
+    bool status_known = has_device_tracer();
+    {
+      std::lock_guard lock(mutex_);
+      status_known = status_known || device_status_known_;
+    }
+    if (!status_known) {
+      d.writer->SetMeta("cupti.status", options_.config.trace.cuda
+                                            ? "not started: the process did not initialize CUDA"
+                                            : "off: not selected (--trace)");
+    }
     int64_t now = RealtimeNowNs();
     // Ranges still open: written with the close time as their end, flagged unfinished.
     trace::EventTables tail;
@@ -629,6 +794,7 @@ Status Recorder::Finish(EndReason reason, int signal_number) {
       for (const auto& [schema, bytes] : range.pieces) views.push_back({schema, bytes});
       event.args = d.writer->Intern(PayloadsToJson(registry_, range.domain, views, true));
       event.style = style;
+      event.correlation_id = range.correlation_id;
       tail.nvtx_ranges.push_back(event);
       ++d.stats.unfinished;
     };
@@ -638,6 +804,7 @@ Status Recorder::Finish(EndReason reason, int signal_number) {
       }
     }
     for (auto& [id, range] : d.started) flush_open(range, trace::NvtxRangeStyle::kStartEnd);
+    if (!d.nccl.empty()) d.nccl.Emit(Sink(), tail, now, /*final=*/true);
     d.stats.unmatched_ends += d.pending_ends.size();
     if (!tail.empty()) d.writer->Submit(std::move(tail));
     for (const auto& [domain, category, name] : registry_.Categories()) {
@@ -651,10 +818,50 @@ Status Recorder::Finish(EndReason reason, int signal_number) {
     d.writer->SetMeta("collector.unmatched_ends", std::to_string(d.stats.unmatched_ends));
     d.writer->SetMeta("collector.unfinished_ranges", std::to_string(d.stats.unfinished));
     d.writer->SetMeta("collector.tsc_hz", fmt::format("{:.0f}", d.clock.TicksPerSecond()));
+    const NcclAssemblerStats& nccl = d.nccl.stats();
+    if (nccl.operations + nccl.parts + nccl.orphan_parts + nccl.unmatched_stops > 0) {
+      d.writer->SetMeta("nccl.operations", std::to_string(nccl.operations));
+      d.writer->SetMeta("nccl.parts", std::to_string(nccl.parts));
+      d.writer->SetMeta("nccl.orphan_parts", std::to_string(nccl.orphan_parts));
+      d.writer->SetMeta("nccl.unmatched_stops", std::to_string(nccl.unmatched_stops));
+      if (std::optional<int64_t> offset = d.nccl.gpu_clock_offset_ns()) {
+        d.writer->SetMeta("nccl.gpu_clock_offset_ns", std::to_string(*offset));
+      }
+    }
     status = d.writer->Close();
     if (!status.ok()) std::fprintf(stderr, "rankscope: closing the trace: %s\n", status.message().c_str());
   }
   return status;
+}
+
+// ---- device activity and meta ----------------------------------------------------------
+
+std::string Recorder::describe_process() const {
+  const std::optional<int>& rank = options_.config.rank.rank;
+  return rank ? fmt::format("rank {}", *rank) : fmt::format("pid {}", options_.pid);
+}
+
+void Recorder::AttachDeviceTracer(std::unique_ptr<DeviceTracer> tracer) {
+  std::lock_guard lock(mutex_);
+  if (device_tracer_owner_ || close_requested_ || closed_) return;  // the tracer stops as it goes
+  for (auto& row : tracer->Meta()) pending_meta_.push_back(std::move(row));
+  device_status_known_ = true;
+  device_tracer_owner_ = std::move(tracer);
+  device_tracer_.store(device_tracer_owner_.get(), std::memory_order_release);
+}
+
+void Recorder::FinishDeviceTracing(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mutex_);
+  if (!device_tracer_owner_ || closed_) return;
+  const uint64_t ticket = ++device_finish_requested_;
+  wake_.notify_one();
+  flushed_.wait_for(lock, timeout, [&] { return device_finish_done_ >= ticket || closed_; });
+}
+
+void Recorder::SetMeta(std::string key, std::string value) {
+  std::lock_guard lock(mutex_);
+  if (key == "cupti.status") device_status_known_ = true;
+  pending_meta_.emplace_back(std::move(key), std::move(value));
 }
 
 // ---- flush points ----------------------------------------------------------------------

@@ -21,9 +21,13 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "base/status.h"
+#include "collector/device_tracer.h"
 #include "collector/fast_clock.h"
+#include "collector/nccl_events.h"
 #include "collector/nvtx_registry.h"
 #include "collector/payload_decoder.h"
 #include "collector/rank_env.h"
@@ -38,6 +42,7 @@ namespace rankscope::collector {
 
 enum class RecordKind : uint8_t {
   kPush = 1, kPop = 2, kStart = 3, kEnd = 4, kMark = 5, kNameThread = 6,
+  kNccl = 7,  // an NCCL profiler-plugin callback (collector/nccl_events.h)
 };
 
 // What a handler knows about one event. Text and payload bytes are borrowed: Record
@@ -90,8 +95,28 @@ class Recorder {
   void End(const NvtxDomain* domain, uint64_t range_id, std::span<const PayloadPiece> pieces);
   void Mark(const EventDraft& draft);
   void NameThread(int64_t tid, std::string_view name);
+  // An NCCL profiler-plugin callback. False when it was not recorded (off, or the buffer
+  // budget is spent).
+  bool RecordNccl(const NcclRecord& record, std::string_view text);
 
   NvtxRegistry& registry() { return registry_; }
+  const CollectorConfig& config() const { return options_.config; }
+  int64_t pid() const { return options_.pid; }
+  ClockSource clock_source() const { return clock_source_; }
+  // "rank 3" or "pid 1234", for messages.
+  std::string describe_process() const;
+
+  // ---- device activity (CUPTI) ----
+  // Attaches the device tracer once it runs: NVTX push/pop ranges then tag the device work
+  // launched inside them, and the drain thread converts its records. Once per recorder.
+  void AttachDeviceTracer(std::unique_ptr<DeviceTracer> tracer);
+  bool has_device_tracer() const { return device_tracer_.load(std::memory_order_acquire) != nullptr; }
+  // Has the drain thread give the device tracer its final flush now, while CUDA still works
+  // (from an atexit handler, before the CUDA runtime tears down); waits up to `timeout`.
+  void FinishDeviceTracing(std::chrono::milliseconds timeout);
+
+  // A meta row for the rank file: written with the next drain, or when the file is created.
+  void SetMeta(std::string key, std::string value);
 
   // ---- flush points ----
   // Drains every buffer and commits it; blocks up to `timeout`.
@@ -112,12 +137,21 @@ class Recorder {
   struct DrainState;
   ThreadBuffer* BufferForThisThread();
   bool Append(const EventDraft& draft, RecordKind kind, uint32_t depth);
+  void PopCorrelation(const NvtxDomain* domain, uint32_t depth);
   void DrainLoop();
   // Drains into the writer. Leaves records in the thread buffers while the writer is
   // behind (memory is bounded by the buffer budget), except when `final`, which waits for
   // the writer instead and drains everything.
   void DrainPass(bool final);
   size_t DrainOnce(size_t max_records);
+  // Whether the writer can take more now; with `wait`, waits (up to a minute) until it can.
+  bool WriterCanTake(bool wait);
+  // Converts what the device tracer delivered; `flush` asks it for held records first.
+  void DrainDevice(bool flush, bool final);
+  void WritePendingMeta();
+  std::string ThreadName(int64_t tid);
+  // The rank file's lanes, strings and clock, for the device tracer and the NCCL assembler.
+  DeviceEventSink Sink();
   // Creates the rank file. A taken rank name falls back to rank-unknown only when there
   // are events to keep.
   void EnsureWriter(bool has_events);
@@ -129,6 +163,8 @@ class Recorder {
   BufferRegistry buffers_;
   ClockSource clock_source_;
   std::atomic<bool> recording_{true};
+  std::atomic<DeviceTracer*> device_tracer_{nullptr};
+  std::unique_ptr<DeviceTracer> device_tracer_owner_;  // set once, under mutex_
   bool abandoned_ = false;  // forked child: never touch the drain thread or the file
   std::atomic<uint64_t> next_range_id_{1};
 
@@ -138,6 +174,9 @@ class Recorder {
   EndReason close_reason_ = EndReason::kExit;
   int close_signal_ = 0;
   uint64_t flush_requested_ = 0, flush_done_ = 0;
+  uint64_t device_finish_requested_ = 0, device_finish_done_ = 0;
+  std::vector<std::pair<std::string, std::string>> pending_meta_;
+  bool device_status_known_ = false;  // cupti.status was set or a tracer attached
   std::condition_variable flushed_;
   Status close_status_;
   bool closed_ = false;

@@ -51,14 +51,22 @@ TEST(TraceList, EmptyListsAndItemsAreRefused) {
   }
 }
 
-TEST(TraceList, CudaNoteSaysWhatIsRecorded) {
-  EXPECT_EQ(CudaNotCollectedNote(*ParseTraceList("nvtx,cuda,nccl")),
-            "CUDA activity (CUPTI) is not collected yet; recording NVTX and NCCL ranges");
-  EXPECT_EQ(CudaNotCollectedNote(*ParseTraceList("cuda,nvtx")),
-            "CUDA activity (CUPTI) is not collected yet; recording NVTX ranges");
-  EXPECT_EQ(CudaNotCollectedNote(*ParseTraceList("cuda")),
-            "CUDA activity (CUPTI) is not collected yet; no events will be recorded");
-  EXPECT_EQ(CudaNotCollectedNote(*ParseTraceList("nvtx,nccl")), "");
+TEST(Environment, ReplacingAnotherToolsInjectionIsNoted) {
+  const InjectionSettings all{.run_dir = "/r", .run_id = "id", .trace = *ParseTraceList("nvtx,cuda,nccl"),
+                              .collector_library = "/c.so"};
+  const Environment others = {"CUDA_INJECTION64_PATH=/opt/nsys/libToolsInjection64.so", "NCCL_PROFILER_PLUGIN=inspector"};
+  const std::vector<std::string> notes = InjectionReplacementNotes(others, all);
+  ASSERT_EQ(notes.size(), 2u);
+  EXPECT_EQ(notes[0],
+            "CUDA_INJECTION64_PATH was '/opt/nsys/libToolsInjection64.so' (another tool's CUDA injection); this run "
+            "uses the collector instead");
+  EXPECT_EQ(notes[1], "NCCL_PROFILER_PLUGIN was 'inspector' (another NCCL profiler plugin); this run uses the collector instead");
+  // Nothing to say: unset, "none", the collector itself, or an item not selected.
+  EXPECT_TRUE(InjectionReplacementNotes({"CUDA_INJECTION64_PATH=none", "NCCL_PROFILER_PLUGIN=/c.so"}, all).empty());
+  EXPECT_TRUE(InjectionReplacementNotes({}, all).empty());
+  const InjectionSettings nvtx_only{.run_dir = "/r", .run_id = "id", .trace = *ParseTraceList("nvtx"),
+                                    .collector_library = "/c.so"};
+  EXPECT_TRUE(InjectionReplacementNotes(others, nvtx_only).empty());
 }
 
 // ---- -n --------------------------------------------------------------------------------
@@ -323,9 +331,18 @@ TEST(Environment, InjectionSetsTheCollectorContract) {
   EXPECT_EQ(GetVariable(env, "RANKSCOPE_TRACE"), "nvtx,nccl");
   EXPECT_EQ(GetVariable(env, "NVTX_INJECTION64_PATH"), "/opt/rs/lib/librankscope_collector.so");
   EXPECT_EQ(GetVariable(env, "LD_PRELOAD"), "/opt/rs/lib/librankscope_collector.so");
+  // `cuda` is not selected: CUDA's injection stays as it was; `nccl` is: NCCL loads the plugin.
   EXPECT_EQ(GetVariable(env, "CUDA_INJECTION64_PATH"), std::nullopt);
-  EXPECT_EQ(GetVariable(env, "NCCL_PROFILER_PLUGIN"), std::nullopt);
+  EXPECT_EQ(GetVariable(env, "NCCL_PROFILER_PLUGIN"), "/opt/rs/lib/librankscope_collector.so");
   EXPECT_EQ(GetVariable(env, "RANK"), std::nullopt);
+}
+
+TEST(Environment, CudaAndNcclNameTheCollectorWhenSelected) {
+  const InjectionSettings settings{.run_dir = "/r", .run_id = "id", .trace = *ParseTraceList("cuda"),
+                                   .collector_library = "/c.so"};
+  const Environment env = InjectionEnvironment({"CUDA_INJECTION64_PATH=/other.so", "NCCL_PROFILER_PLUGIN=x"}, settings);
+  EXPECT_EQ(GetVariable(env, "CUDA_INJECTION64_PATH"), "/c.so");
+  EXPECT_EQ(GetVariable(env, "NCCL_PROFILER_PLUGIN"), "x");
 }
 
 TEST(Environment, CollectorIsPrependedToLdPreload) {

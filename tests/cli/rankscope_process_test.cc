@@ -215,27 +215,37 @@ TEST(RankscopeProfile, GivesTheCommandTheInjectionEnvironment) {
   EXPECT_EQ(env["RANKSCOPE_TRACE"], "nvtx,cuda,nccl");
   EXPECT_EQ(env["NVTX_INJECTION64_PATH"], EMPTY_PRELOAD_LIBRARY);
   EXPECT_EQ(env["LD_PRELOAD"], std::string(EMPTY_PRELOAD_LIBRARY) + ":" + other_preload.string());
-  EXPECT_EQ(env.count("CUDA_INJECTION64_PATH"), 0u);
-  EXPECT_EQ(env.count("NCCL_PROFILER_PLUGIN"), 0u);
+  // One library plays CUDA's injection and NCCL's profiler plugin too.
+  EXPECT_EQ(env["CUDA_INJECTION64_PATH"], EMPTY_PRELOAD_LIBRARY);
+  EXPECT_EQ(env["NCCL_PROFILER_PLUGIN"], EMPTY_PRELOAD_LIBRARY);
   // Without -n the command's own launcher sets ranks: what was there passes through.
   EXPECT_EQ(env["RANK"], "9");
   EXPECT_EQ(env.count("WORLD_SIZE"), 0u);
   EXPECT_EQ(env.count("MASTER_PORT"), 0u);
-  EXPECT_NE(run.err.find("rankscope: note: CUDA activity (CUPTI) is not collected yet; recording NVTX and NCCL "
-                         "ranges\n"),
-            std::string::npos)
-      << run.err;
 }
 
-TEST(RankscopeProfile, TraceListIsCanonicalAndCudaNoteOnlyWithCuda) {
+TEST(RankscopeProfile, TraceListIsCanonicalAndSelectsTheInjections) {
   TempDir tmp;
   const fs::path env_file = tmp / "trace.txt";
-  const RankscopeRun run =
-      RunRankscope({"profile", "--trace", " nccl , nvtx", "-o", (tmp / "run").string(), "--", "sh", "-c",
-                    "echo \"$RANKSCOPE_TRACE\" > \"$1\"", "sh", env_file.string()});
+  const RankscopeRun run = RunRankscope(
+      {"profile", "--trace", " nccl , nvtx", "-o", (tmp / "run").string(), "--", "sh", "-c",
+       "echo \"$RANKSCOPE_TRACE|${CUDA_INJECTION64_PATH:-unset}|${NCCL_PROFILER_PLUGIN:+set}\" > \"$1\"", "sh",
+       env_file.string()},
+      {.unset_env = {"CUDA_INJECTION64_PATH", "NCCL_PROFILER_PLUGIN"}});
   ASSERT_EQ(run.exit_code, 0) << run.err;
-  EXPECT_EQ(ReadFile(env_file), "nvtx,nccl\n");
-  EXPECT_EQ(run.err.find("CUPTI"), std::string::npos) << run.err;
+  EXPECT_EQ(ReadFile(env_file), "nvtx,nccl|unset|set\n");
+}
+
+TEST(RankscopeProfile, ReplacingAnotherCudaInjectionIsOneNote) {
+  TempDir tmp;
+  const RankscopeRun run =
+      RunRankscope({"profile", "-o", (tmp / "run").string(), "--", "true"},
+                   {.set_env = {{"CUDA_INJECTION64_PATH", "/opt/other/libinjection.so"}}});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.err.find("rankscope: note: CUDA_INJECTION64_PATH was '/opt/other/libinjection.so' (another tool's "
+                         "CUDA injection); this run uses the collector instead\n"),
+            std::string::npos)
+      << run.err;
 }
 
 TEST(RankscopeProfile, ForceReplacesOnlyRankFiles) {
