@@ -71,7 +71,8 @@ Subcommand AddProfileSubcommand(CLI::App& parent) {
   app->formatter(std::make_shared<ProfileHelpFormatter>());
   app->footer(
       "The command runs with RANKSCOPE_RUN_DIR, RANKSCOPE_RUN_ID, RANKSCOPE_TRACE, NVTX_INJECTION64_PATH\n"
-      "and LD_PRELOAD set. rankscope exits with its exit code (128 + N when signal N ended it).");
+      "and LD_PRELOAD set, plus CUDA_INJECTION64_PATH with cuda and NCCL_PROFILER_PLUGIN with nccl, all\n"
+      "naming the collector. rankscope exits with its exit code (128 + N when signal N ended it).");
 
   return MakeSubcommand(app, true, [options](const CommandTail& tail) {
     ProfileRequest request = options->request;

@@ -1,0 +1,155 @@
+#!/usr/bin/env python3
+"""What the collector costs a training run (issue "Collector II", GPU check 3).
+
+The reference trainer's median step time without the collector and under
+`rankscope profile` (NVTX, CUPTI and the NCCL plugin: everything), in interleaved pairs
+(bare, profiled, bare, ...) in one run, so both see the same machine. The overhead of a pair
+is profiled / bare - 1; the verdict takes the median over pairs. Target: <= 3%.
+
+Without the collector, the script starts the ranks itself with torchrun's variables and a
+file rendezvous; under it, `rankscope profile -n N` starts them. A run's step time is the
+slowest rank's median step time (the trainer's --metrics-out, first step excluded): DDP
+ranks wait for each other, so that is the pace of the job.
+
+On a GPU machine the trainer uses the GPU and NCCL (--backend auto); on a CPU it uses Gloo,
+and the figure is the NVTX path's cost. The profiled runs' rank files are checked: CUPTI's
+status, kernels recorded, events dropped.
+
+Exits 1 when the target is missed, 2 on bad input. --smoke runs one short pair and checks
+only that every step works.
+"""
+import argparse
+import json
+import os
+import shlex
+import socket
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def clean_environment():
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("RANKSCOPE_", "NVTX_INJECTION", "CUDA_INJECTION", "NCCL_PROFILER"))}
+    for name in ("LD_PRELOAD", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        env.pop(name, None)
+    return env
+
+
+def slowest_median_ms(metrics_dir, ranks):
+    medians = []
+    for rank in range(ranks):
+        with open(os.path.join(metrics_dir, f"m-{rank}.json")) as f:
+            medians.append(json.load(f)["step_time_median_ms"])
+    return max(medians)
+
+
+def run_bare(trainer, trainer_args, ranks, work):
+    """The ranks without any injection, started the way torchrun would."""
+    os.makedirs(work)
+    env = clean_environment()
+    port = free_port()
+    processes = []
+    for rank in range(ranks):
+        rank_env = dict(env, RANK=str(rank), WORLD_SIZE=str(ranks), LOCAL_RANK=str(rank),
+                        LOCAL_WORLD_SIZE=str(ranks), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+        cmd = [trainer, *trainer_args, "--quiet", "--rdzv", f"file:{work}/rendezvous",
+               "--metrics-out", os.path.join(work, "m-{rank}.json")]
+        processes.append(subprocess.Popen(cmd, env=rank_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                          text=True))
+    failed = [(p.wait(), p.stderr.read()) for p in processes]
+    for code, err in failed:
+        if code != 0:
+            raise RuntimeError(f"bare trainer failed with exit code {code}: {err.strip()[-500:]}")
+    return slowest_median_ms(work, ranks)
+
+
+def run_profiled(rankscope, trainer, trainer_args, ranks, work):
+    """The same ranks under `rankscope profile` with everything traced."""
+    run_dir = os.path.join(work, "run")
+    cmd = [rankscope, "profile", "-o", run_dir, "-n", str(ranks), "--", trainer, *trainer_args, "--quiet",
+           "--metrics-out", os.path.join(work, "m-{rank}.json")]
+    os.makedirs(work)
+    done = subprocess.run(cmd, env=clean_environment(), capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"rankscope profile failed with exit code {done.returncode}: {done.stderr.strip()[-500:]}")
+    return slowest_median_ms(work, ranks), run_dir
+
+
+def describe_run(run_dir, ranks):
+    """What the collector recorded: CUPTI status, kernels, collectives, drops per rank."""
+    lines = []
+    for rank in range(ranks):
+        db = sqlite3.connect(f"file:{os.path.join(run_dir, f'rank-{rank}.sqlite')}?mode=ro", uri=True)
+        meta = dict(db.execute("SELECT key, value FROM meta"))
+        count = lambda table: db.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+        dropped = db.execute("SELECT coalesce(sum(count), 0) FROM drops").fetchone()[0]
+        lines.append(f"  rank {rank}: cupti {meta.get('cupti.status', '?')}; {count('kernels')} kernels, "
+                     f"{count('memcpys')} copies, {count('api_calls')} API calls, {count('collectives')} collectives, "
+                     f"{count('nvtx_ranges')} NVTX ranges; {dropped} dropped")
+        db.close()
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--build-dir", default="build/release")
+    parser.add_argument("--ranks", type=int, default=1)
+    parser.add_argument("--pairs", type=int, default=5)
+    parser.add_argument("--trainer-args", default="--steps 60",
+                        help="arguments for rankscope-trainer (default: %(default)s)")
+    parser.add_argument("--target-percent", type=float, default=3.0)
+    parser.add_argument("--smoke", action="store_true")
+    args = parser.parse_args()
+    if args.smoke:
+        args.pairs, args.trainer_args = 1, "--steps 4 --width 64 --depth 2 --batch 16"
+    if args.ranks < 1 or args.pairs < 1:
+        print("training_overhead.py: --ranks and --pairs must be at least 1", file=sys.stderr)
+        return 2
+
+    trainer = os.path.join(args.build_dir, "trainer", "rankscope-trainer")
+    rankscope = os.path.join(args.build_dir, "cli", "rankscope")
+    for path in (trainer, rankscope):
+        if not os.path.exists(path):
+            print(f"training_overhead.py: {path} is missing (build first: cmake --preset release && "
+                  "cmake --build --preset release)", file=sys.stderr)
+            return 2
+    trainer_args = shlex.split(args.trainer_args)
+
+    bare, profiled, overheads = [], [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        last_run = None
+        try:
+            for pair in range(args.pairs):
+                bare.append(run_bare(trainer, trainer_args, args.ranks, os.path.join(tmp, f"bare{pair}")))
+                step, last_run = run_profiled(rankscope, trainer, trainer_args, args.ranks,
+                                              os.path.join(tmp, f"profiled{pair}"))
+                profiled.append(step)
+                overheads.append(100.0 * (profiled[-1] / bare[-1] - 1.0))
+                print(f"pair {pair}: without {bare[-1]:.3f} ms, with {profiled[-1]:.3f} ms per step "
+                      f"({overheads[-1]:+.2f}%)", flush=True)
+        except RuntimeError as error:
+            print(f"training_overhead.py: {error}", file=sys.stderr)
+            return 2
+        print(f"recorded in the last profiled run ({args.ranks} rank{'s' if args.ranks > 1 else ''}):")
+        print(describe_run(last_run, args.ranks))
+
+    median = statistics.median(overheads)
+    print(f"median step time without the collector {statistics.median(bare):.3f} ms, with it "
+          f"{statistics.median(profiled):.3f} ms")
+    verdict = "PASS" if median <= args.target_percent else "FAIL"
+    print(f"collector overhead, median of {len(overheads)} pairs: {median:+.2f}% (target <= "
+          f"{args.target_percent:g}%): {'(smoke)' if args.smoke else verdict}")
+    return 0 if args.smoke or verdict == "PASS" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

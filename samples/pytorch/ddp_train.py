@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""A small PyTorch DDP training job to wrap with rankscope.
+
+    rankscope profile -n 2 -- python3 samples/pytorch/ddp_train.py --steps 50
+    torchrun --nproc-per-node 8 samples/pytorch/ddp_train.py          # the same, unprofiled
+
+An MLP on a fixed random batch, DistributedDataParallel over NCCL on GPUs (Gloo on CPUs).
+After --warmup steps, the measured steps run inside one NVTX range named "measured" (which
+rankscope records), or, with --torch-profile FILE, inside torch.profiler instead, whose
+Chrome trace goes to FILE: bench/torch_compare.py runs both and compares their kernels.
+"""
+import argparse
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--steps", type=int, default=50, help="measured steps (default: %(default)s)")
+    parser.add_argument("--warmup", type=int, default=5, help="steps before the measured ones (default: %(default)s)")
+    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--width", type=int, default=1024)
+    parser.add_argument("--depth", type=int, default=4)
+    parser.add_argument("--torch-profile", metavar="TRACE.json",
+                        help="profile the measured steps with torch.profiler and write its Chrome trace here")
+    args = parser.parse_args()
+    if args.steps < 1 or args.warmup < 0 or args.batch < 1 or args.width < 1 or args.depth < 1:
+        parser.error("--steps, --batch, --width and --depth must be positive, --warmup not negative")
+    return args
+
+
+def main():
+    args = parse_args()
+    rank = int(os.environ.get("RANK", "0"))
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", "29517")
+    use_cuda = torch.cuda.is_available()
+    device = torch.device("cuda", local_rank) if use_cuda else torch.device("cpu")
+    if use_cuda:
+        torch.cuda.set_device(device)
+    dist.init_process_group("nccl" if use_cuda else "gloo", rank=rank, world_size=world_size)
+
+    torch.manual_seed(0)
+    layers = []
+    for _ in range(args.depth):
+        layers += [torch.nn.Linear(args.width, args.width), torch.nn.ReLU()]
+    model = torch.nn.Sequential(*layers, torch.nn.Linear(args.width, 16)).to(device)
+    ddp = DistributedDataParallel(model, device_ids=[local_rank] if use_cuda else None)
+    optimizer = torch.optim.SGD(ddp.parameters(), lr=0.01)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    inputs = torch.randn(args.batch, args.width, device=device)
+    labels = torch.randint(0, 16, (args.batch,), device=device)
+
+    def step():
+        optimizer.zero_grad(set_to_none=True)
+        loss = loss_fn(ddp(inputs), labels)
+        loss.backward()
+        optimizer.step()
+
+    def synchronize():
+        if use_cuda:
+            torch.cuda.synchronize()
+
+    for _ in range(args.warmup):
+        step()
+    synchronize()
+    if args.torch_profile:
+        activities = [torch.profiler.ProfilerActivity.CPU]
+        if use_cuda:
+            activities.append(torch.profiler.ProfilerActivity.CUDA)
+        with torch.profiler.profile(activities=activities) as profiler:
+            for _ in range(args.steps):
+                step()
+            synchronize()
+        profiler.export_chrome_trace(args.torch_profile)
+    else:
+        if use_cuda:
+            torch.cuda.nvtx.range_push("measured")
+        for _ in range(args.steps):
+            step()
+        synchronize()
+        if use_cuda:
+            torch.cuda.nvtx.range_pop()
+    dist.destroy_process_group()
+    if rank == 0:
+        print(f"ddp_train.py: {args.steps} measured steps on {world_size} rank(s), {device.type}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
