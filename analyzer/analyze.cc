@@ -182,6 +182,26 @@ RunMetric MakeRunMetric(const std::vector<DeviceReport>& devices, const char* na
   return metric;
 }
 
+// Why the collector recorded no CUDA activity on ranks without device activity, when CUPTI
+// tried and could not ("off: <why>" in meta cupti.status; not when the user left `cuda`
+// out): ", CUDA activity was not recorded: <why> (rank 0, 1)". "" when none says.
+std::string CuptiOffNote(const std::vector<RankResult>& ranks) {
+  std::map<std::string, std::vector<int>> reasons;
+  for (const RankResult& rank : ranks) {
+    if (!rank.devices.empty()) continue;
+    auto status = rank.activity.meta.entries.find("cupti.status");
+    if (status == rank.activity.meta.entries.end() || !status->second.starts_with("off: ") ||
+        status->second.starts_with("off: not selected")) {
+      continue;
+    }
+    reasons[status->second.substr(5)].push_back(rank.activity.rank);
+  }
+  if (reasons.empty()) return "";
+  const auto& [reason, with_it] = *reasons.begin();
+  return fmt::format("; CUDA activity was not recorded: {} (rank(s) {}{})", reason, JoinRanks(with_it),
+                     reasons.size() > 1 ? fmt::format("; {} other reason(s) on other ranks", reasons.size() - 1) : "");
+}
+
 Result<Report> BuildReport(std::vector<RankResult> ranks, RunInfo run, std::vector<std::string> warnings,
                            const AnalyzeOptions& options) {
   Report report;
@@ -199,13 +219,15 @@ Result<Report> BuildReport(std::vector<RankResult> ranks, RunInfo run, std::vect
     if (rank.devices.empty()) run.ranks_without_activity.push_back(rank.activity.rank);
   }
   if (!ranks.empty() && run.ranks_without_activity.size() == ranks.size()) {
-    return InvalidArgument(
+    const std::string cupti = CuptiOffNote(ranks);
+    return InvalidArgument(fmt::format(
         "no rank has device activity (kernels, copies, or ranges in a compute or comm category): nothing to "
-        "measure; was the program annotated, or run on a GPU with CUDA tracing on?");
+        "measure{}",
+        cupti.empty() ? "; was the program annotated, or run on a GPU with CUDA tracing on?" : cupti));
   }
   if (!run.ranks_without_activity.empty()) {
-    warnings.push_back(fmt::format("rank(s) {} recorded no device activity and are left out of the metrics",
-                                   JoinRanks(run.ranks_without_activity)));
+    warnings.push_back(fmt::format("rank(s) {} recorded no device activity and are left out of the metrics{}",
+                                   JoinRanks(run.ranks_without_activity), CuptiOffNote(ranks)));
   }
   if (run.invalid_events > 0) {
     warnings.push_back(fmt::format("{} event(s) end before they start (a damaged file?) and were skipped",

@@ -189,6 +189,45 @@ TEST(RankscopeAnalyze, NoDeviceActivityIsAnError) {
   ExpectOneErrorLine(run, "no rank has device activity");
 }
 
+TEST(RankscopeAnalyze, NoDeviceActivityGivesCuptisReasonWhenItWasOff) {
+  TempDir dir;
+  RankSpec spec;
+  spec.device_activity = false;
+  spec.meta["cupti.status"] = "off: cuptiSubscribe_v2 failed: CUPTI_ERROR_UNKNOWN (999) (no usable CUDA driver?)";
+  WriteRun(dir / "run", 2, spec);
+  const auto run = RunRankscope({"analyze", (dir / "run").string()});
+  EXPECT_EQ(run.exit_code, kExitUsage);
+  ExpectOneErrorLine(run, "nothing to measure; CUDA activity was not recorded: cuptiSubscribe_v2 failed: "
+                          "CUPTI_ERROR_UNKNOWN (999) (no usable CUDA driver?) (rank(s) 0, 1)");
+}
+
+TEST(RankscopeAnalyze, AnIdleRankWhoseCuptiWasOffSaysWhy) {
+  TempDir dir;
+  std::filesystem::create_directories(dir / "run");
+  WriteRank(dir / "run", 0, RankSpec{});
+  RankSpec idle;
+  idle.device_activity = false;
+  idle.meta["cupti.status"] = "off: another CUPTI client is attached ('Nsight Systems')";
+  WriteRank(dir / "run", 1, idle);
+  const auto run = RunRankscope({"analyze", (dir / "run").string(), "--format", "json"});
+  EXPECT_EQ(run.exit_code, kExitPartial) << run.err;
+  EXPECT_NE(run.err.find("rank(s) 1 recorded no device activity and are left out of the metrics; CUDA activity "
+                         "was not recorded: another CUPTI client is attached ('Nsight Systems') (rank(s) 1)"),
+            std::string::npos)
+      << run.err;
+  // What the user chose is not news.
+  std::filesystem::create_directories(dir / "run2");
+  WriteRank(dir / "run2", 0, RankSpec{});
+  RankSpec unselected = idle;
+  unselected.meta["cupti.status"] = "off: not selected (--trace)";
+  WriteRank(dir / "run2", 1, unselected);
+  const auto chosen = RunRankscope({"analyze", (dir / "run2").string(), "--format", "json"});
+  EXPECT_EQ(chosen.exit_code, kExitPartial) << chosen.err;
+  EXPECT_NE(chosen.err.find("rank(s) 1 recorded no device activity and are left out of the metrics\n"),
+            std::string::npos)
+      << chosen.err;
+}
+
 TEST(RankscopeAnalyze, ARankWithoutActivityIsNamed) {
   TempDir dir;
   std::filesystem::create_directories(dir / "run");

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,7 @@ struct RankSpec {
   int64_t step_ms = 10;  // each step; compute and comm scale with it
   int samples = 8;       // per rank per step (the step payload)
   bool device_activity = true;
+  std::map<std::string, std::string> meta{};  // further meta rows, e.g. cupti.status
 };
 
 // A rank file as the collector writes it for the CPU backend: compute and comm ranges on
@@ -38,6 +40,7 @@ inline void WriteRank(const std::filesystem::path& dir, int rank, const RankSpec
   auto writer = trace::TraceWriter::Create(dir / trace::RankFileName(rank), who);
   ASSERT_TRUE(writer.ok()) << writer.status().ToString();
   trace::TraceWriter& w = **writer;
+  for (const auto& [key, value] : spec.meta) w.SetMeta(key, value);
   w.SetMeta("nvtx.category.rankscope.1", "compute");
   w.SetMeta("nvtx.category.rankscope.2", "comm");
   auto lane = [&](int64_t tid, const char* name) {
