@@ -23,17 +23,26 @@ trace::CollectivePartKind PartKind(const NcclEventKind kind, bool is_send) {
   }
 }
 
-// The operation's four names, as OperationText in the plugin joined them.
+// The operation's names (func, datatype, algo, proto and, from version 3, the
+// communicator's), as OperationText in the plugin joined them.
 std::vector<std::string_view> SplitText(std::string_view text) {
   std::vector<std::string_view> parts;
-  while (!text.empty() && parts.size() < 4) {
+  while (!text.empty() && parts.size() < 5) {
     const size_t end = text.find('\0');
     parts.push_back(text.substr(0, end));
     if (end == std::string_view::npos) break;
     text.remove_prefix(end + 1);
   }
-  parts.resize(4);
+  parts.resize(5);
   return parts;
+}
+
+// Whether the op has a root (unknown ops may); NCCL passes root 0 for the others, which the
+// row shows as -1, "not applicable".
+bool HasRoot(trace::CollectiveOp op) {
+  using trace::CollectiveOp;
+  return op == CollectiveOp::kBroadcast || op == CollectiveOp::kReduce || op == CollectiveOp::kGather ||
+         op == CollectiveOp::kScatter || op == CollectiveOp::kUnknown;
 }
 
 }  // namespace
@@ -108,17 +117,21 @@ void NcclAssembler::Add(const NcclRecord& record, std::string_view text, int64_t
         operation.root = record.root;
         operation.peer = record.peer;
         operation.channels = record.channels;
+        operation.rank = record.rank;
         operation.start_ns = operation.last_ns = ts_ns;
         const std::vector<std::string_view> names = SplitText(text);
         operation.func = std::string(names[0]);
         operation.datatype = std::string(names[1]);
         operation.algo = std::string(names[2]);
         operation.proto = std::string(names[3]);
+        operation.comm_name = std::string(names[4]);
         if (record.event == NcclEventKind::kColl) {
           operation.sequence = record.sequence;
         } else {
           // NCCL numbers no point-to-point operation: the n-th to the same peer, per direction.
-          operation.sequence = p2p_sequences_[{CommHash(record.comm, record.comm_hash), operation.func, record.peer}]++;
+          // Counted per plugin context (and, in version 3, the operation's communicator), not
+          // by the context's hash: its init record may be drained after the operation.
+          operation.sequence = p2p_sequences_[{record.comm, record.comm_hash, operation.func, record.peer}]++;
         }
         return;
       }
@@ -298,18 +311,19 @@ trace::LaneId NcclAssembler::CommLane(const DeviceEventSink& sink, uint64_t comm
 void NcclAssembler::Write(const DeviceEventSink& sink, trace::EventTables& out, Operation& operation) {
   trace::CollectiveEvent event;
   event.comm_hash = CommHash(operation.comm, operation.comm_hash);
-  event.lane = CommLane(sink, operation.comm, operation.comm_hash, {});
+  event.lane = CommLane(sink, operation.comm, operation.comm_hash, operation.comm_name);
   event.name = sink.intern(operation.func.empty() ? "NCCL operation" : operation.func);
   event.sequence = operation.sequence;
   event.op = NcclCollectiveOp(operation.func);
   event.datatype = NcclDataType(operation.datatype);
   event.bytes = operation.count * static_cast<uint64_t>(NcclTypeSize(event.datatype));
-  event.root = operation.kind == NcclEventKind::kColl ? operation.root : -1;
+  event.root = operation.kind == NcclEventKind::kColl && HasRoot(event.op) ? operation.root : -1;
   event.peer = operation.kind == NcclEventKind::kP2p ? operation.peer : -1;
   if (auto comm = comms_.find(operation.comm); comm != comms_.end()) {
     event.comm_rank = comm->second.rank;
     event.comm_size = comm->second.ranks;
   }
+  if (event.comm_rank < 0) event.comm_rank = operation.rank;
   event.channels = operation.channels > 0 ? static_cast<uint32_t>(operation.channels) : 0;
   if (!operation.algo.empty()) event.algorithm = sink.intern(operation.algo);
   if (!operation.proto.empty()) event.protocol = sink.intern(operation.proto);
@@ -334,8 +348,17 @@ void NcclAssembler::Write(const DeviceEventSink& sink, trace::EventTables& out, 
   }
   out.collectives.push_back(event);
   ++stats_.operations;
+  // Versions 4 and 5 give bytes per proxy step only: a proxy operation moved its steps' sum.
+  std::unordered_map<uint64_t, uint64_t> step_bytes;
+  for (uint64_t part_id : operation.parts) {
+    const Part& part = parts_.at(part_id);
+    if (part.kind == NcclEventKind::kProxyStep) step_bytes[part.parent] += part.bytes;
+  }
   for (uint64_t part_id : operation.parts) {
     auto part = parts_.find(part_id);
+    if (part->second.kind == NcclEventKind::kProxyOp && part->second.bytes == 0) {
+      if (auto sum = step_bytes.find(part_id); sum != step_bytes.end()) part->second.bytes = sum->second;
+    }
     WritePart(sink, out, part->second, event.comm_hash, event.sequence, event.lane);
     parts_.erase(part);
   }

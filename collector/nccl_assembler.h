@@ -77,8 +77,10 @@ class NcclAssembler {
     uint64_t comm_hash = 0;  // version 3 names it per operation
     uint64_t sequence = 0;
     std::string func, datatype, algo, proto;
+    std::string comm_name;  // version 3 names it per operation
     uint64_t count = 0;
     int32_t root = -1, peer = -1, channels = 0;
+    int32_t rank = -1;  // as the descriptor gave it (version 3 has no init to say)
     bool stopped = false;
     int64_t start_ns = 0, stop_ns = 0, last_ns = 0;
     std::vector<uint64_t> parts;
@@ -105,7 +107,8 @@ class NcclAssembler {
   std::unordered_map<uint64_t, Operation> operations_;
   std::unordered_map<uint64_t, Part> parts_;
   std::vector<uint64_t> unlinked_;  // parts whose parent was not seen yet
-  std::map<std::tuple<uint64_t, std::string, int32_t>, uint64_t> p2p_sequences_;
+  // Point-to-point counters by (context, version 3's communicator hash, func, peer).
+  std::map<std::tuple<uint64_t, uint64_t, std::string, int32_t>, uint64_t> p2p_sequences_;
   std::deque<int64_t> offsets_;  // recent host - GPU observations
 };
 

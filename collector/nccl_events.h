@@ -9,7 +9,8 @@ namespace rankscope::collector {
 
 enum class NcclRecordKind : uint8_t {
   kComm = 1,   // a communicator started (plugin init); text: its name
-  kStart = 2,  // an event started; text: "func\0datatype\0algo\0proto" for operations
+  kStart = 2,  // an event started; text for operations: "func\0datatype\0algo\0proto\0comm_name"
+               // (comm_name only in version 3, empty otherwise)
   kStop = 3,   // an event stopped
   kState = 4,  // an event changed state (a kernel channel's stop time, a step's bytes)
 };
@@ -31,7 +32,7 @@ struct NcclRecord {
   uint64_t sequence = 0;   // collectives: NCCL's per-communicator sequence number
   uint64_t count = 0;      // operations: elements
   uint64_t value = 0;      // kernel channels: GPU timer; kState: GPU timer or bytes
-  int32_t rank = -1;       // kComm: this rank in the communicator
+  int32_t rank = -1;       // kComm: this rank in the communicator; kStart: the descriptor's rank
   int32_t ranks = 0;       // kComm: ranks in the communicator
   int32_t root = -1;       // collectives with a root
   int32_t peer = -1;       // point-to-point and proxy work

@@ -41,11 +41,13 @@ struct Comm {
   uint64_t id;
 };
 
-// "func\0datatype\0algo\0proto", cut to fit; null strings are empty.
+// "func\0datatype\0algo\0proto\0comm_name", cut to fit; null strings are empty. Only
+// version 3 names the communicator in the operation (its lane takes that name).
 class OperationText {
  public:
-  OperationText(const char* func, const char* datatype, const char* algo, const char* proto) {
-    for (const char* part : {func, datatype, algo, proto}) {
+  OperationText(const char* func, const char* datatype, const char* algo, const char* proto,
+                const char* comm_name = nullptr) {
+    for (const char* part : {func, datatype, algo, proto, comm_name}) {
       const std::string_view text = part != nullptr ? std::string_view(part).substr(0, kPartMax) : std::string_view();
       std::memcpy(buffer_ + size_, text.data(), text.size());
       size_ += text.size();
@@ -56,7 +58,7 @@ class OperationText {
 
  private:
   static constexpr size_t kPartMax = 63;
-  char buffer_[4 * (kPartMax + 1)];
+  char buffer_[5 * (kPartMax + 1)];
   size_t size_ = 0;
 };
 
@@ -105,11 +107,12 @@ nccl_abi::Result Init(void** context, int* activation_mask, uint8_t api_version,
 }
 
 // Fills the fields every version shares, records the start and hands NCCL its handle.
-void Start(void* context, void** handle, NcclRecord& record, std::string_view text) {
+void Start(void* context, void** handle, int rank, NcclRecord& record, std::string_view text) {
   Recorder* recorder = ActiveRecorder();
   if (recorder == nullptr || context == nullptr || record.event == NcclEventKind::kNone) return;
   record.kind = NcclRecordKind::kStart;
   record.comm = static_cast<Comm*>(context)->id;
+  record.rank = rank;
   record.id = NewHandle(record.event);
   // Without its start record the event's stop would mean nothing: leave it untracked.
   if (recorder->RecordNccl(record, text)) *handle = reinterpret_cast<void*>(record.id);
@@ -137,7 +140,11 @@ void RecordState(void* handle, int state, uint64_t value) {
 
 }  // namespace
 
-void SetNcclRecorder(Recorder* recorder) { g_recorder.store(recorder, std::memory_order_release); }
+void SetNcclRecorder(Recorder* recorder) {
+  // Each recorder's file says which interface NCCL chose: the first init after this writes it.
+  g_meta_written.store(false);
+  g_recorder.store(recorder, std::memory_order_release);
+}
 
 int NcclActivationMask() {
   int mask = nccl_abi::kColl | nccl_abi::kP2p | nccl_abi::kProxyOp | nccl_abi::kKernelCh;
@@ -180,14 +187,14 @@ nccl_abi::Result NcclStartEventV5(void* context, void** handle, nccl_abi::EventD
       record.count = d->coll.count;
       record.root = d->coll.root;
       record.channels = d->coll.channels;
-      Start(context, handle, record, OperationText(d->coll.func, d->coll.datatype, d->coll.algo, d->coll.proto).view());
+      Start(context, handle, d->rank, record, OperationText(d->coll.func, d->coll.datatype, d->coll.algo, d->coll.proto).view());
       break;
     case nccl_abi::kP2p:
       record.event = NcclEventKind::kP2p;
       record.count = d->p2p.count;
       record.peer = d->p2p.peer;
       record.channels = d->p2p.channels;
-      Start(context, handle, record, OperationText(d->p2p.func, d->p2p.datatype, nullptr, nullptr).view());
+      Start(context, handle, d->rank, record, OperationText(d->p2p.func, d->p2p.datatype, nullptr, nullptr).view());
       break;
     case nccl_abi::kProxyOp:
       record.event = NcclEventKind::kProxyOp;
@@ -196,18 +203,18 @@ nccl_abi::Result NcclStartEventV5(void* context, void** handle, nccl_abi::EventD
       record.peer = d->proxy_op.peer;
       record.step = d->proxy_op.steps;
       record.is_send = d->proxy_op.is_send != 0;
-      Start(context, handle, record, {});
+      Start(context, handle, d->rank, record, {});
       break;
     case nccl_abi::kProxyStep:
       record.event = NcclEventKind::kProxyStep;
       record.step = d->proxy_step.step;
-      Start(context, handle, record, {});
+      Start(context, handle, d->rank, record, {});
       break;
     case nccl_abi::kKernelCh:
       record.event = NcclEventKind::kKernelChannel;
       record.channel = d->kernel_ch.channel;
       record.value = d->kernel_ch.gpu_timer;
-      Start(context, handle, record, {});
+      Start(context, handle, d->rank, record, {});
       break;
     default: break;  // not asked for
   }
@@ -226,14 +233,14 @@ nccl_abi::Result NcclStartEventV4(void* context, void** handle, nccl_abi::EventD
       record.count = d->coll.count;
       record.root = d->coll.root;
       record.channels = d->coll.channels;
-      Start(context, handle, record, OperationText(d->coll.func, d->coll.datatype, d->coll.algo, d->coll.proto).view());
+      Start(context, handle, d->rank, record, OperationText(d->coll.func, d->coll.datatype, d->coll.algo, d->coll.proto).view());
       break;
     case nccl_abi::kP2p:
       record.event = NcclEventKind::kP2p;
       record.count = d->p2p.count;
       record.peer = d->p2p.peer;
       record.channels = d->p2p.channels;
-      Start(context, handle, record, OperationText(d->p2p.func, d->p2p.datatype, nullptr, nullptr).view());
+      Start(context, handle, d->rank, record, OperationText(d->p2p.func, d->p2p.datatype, nullptr, nullptr).view());
       break;
     case nccl_abi::kProxyOp:
       record.event = NcclEventKind::kProxyOp;
@@ -242,18 +249,18 @@ nccl_abi::Result NcclStartEventV4(void* context, void** handle, nccl_abi::EventD
       record.peer = d->proxy_op.peer;
       record.step = d->proxy_op.steps;
       record.is_send = d->proxy_op.is_send != 0;
-      Start(context, handle, record, {});
+      Start(context, handle, d->rank, record, {});
       break;
     case nccl_abi::kProxyStep:
       record.event = NcclEventKind::kProxyStep;
       record.step = d->proxy_step.step;
-      Start(context, handle, record, {});
+      Start(context, handle, d->rank, record, {});
       break;
     case nccl_abi::kKernelCh:
       record.event = NcclEventKind::kKernelChannel;
       record.channel = d->kernel_ch.channel;
       record.value = d->kernel_ch.gpu_timer;
-      Start(context, handle, record, {});
+      Start(context, handle, d->rank, record, {});
       break;
     default: break;
   }
@@ -273,14 +280,16 @@ nccl_abi::Result NcclStartEventV3(void* context, void** handle, nccl_abi::EventD
       record.count = d->coll.count;
       record.root = d->coll.root;
       record.channels = d->coll.max_channels;
-      Start(context, handle, record, OperationText(d->coll.func, d->coll.datatype, d->coll.algo, d->coll.proto).view());
+      Start(context, handle, d->rank, record,
+            OperationText(d->coll.func, d->coll.datatype, d->coll.algo, d->coll.proto, d->coll.comm_name).view());
       break;
     case nccl_abi::kP2p:
       record.event = NcclEventKind::kP2p;
       record.comm_hash = d->p2p.comm_hash;
       record.count = d->p2p.count;
       record.peer = d->p2p.peer;
-      Start(context, handle, record, OperationText(d->p2p.func, d->p2p.datatype, nullptr, nullptr).view());
+      Start(context, handle, d->rank, record,
+            OperationText(d->p2p.func, d->p2p.datatype, nullptr, nullptr, d->p2p.comm_name).view());
       break;
     case nccl_abi::kProxyOp:
       record.event = NcclEventKind::kProxyOp;
@@ -289,17 +298,17 @@ nccl_abi::Result NcclStartEventV3(void* context, void** handle, nccl_abi::EventD
       record.peer = d->proxy_op.peer;
       record.step = d->proxy_op.steps;
       record.is_send = d->proxy_op.is_send != 0;
-      Start(context, handle, record, {});
+      Start(context, handle, d->rank, record, {});
       break;
     case nccl_abi::kProxyStep:
       record.event = NcclEventKind::kProxyStep;
       record.step = d->proxy_step.step;
-      Start(context, handle, record, {});
+      Start(context, handle, d->rank, record, {});
       break;
     case nccl_abi::kKernelCh:
       record.event = NcclEventKind::kKernelChannel;
       record.channel = d->kernel_ch.channel;
-      Start(context, handle, record, {});
+      Start(context, handle, d->rank, record, {});
       break;
     default: break;
   }
