@@ -145,6 +145,12 @@ void CuptiSession::Undo() {
 
 void CuptiSession::Stop() {
   if (stopped_) return;
+  // The last chance to ask CUPTI what it dropped since the last TakeDrops: once stopped,
+  // TakeDrops no longer asks, and the end of a run (the final flush) would lose the count.
+  size_t dropped = 0;
+  if (api_.ActivityGetNumDroppedRecords(nullptr, 0, &dropped) == CUPTI_SUCCESS && dropped > 0) {
+    AddDrops(Stream{}, dropped);
+  }
   stopped_ = true;
   Undo();
   CuptiSession* self = this;
@@ -230,13 +236,22 @@ void CuptiSession::OnResource(CUpti_CallbackId cbid, const CUpti_ResourceData* d
   api_.GetContextId(stream.context, &stream.context_id);
   api_.GetDeviceId(stream.context, &stream.device);
   const bool created = cbid == CUPTI_CBID_RESOURCE_STREAM_CREATED || cbid == CUPTI_CBID_RESOURCE_CONTEXT_CREATED;
+  const bool whole_context = cbid == CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING;
   if (!created) {
-    // The handles are still valid here and nowhere after: count what this stream or
-    // context lost now.
-    size_t dropped = 0;
-    if (api_.ActivityGetNumDroppedRecords(stream.context, stream.stream_id, &dropped) == CUPTI_SUCCESS &&
-        dropped > 0) {
-      AddDrops(stream, dropped);
+    // The handles are still valid here and nowhere after: count what this stream, or this
+    // context and the streams still tracked in it, lost now.
+    std::vector<Stream> going = {stream};
+    if (whole_context) {
+      std::lock_guard lock(mutex_);
+      for (const Stream& known : streams_) {
+        if (known.context == stream.context && known.stream != nullptr) going.push_back(known);
+      }
+    }
+    for (const Stream& gone : going) {
+      size_t dropped = 0;
+      if (api_.ActivityGetNumDroppedRecords(gone.context, gone.stream_id, &dropped) == CUPTI_SUCCESS && dropped > 0) {
+        AddDrops(gone, dropped);
+      }
     }
   }
   std::lock_guard lock(mutex_);
@@ -244,7 +259,6 @@ void CuptiSession::OnResource(CUpti_CallbackId cbid, const CUpti_ResourceData* d
     streams_.push_back(stream);
     return;
   }
-  const bool whole_context = cbid == CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING;
   std::erase_if(streams_, [&](const Stream& known) {
     return known.context == stream.context && (whole_context || known.stream == stream.stream);
   });

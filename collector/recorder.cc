@@ -272,7 +272,7 @@ int Recorder::Push(const EventDraft& draft) {
   ThreadBuffer* buffer = BufferForThisThread();  // a thread's first event resets its slot
   uint32_t& depth = DepthOf(draft.domain);
   uint32_t level = depth++;
-  DeviceTracer* tracer = device_tracer_.load(std::memory_order_acquire);
+  DeviceTracer* tracer = correlating_.load(std::memory_order_acquire) ? device_tracer_.load() : nullptr;
   if (tracer == nullptr || buffer == nullptr || tls_slot.correlated_count == kMaxCorrelatedRanges) {
     Append(draft, RecordKind::kPush, depth);
     return static_cast<int>(level);
@@ -287,7 +287,7 @@ int Recorder::Push(const EventDraft& draft) {
 }
 
 void Recorder::PopCorrelation(const NvtxDomain* domain, uint32_t depth) {
-  DeviceTracer* tracer = device_tracer_.load(std::memory_order_acquire);
+  DeviceTracer* tracer = correlating_.load(std::memory_order_acquire) ? device_tracer_.load() : nullptr;
   if (tracer == nullptr || tls_slot.correlated_count == 0) return;
   // This range and the deeper ranges of its domain (whose pops were lost) leave CUPTI's
   // stack; ranges of other domains above them, popped out of order, go back on it.
@@ -509,6 +509,7 @@ void Recorder::DrainDevice(bool flush, bool final) {
       },
       flush, final);
   for (const trace::DropRecord& drop : tracer->TakeDrops()) d.writer->AddDrops(drop);
+  if (tracer->finished()) correlating_.store(false, std::memory_order_release);
   if (final) {
     for (const auto& [key, value] : tracer->Meta()) d.writer->SetMeta(key, value);
   }
@@ -848,6 +849,7 @@ void Recorder::AttachDeviceTracer(std::unique_ptr<DeviceTracer> tracer) {
   device_status_known_ = true;
   device_tracer_owner_ = std::move(tracer);
   device_tracer_.store(device_tracer_owner_.get(), std::memory_order_release);
+  correlating_.store(true, std::memory_order_release);
 }
 
 void Recorder::FinishDeviceTracing(std::chrono::milliseconds timeout) {

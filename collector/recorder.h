@@ -164,6 +164,8 @@ class Recorder {
   ClockSource clock_source_;
   std::atomic<bool> recording_{true};
   std::atomic<DeviceTracer*> device_tracer_{nullptr};
+  // NVTX ranges tag device work only while the tracer records: not after its final flush.
+  std::atomic<bool> correlating_{false};
   std::unique_ptr<DeviceTracer> device_tracer_owner_;  // set once, under mutex_
   bool abandoned_ = false;  // forked child: never touch the drain thread or the file
   std::atomic<uint64_t> next_range_id_{1};
