@@ -49,7 +49,7 @@ class OperationText {
                 const char* comm_name = nullptr) {
     for (const char* part : {func, datatype, algo, proto, comm_name}) {
       const std::string_view text = part != nullptr ? std::string_view(part).substr(0, kPartMax) : std::string_view();
-      std::memcpy(buffer_ + size_, text.data(), text.size());
+      if (!text.empty()) std::memcpy(buffer_ + size_, text.data(), text.size());  // null for ""
       size_ += text.size();
       buffer_[size_++] = '\0';
     }
