@@ -19,24 +19,12 @@ import argparse
 import collections
 import json
 import os
-import socket
 import sqlite3
 import subprocess
 import sys
 import tempfile
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def clean_environment():
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("RANKSCOPE_", "NVTX_INJECTION", "CUDA_INJECTION", "NCCL_PROFILER"))}
-    env.pop("LD_PRELOAD", None)
-    return env
+from bench_env import clean_environment, free_port
 
 
 def rankscope_kernels(rank_file):

@@ -22,26 +22,13 @@ import argparse
 import json
 import os
 import shlex
-import socket
 import sqlite3
 import statistics
 import subprocess
 import sys
 import tempfile
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def clean_environment():
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("RANKSCOPE_", "NVTX_INJECTION", "CUDA_INJECTION", "NCCL_PROFILER"))}
-    for name in ("LD_PRELOAD", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
-        env.pop(name, None)
-    return env
+from bench_env import clean_environment, free_port
 
 
 def slowest_median_ms(metrics_dir, ranks):

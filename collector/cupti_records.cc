@@ -216,6 +216,19 @@ trace::StringId CuptiConverter::StaticName(std::string_view text) {
   return it->second;
 }
 
+template <typename CopyRecord>
+bool CuptiConverter::ConvertCopy(const CopyRecord& m, trace::MemcpyEvent* e) {
+  if (!Times(m.start, m.end, e)) return false;
+  e->lane = StreamLane(m.deviceId, m.contextId, m.streamId);
+  e->copy_kind = CopyKindOf(m.copyKind);
+  e->name = StaticName(CopyName(e->copy_kind));
+  e->correlation_id = m.correlationId;
+  e->bytes = m.bytes;
+  e->src_kind = MemoryKindOf(m.srcKind);
+  e->dst_kind = MemoryKindOf(m.dstKind);
+  return true;
+}
+
 void CuptiConverter::Convert(const CUpti_Activity* record, trace::EventTables& out) {
   switch (record->kind) {
     case CUPTI_ACTIVITY_KIND_KERNEL:
@@ -235,30 +248,14 @@ void CuptiConverter::Convert(const CUpti_Activity* record, trace::EventTables& o
       return;
     }
     case CUPTI_ACTIVITY_KIND_MEMCPY: {
-      const auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(record);
       trace::MemcpyEvent e;
-      if (!Times(m->start, m->end, &e)) return;
-      e.lane = StreamLane(m->deviceId, m->contextId, m->streamId);
-      e.copy_kind = CopyKindOf(m->copyKind);
-      e.name = StaticName(CopyName(e.copy_kind));
-      e.correlation_id = m->correlationId;
-      e.bytes = m->bytes;
-      e.src_kind = MemoryKindOf(m->srcKind);
-      e.dst_kind = MemoryKindOf(m->dstKind);
-      out.memcpys.push_back(e);
+      if (ConvertCopy(*reinterpret_cast<const CUpti_ActivityMemcpy6*>(record), &e)) out.memcpys.push_back(e);
       return;
     }
     case CUPTI_ACTIVITY_KIND_MEMCPY2: {
       const auto* m = reinterpret_cast<const CUpti_ActivityMemcpyPtoP4*>(record);
       trace::MemcpyEvent e;
-      if (!Times(m->start, m->end, &e)) return;
-      e.lane = StreamLane(m->deviceId, m->contextId, m->streamId);
-      e.copy_kind = CopyKindOf(m->copyKind);
-      e.name = StaticName(CopyName(e.copy_kind));
-      e.correlation_id = m->correlationId;
-      e.bytes = m->bytes;
-      e.src_kind = MemoryKindOf(m->srcKind);
-      e.dst_kind = MemoryKindOf(m->dstKind);
+      if (!ConvertCopy(*m, &e)) return;
       e.src_device = static_cast<int32_t>(m->srcDeviceId);
       e.dst_device = static_cast<int32_t>(m->dstDeviceId);
       out.memcpys.push_back(e);

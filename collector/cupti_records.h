@@ -88,6 +88,9 @@ class CuptiConverter {
  private:
   void Convert(const CUpti_Activity* record, trace::EventTables& out);
   bool Times(uint64_t start, uint64_t end, trace::EventCommon* event);
+  // The fields every copy record has (Memcpy6, MemcpyPtoP4); false without valid times.
+  template <typename CopyRecord>
+  bool ConvertCopy(const CopyRecord& record, trace::MemcpyEvent* event);
   trace::LaneId StreamLane(uint32_t device, uint32_t context, uint32_t stream);
   trace::LaneId ThreadLane(int64_t tid);
   trace::StringId KernelName(const char* name);

@@ -138,6 +138,25 @@ void RecordState(void* handle, int state, uint64_t value) {
   recorder->RecordNccl(record, {});
 }
 
+void StartProxyOp(void* context, void** handle, int rank, void* parent, const nccl_abi::ProxyOpDescr& op) {
+  NcclRecord record;
+  record.event = NcclEventKind::kProxyOp;
+  record.parent = LocalParent(parent, op.pid);
+  record.channel = op.channel;
+  record.peer = op.peer;
+  record.step = op.steps;
+  record.is_send = op.is_send != 0;
+  Start(context, handle, rank, record, {});
+}
+
+void StartProxyStep(void* context, void** handle, int rank, void* parent, const nccl_abi::ProxyStepDescr& step) {
+  NcclRecord record;
+  record.event = NcclEventKind::kProxyStep;
+  record.parent = ParentOf(parent);
+  record.step = step.step;
+  Start(context, handle, rank, record, {});
+}
+
 }  // namespace
 
 void SetNcclRecorder(Recorder* recorder) {
@@ -175,95 +194,56 @@ nccl_abi::Result NcclInitV3(void** context, int* activation_mask) {
   return Init(context, activation_mask, 3, kNcclVersionForV3, 0, nullptr, 0, -1);
 }
 
-nccl_abi::Result NcclStartEventV5(void* context, void** handle, nccl_abi::EventDescrV5* d) {
-  *handle = nullptr;
-  if (d == nullptr) return nccl_abi::kSuccess;
+namespace {
+
+// Versions 5 and 4 name every field the plugin reads alike (5 adds types it does not ask for).
+template <typename Descr>
+void StartEvent(void* context, void** handle, const Descr& d) {
   NcclRecord record;
-  record.parent = ParentOf(d->parent);
-  switch (d->type) {
+  record.parent = ParentOf(d.parent);
+  switch (d.type) {
     case nccl_abi::kColl:
       record.event = NcclEventKind::kColl;
-      record.sequence = d->coll.seq_number;
-      record.count = d->coll.count;
-      record.root = d->coll.root;
-      record.channels = d->coll.channels;
-      Start(context, handle, d->rank, record, OperationText(d->coll.func, d->coll.datatype, d->coll.algo, d->coll.proto).view());
+      record.sequence = d.coll.seq_number;
+      record.count = d.coll.count;
+      record.root = d.coll.root;
+      record.channels = d.coll.channels;
+      Start(context, handle, d.rank, record, OperationText(d.coll.func, d.coll.datatype, d.coll.algo, d.coll.proto).view());
       break;
     case nccl_abi::kP2p:
       record.event = NcclEventKind::kP2p;
-      record.count = d->p2p.count;
-      record.peer = d->p2p.peer;
-      record.channels = d->p2p.channels;
-      Start(context, handle, d->rank, record, OperationText(d->p2p.func, d->p2p.datatype, nullptr, nullptr).view());
+      record.count = d.p2p.count;
+      record.peer = d.p2p.peer;
+      record.channels = d.p2p.channels;
+      Start(context, handle, d.rank, record, OperationText(d.p2p.func, d.p2p.datatype, nullptr, nullptr).view());
       break;
     case nccl_abi::kProxyOp:
-      record.event = NcclEventKind::kProxyOp;
-      record.parent = LocalParent(d->parent, d->proxy_op.pid);
-      record.channel = d->proxy_op.channel;
-      record.peer = d->proxy_op.peer;
-      record.step = d->proxy_op.steps;
-      record.is_send = d->proxy_op.is_send != 0;
-      Start(context, handle, d->rank, record, {});
+      StartProxyOp(context, handle, d.rank, d.parent, d.proxy_op);
       break;
     case nccl_abi::kProxyStep:
-      record.event = NcclEventKind::kProxyStep;
-      record.step = d->proxy_step.step;
-      Start(context, handle, d->rank, record, {});
+      StartProxyStep(context, handle, d.rank, d.parent, d.proxy_step);
       break;
     case nccl_abi::kKernelCh:
       record.event = NcclEventKind::kKernelChannel;
-      record.channel = d->kernel_ch.channel;
-      record.value = d->kernel_ch.gpu_timer;
-      Start(context, handle, d->rank, record, {});
+      record.channel = d.kernel_ch.channel;
+      record.value = d.kernel_ch.gpu_timer;
+      Start(context, handle, d.rank, record, {});
       break;
     default: break;  // not asked for
   }
+}
+
+}  // namespace
+
+nccl_abi::Result NcclStartEventV5(void* context, void** handle, nccl_abi::EventDescrV5* d) {
+  *handle = nullptr;
+  if (d != nullptr) StartEvent(context, handle, *d);
   return nccl_abi::kSuccess;
 }
 
 nccl_abi::Result NcclStartEventV4(void* context, void** handle, nccl_abi::EventDescrV4* d) {
   *handle = nullptr;
-  if (d == nullptr) return nccl_abi::kSuccess;
-  NcclRecord record;
-  record.parent = ParentOf(d->parent);
-  switch (d->type) {
-    case nccl_abi::kColl:
-      record.event = NcclEventKind::kColl;
-      record.sequence = d->coll.seq_number;
-      record.count = d->coll.count;
-      record.root = d->coll.root;
-      record.channels = d->coll.channels;
-      Start(context, handle, d->rank, record, OperationText(d->coll.func, d->coll.datatype, d->coll.algo, d->coll.proto).view());
-      break;
-    case nccl_abi::kP2p:
-      record.event = NcclEventKind::kP2p;
-      record.count = d->p2p.count;
-      record.peer = d->p2p.peer;
-      record.channels = d->p2p.channels;
-      Start(context, handle, d->rank, record, OperationText(d->p2p.func, d->p2p.datatype, nullptr, nullptr).view());
-      break;
-    case nccl_abi::kProxyOp:
-      record.event = NcclEventKind::kProxyOp;
-      record.parent = LocalParent(d->parent, d->proxy_op.pid);
-      record.channel = d->proxy_op.channel;
-      record.peer = d->proxy_op.peer;
-      record.step = d->proxy_op.steps;
-      record.is_send = d->proxy_op.is_send != 0;
-      Start(context, handle, d->rank, record, {});
-      break;
-    case nccl_abi::kProxyStep:
-      record.event = NcclEventKind::kProxyStep;
-      record.step = d->proxy_step.step;
-      Start(context, handle, d->rank, record, {});
-      break;
-    case nccl_abi::kKernelCh:
-      record.event = NcclEventKind::kKernelChannel;
-      record.channel = d->kernel_ch.channel;
-      record.value = d->kernel_ch.gpu_timer;
-      Start(context, handle, d->rank, record, {});
-      break;
-    default: break;
-  }
+  if (d != nullptr) StartEvent(context, handle, *d);
   return nccl_abi::kSuccess;
 }
 
@@ -292,18 +272,10 @@ nccl_abi::Result NcclStartEventV3(void* context, void** handle, nccl_abi::EventD
             OperationText(d->p2p.func, d->p2p.datatype, nullptr, nullptr, d->p2p.comm_name).view());
       break;
     case nccl_abi::kProxyOp:
-      record.event = NcclEventKind::kProxyOp;
-      record.parent = LocalParent(d->parent, d->proxy_op.pid);
-      record.channel = d->proxy_op.channel;
-      record.peer = d->proxy_op.peer;
-      record.step = d->proxy_op.steps;
-      record.is_send = d->proxy_op.is_send != 0;
-      Start(context, handle, d->rank, record, {});
+      StartProxyOp(context, handle, d->rank, d->parent, d->proxy_op);
       break;
     case nccl_abi::kProxyStep:
-      record.event = NcclEventKind::kProxyStep;
-      record.step = d->proxy_step.step;
-      Start(context, handle, d->rank, record, {});
+      StartProxyStep(context, handle, d->rank, d->parent, d->proxy_step);
       break;
     case nccl_abi::kKernelCh:
       record.event = NcclEventKind::kKernelChannel;

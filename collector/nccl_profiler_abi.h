@@ -66,6 +66,32 @@ enum EventState : int {
   kGroupEndApiStart = 24,
 };
 
+// ---- descriptor parts every version lays out alike ---------------------------------------
+
+struct ProxyOpDescr {
+  pid_t pid;  // the process that created the operation (PXN: maybe another one)
+  uint8_t channel;
+  int peer;
+  int steps;
+  int chunk_size;
+  int is_send;
+};
+
+struct ProxyStepDescr {
+  int step;
+};
+
+// Versions 4 and 5; version 3 has the channel only.
+struct KernelChDescr {
+  uint8_t channel;
+  uint64_t gpu_timer;  // %globaltimer when the channel started
+};
+
+struct NetPluginDescr {
+  int64_t id;
+  void* data;
+};
+
 // ---- version 5 (NCCL 2.28) ---------------------------------------------------------------
 
 struct EventDescrV5 {
@@ -118,25 +144,10 @@ struct EventDescrV5 {
       uint8_t channels;
       void* parent_group;
     } p2p;
-    struct {
-      pid_t pid;  // the process that created the operation (PXN: maybe another one)
-      uint8_t channel;
-      int peer;
-      int steps;
-      int chunk_size;
-      int is_send;
-    } proxy_op;
-    struct {
-      int step;
-    } proxy_step;
-    struct {
-      uint8_t channel;
-      uint64_t gpu_timer;  // %globaltimer when the channel started
-    } kernel_ch;
-    struct {
-      int64_t id;
-      void* data;
-    } net_plugin;
+    ProxyOpDescr proxy_op;
+    ProxyStepDescr proxy_step;
+    KernelChDescr kernel_ch;
+    NetPluginDescr net_plugin;
   };
 };
 
@@ -194,25 +205,10 @@ struct EventDescrV4 {
       int peer;
       uint8_t channels;
     } p2p;
-    struct {
-      pid_t pid;
-      uint8_t channel;
-      int peer;
-      int steps;
-      int chunk_size;
-      int is_send;
-    } proxy_op;
-    struct {
-      int step;
-    } proxy_step;
-    struct {
-      uint8_t channel;
-      uint64_t gpu_timer;
-    } kernel_ch;
-    struct {
-      int64_t id;
-      void* data;
-    } net_plugin;
+    ProxyOpDescr proxy_op;
+    ProxyStepDescr proxy_step;
+    KernelChDescr kernel_ch;
+    NetPluginDescr net_plugin;
   };
 };
 
@@ -257,24 +253,12 @@ struct EventDescrV3 {
       size_t count;
       int peer;
     } p2p;
-    struct {
-      pid_t pid;
-      uint8_t channel;
-      int peer;
-      int steps;
-      int chunk_size;
-      int is_send;
-    } proxy_op;
-    struct {
-      int step;
-    } proxy_step;
+    ProxyOpDescr proxy_op;
+    ProxyStepDescr proxy_step;
     struct {
       uint8_t channel;
     } kernel_ch;
-    struct {
-      int64_t id;
-      void* data;
-    } net_plugin;
+    NetPluginDescr net_plugin;
   };
 };
 
