@@ -12,6 +12,7 @@
 
 #include "base/text.h"
 #include "tests/child_process.h"
+#include "tests/collector/collector_test_util.h"
 #include "tests/trace/trace_test_util.h"
 #include "trace/reader.h"
 
@@ -19,6 +20,8 @@
 namespace rankscope::collector {
 namespace {
 
+using testing::CountByName;
+using testing::Load;
 using trace::testing::TempDir;
 
 std::vector<std::string> Lines(const std::string& text) {
@@ -31,35 +34,12 @@ std::vector<std::string> Lines(const std::string& text) {
 // `rankscope profile -n 1 -- cuda_injection_program`, with `extra` added to the environment.
 rankscope::testing::ProcessResult Profile(const std::filesystem::path& run,
                                           const std::map<std::string, std::string>& extra) {
-  std::map<std::string, std::string> env = rankscope::testing::CurrentEnvironment();
-  for (const char* name : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LD_PRELOAD", "NVTX_INJECTION64_PATH",
-                           "CUDA_INJECTION64_PATH", "RANKSCOPE_CUPTI_LIBRARY", "RANKSCOPE_TRACE"}) {
-    env.erase(name);
-  }
-  env["RANKSCOPE_COLLECTOR_LIB"] = COLLECTOR_LIBRARY;
-  // Sanitizer builds: the preloaded library comes before the sanitizer runtime.
-  env["ASAN_OPTIONS"] = env["ASAN_OPTIONS"].empty() ? "verify_asan_link_order=0"
-                                                    : env["ASAN_OPTIONS"] + ":verify_asan_link_order=0";
+  std::map<std::string, std::string> env = testing::CollectorEnvironment();
   for (const auto& [name, value] : extra) env[name] = value;
   rankscope::testing::ChildProcess child({RANKSCOPE_CLI, "profile", "-o", run.string(), "-n", "1", "--",
                                           CUDA_INJECTION_PROGRAM},
                                          env);
   return child.Wait();
-}
-
-trace::RankTrace Load(const std::filesystem::path& path) {
-  auto reader = trace::TraceReader::Open(path);
-  EXPECT_TRUE(reader.ok()) << reader.status().message();
-  if (!reader.ok()) return {};
-  auto loaded = (*reader)->LoadAll();
-  EXPECT_TRUE(loaded.ok()) << loaded.status().message();
-  return loaded.ok() ? std::move(*loaded) : trace::RankTrace{};
-}
-
-std::map<std::string, int> CountByName(const trace::RankTrace& trace) {
-  std::map<std::string, int> counts;
-  for (const auto& range : trace.events.nvtx_ranges) ++counts[trace.str(range.name)];
-  return counts;
 }
 
 const std::map<std::string, int> kRanges = {{"before-cuda", 1}, {"after-cuda", 1}, {"step", 3}};

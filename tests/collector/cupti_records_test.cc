@@ -11,9 +11,12 @@
 #include <gtest/gtest.h>
 
 #include "collector/cupti_api.h"
+#include "tests/collector/collector_test_util.h"
 
 namespace rankscope::collector {
 namespace {
+
+using testing::FakeDeviceSink;
 
 constexpr int64_t kPid = 4242;
 // The fake clock: device timestamps plus this offset, so a test sees the conversion happen.
@@ -40,37 +43,6 @@ class ActivityBuffer {
   size_t bytes_ = 0;
 };
 
-// The rank file's lanes and strings, as a test can inspect them.
-class FakeSink {
- public:
-  FakeSink() {
-    sink_.add_lane = [this](const trace::Lane& lane) {
-      lanes_.push_back(lane);
-      lanes_.back().id = static_cast<trace::LaneId>(lanes_.size());
-      return lanes_.back().id;
-    };
-    sink_.intern = [this](std::string_view text) {
-      for (size_t i = 0; i < strings_.size(); ++i) {
-        if (strings_[i] == text) return static_cast<trace::StringId>(i);
-      }
-      strings_.emplace_back(text);
-      return static_cast<trace::StringId>(strings_.size() - 1);
-    };
-    sink_.to_realtime_ns = [](uint64_t ticks) { return static_cast<int64_t>(ticks) + kClockOffset; };
-    sink_.thread_name = [](int64_t tid) { return "thread-" + std::to_string(tid); };
-  }
-
-  const DeviceEventSink& sink() const { return sink_; }
-  const std::vector<trace::Lane>& lanes() const { return lanes_; }
-  const trace::Lane& lane(trace::LaneId id) const { return lanes_.at(id - 1); }
-  const std::string& str(trace::StringId id) const { return strings_.at(id); }
-
- private:
-  DeviceEventSink sink_;
-  std::vector<trace::Lane> lanes_;
-  std::vector<std::string> strings_{""};
-};
-
 class CuptiRecords : public ::testing::Test {
  protected:
   // The real record walker and callback names: the converter must agree with CUPTI on
@@ -92,7 +64,7 @@ class CuptiRecords : public ::testing::Test {
 
   CuptiApi api_;
   CuptiConverter converter_{api_, kPid};
-  FakeSink sink_;
+  FakeDeviceSink sink_{kClockOffset};
 };
 
 CUpti_ActivityKernel10 Kernel(const char* name, uint32_t device, uint32_t context, uint32_t stream,

@@ -19,12 +19,15 @@
 
 #include "collector/cupti_api.h"
 #include "collector/recorder.h"
+#include "tests/collector/collector_test_util.h"
 #include "tests/trace/trace_test_util.h"
 #include "trace/reader.h"
 
 namespace rankscope::collector {
 namespace {
 
+using testing::Load;
+using testing::Named;
 using trace::testing::TempDir;
 
 constexpr char kAllKinds[] =
@@ -296,22 +299,6 @@ CUpti_ActivityMemcpy6 Copy(uint32_t stream, uint32_t correlation, uint64_t start
   return m;
 }
 
-EventDraft Named(const NvtxDomain* domain, const char* name) {
-  EventDraft draft;
-  draft.domain = domain;
-  draft.text = name;
-  return draft;
-}
-
-trace::RankTrace Load(const std::filesystem::path& path) {
-  auto reader = trace::TraceReader::Open(path);
-  EXPECT_TRUE(reader.ok()) << reader.status().message();
-  if (!reader.ok()) return {};
-  auto loaded = (*reader)->LoadAll();
-  EXPECT_TRUE(loaded.ok()) << loaded.status().message();
-  return loaded.ok() ? std::move(*loaded) : trace::RankTrace{};
-}
-
 std::map<std::string, trace::NvtxRangeEvent> RangesByName(const trace::RankTrace& trace) {
   std::map<std::string, trace::NvtxRangeEvent> ranges;
   for (const auto& range : trace.events.nvtx_ranges) ranges[trace.str(range.name)] = range;
@@ -331,17 +318,11 @@ class CuptiTracerTest : public ::testing::Test {
 
   // Rank 0, timestamps in CLOCK_REALTIME ns (so CUPTI's hand-made times are exact in the file).
   RecorderOptions Options() const {
-    RecorderOptions options;
-    options.config.run_dir = dir_.path().string();
-    options.config.run_id = "cupti";
-    options.config.rank.rank = 0;
-    options.config.rank.world_size = 1;
-    options.config.clock_override = "realtime";
-    options.host = "testhost";
-    options.pid = getpid();
-    options.command_line = "cupti_tracer_test";
-    options.drain_interval = std::chrono::milliseconds(5);
-    return options;
+    return testing::MakeRecorderOptions(dir_, {.run_id = "cupti",
+                                               .rank = 0,
+                                               .world_size = 1,
+                                               .clock_override = "realtime",
+                                               .command_line = "cupti_tracer_test"});
   }
 
   trace::RankTrace CloseAndLoad(Recorder& recorder) {

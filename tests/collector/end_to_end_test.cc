@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "tests/collector/collector_test_util.h"
 #include "tests/trace/trace_test_util.h"
 #include "trace/reader.h"
 #include "trace/run_dir.h"
@@ -19,6 +20,8 @@
 namespace rankscope::collector {
 namespace {
 
+using testing::CountByName;
+using testing::Load;
 using trace::testing::TempDir;
 
 struct Child {
@@ -27,24 +30,21 @@ struct Child {
 };
 
 // Starts `argv` with the collector's environment (preloaded unless `preload` is false).
-Child Start(const TempDir& dir, std::vector<std::string> argv, std::map<std::string, std::string> env,
+Child Start(const TempDir& dir, std::vector<std::string> argv, std::map<std::string, std::string> extra,
             bool preload = true) {
+  std::map<std::string, std::string> env = testing::CollectorEnvironment();
+  for (const auto& [name, value] : extra) env[name] = value;
   env["RANKSCOPE_RUN_DIR"] = dir.path().string();
   env["RANKSCOPE_RUN_ID"] = "e2e";
   env["NVTX_INJECTION64_PATH"] = COLLECTOR_LIBRARY;
   if (preload) env["LD_PRELOAD"] = COLLECTOR_LIBRARY;
-  // Sanitizer builds: the preloaded library comes before the sanitizer runtime.
-  env["ASAN_OPTIONS"] = "verify_asan_link_order=0";
   int pipe_fds[2];
   EXPECT_EQ(pipe(pipe_fds), 0);
   pid_t pid = fork();
   if (pid == 0) {
     dup2(pipe_fds[1], STDOUT_FILENO);
     close(pipe_fds[0]);
-    for (const char* name : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK",
-                             "PMI_RANK", "LD_PRELOAD", "NVTX_INJECTION64_PATH"}) {
-      unsetenv(name);
-    }
+    clearenv();
     for (const auto& [name, value] : env) setenv(name.c_str(), value.c_str(), 1);
     std::vector<char*> args;
     for (std::string& arg : argv) args.push_back(arg.data());
@@ -82,21 +82,6 @@ int RunProgram(const TempDir& dir, std::vector<std::string> argv, std::map<std::
         bool preload = true) {
   Child child = Start(dir, std::move(argv), std::move(env), preload);
   return Wait(child);
-}
-
-trace::RankTrace Load(const std::filesystem::path& path) {
-  auto reader = trace::TraceReader::Open(path);
-  EXPECT_TRUE(reader.ok()) << reader.status().message();
-  if (!reader.ok()) return {};
-  auto loaded = (*reader)->LoadAll();
-  EXPECT_TRUE(loaded.ok()) << loaded.status().message();
-  return loaded.ok() ? std::move(*loaded) : trace::RankTrace{};
-}
-
-std::map<std::string, int> CountByName(const trace::RankTrace& trace) {
-  std::map<std::string, int> counts;
-  for (const auto& range : trace.events.nvtx_ranges) ++counts[trace.str(range.name)];
-  return counts;
 }
 
 const trace::NvtxRangeEvent* Enclosing(const trace::RankTrace& trace, const trace::NvtxRangeEvent& inner,

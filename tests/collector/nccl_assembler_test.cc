@@ -11,9 +11,12 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/collector/collector_test_util.h"
+
 namespace rankscope::collector {
 namespace {
 
+using testing::FakeDeviceSink;
 using trace::CollectiveOp;
 using trace::CollectivePartKind;
 using trace::DataType;
@@ -22,38 +25,6 @@ constexpr int64_t kPid = 4242;
 constexpr int64_t kIdle = 1'000;  // ns: the idle limit the tests give the assembler
 constexpr uint64_t kComm = 1;     // the plugin context of the communicator
 constexpr uint64_t kHash = 0xC0FFEE0012345678;
-
-// The rank file's side: lanes as added, strings interned once each.
-class FakeSink {
- public:
-  FakeSink() {
-    sink_.add_lane = [this](const trace::Lane& lane) {
-      lanes_.push_back(lane);
-      lanes_.back().id = static_cast<trace::LaneId>(lanes_.size());
-      return lanes_.back().id;
-    };
-    sink_.intern = [this](std::string_view text) -> trace::StringId {
-      auto it = std::find(strings_.begin(), strings_.end(), text);
-      if (it != strings_.end()) return static_cast<trace::StringId>(it - strings_.begin());
-      strings_.emplace_back(text);
-      return static_cast<trace::StringId>(strings_.size() - 1);
-    };
-    sink_.to_realtime_ns = [](uint64_t ticks) { return static_cast<int64_t>(ticks); };
-    sink_.thread_name = [](int64_t) { return std::string(); };
-  }
-  FakeSink(const FakeSink&) = delete;
-  FakeSink& operator=(const FakeSink&) = delete;
-
-  const DeviceEventSink& sink() const { return sink_; }
-  const std::vector<trace::Lane>& lanes() const { return lanes_; }
-  const trace::Lane& lane(trace::LaneId id) const { return lanes_.at(id - 1); }
-  const std::string& str(trace::StringId id) const { return strings_.at(id); }
-
- private:
-  DeviceEventSink sink_;
-  std::vector<trace::Lane> lanes_;
-  std::vector<std::string> strings_{""};
-};
 
 // "func\0datatype\0algo\0proto", as the plugin writes an operation's names.
 std::string OperationText(std::string_view func, std::string_view datatype, std::string_view algo = {},
@@ -178,7 +149,7 @@ class NcclAssemblerTest : public ::testing::Test {
   }
   std::string Name(trace::StringId id) const { return sink_.str(id); }
 
-  FakeSink sink_;
+  FakeDeviceSink sink_;
   NcclAssembler assembler_{kPid, kIdle};
 };
 

@@ -32,10 +32,13 @@
 #include <vector>
 
 #include "collector/nccl_profiler_abi.h"
+#include "step_payload.h"
 
 namespace {
 
 namespace nccl_abi = rankscope::collector::nccl_abi;
+using rankscope::collector::testing::RegisterStepSchema;
+using rankscope::collector::testing::StepPayload;
 
 constexpr uint64_t kWorldCommHash = 0x7A11DEC0DE5EED01;  // the same on every rank, as NCCL's
 constexpr uint64_t kPairCommHash = 0x7A11DEC0DE5EED02;   // ranks 0 and 1 only
@@ -152,11 +155,6 @@ int64_t AgreeOnStart(int rank, int world_size) {
 constexpr uint32_t kComputeCategory = 1;
 constexpr uint32_t kCommCategory = 2;
 
-struct StepPayload {
-  uint64_t step;
-  uint64_t samples;
-};
-
 struct Annotations {
   nvtxDomainHandle_t domain = nullptr;
   uint64_t step_schema = 0;
@@ -167,20 +165,7 @@ Annotations InitAnnotations() {
   annotations.domain = nvtxDomainCreateA("rankscope");
   nvtxDomainNameCategoryA(annotations.domain, kComputeCategory, "compute");
   nvtxDomainNameCategoryA(annotations.domain, kCommCategory, "comm");
-  static const nvtxPayloadSchemaEntry_t step_entries[] = {
-      {0, NVTX_PAYLOAD_ENTRY_TYPE_UINT64, "step", nullptr, 0, offsetof(StepPayload, step), nullptr, nullptr},
-      {0, NVTX_PAYLOAD_ENTRY_TYPE_UINT64, "samples", nullptr, 0, offsetof(StepPayload, samples), nullptr, nullptr},
-  };
-  nvtxPayloadSchemaAttr_t attr{};
-  attr.fieldMask = NVTX_PAYLOAD_SCHEMA_ATTR_FIELD_NAME | NVTX_PAYLOAD_SCHEMA_ATTR_FIELD_TYPE |
-                   NVTX_PAYLOAD_SCHEMA_ATTR_FIELD_ENTRIES | NVTX_PAYLOAD_SCHEMA_ATTR_FIELD_NUM_ENTRIES |
-                   NVTX_PAYLOAD_SCHEMA_ATTR_FIELD_STATIC_SIZE;
-  attr.name = "rankscope step";
-  attr.type = NVTX_PAYLOAD_SCHEMA_TYPE_STATIC;
-  attr.entries = step_entries;
-  attr.numEntries = 2;
-  attr.payloadStaticSize = sizeof(StepPayload);
-  annotations.step_schema = nvtxPayloadSchemaRegister(annotations.domain, &attr);
+  annotations.step_schema = RegisterStepSchema(annotations.domain);
   return annotations;
 }
 

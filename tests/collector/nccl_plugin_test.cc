@@ -19,12 +19,14 @@
 
 #include "collector/fast_clock.h"
 #include "collector/recorder.h"
+#include "tests/collector/collector_test_util.h"
 #include "tests/trace/trace_test_util.h"
 #include "trace/reader.h"
 
 namespace rankscope::collector {
 namespace {
 
+using testing::Load;
 using trace::CollectiveOp;
 using trace::CollectivePartKind;
 using trace::testing::TempDir;
@@ -33,29 +35,15 @@ constexpr uint64_t kCommHash = 0x5EED5EED12345678;
 // The simulated GPU's %globaltimer runs this far behind CLOCK_REALTIME.
 constexpr int64_t kGpuBehind = 250'000'000;
 
+// Callback times are CLOCK_REALTIME readings. No drain before Close: every record is in
+// before any row is written, so every row uses the GPU clock offset that the file's meta reports.
 RecorderOptions Options(const TempDir& dir, int rank, int world_size = 2) {
-  RecorderOptions options;
-  options.config.run_dir = dir.path().string();
-  options.config.run_id = "plugin";
-  options.config.rank.rank = rank;
-  options.config.rank.world_size = world_size;
-  options.config.clock_override = "realtime";  // callback times are CLOCK_REALTIME readings
-  options.host = "testhost";
-  options.pid = getpid();
-  options.command_line = "nccl_plugin_test";
-  // No drain before Close: every record is in before any row is written, so every row uses
-  // the GPU clock offset that the file's meta reports.
-  options.drain_interval = std::chrono::hours(1);
-  return options;
-}
-
-trace::RankTrace Load(const std::filesystem::path& path) {
-  auto reader = trace::TraceReader::Open(path);
-  EXPECT_TRUE(reader.ok()) << reader.status().message();
-  if (!reader.ok()) return {};
-  auto trace = (*reader)->LoadAll();
-  EXPECT_TRUE(trace.ok()) << trace.status().message();
-  return trace.ok() ? std::move(*trace) : trace::RankTrace{};
+  return testing::MakeRecorderOptions(dir, {.run_id = "plugin",
+                                            .rank = rank,
+                                            .world_size = world_size,
+                                            .clock_override = "realtime",
+                                            .command_line = "nccl_plugin_test",
+                                            .drain_interval = std::chrono::hours(1)});
 }
 
 std::string Meta(const trace::RankTrace& trace, const std::string& key) {

@@ -21,33 +21,16 @@
 #include <thread>
 #include <vector>
 
+#include "step_payload.h"
+
 namespace {
+
+using rankscope::collector::testing::RegisterStepSchema;
+using rankscope::collector::testing::StepPayload;
 
 constexpr int kSteps = 3;
 constexpr int kWorkers = 3;
 constexpr int kWorkerIterations = 100;
-
-struct StepPayload {
-  uint64_t step;
-  uint64_t samples;
-};
-
-uint64_t RegisterStepSchema(nvtxDomainHandle_t domain) {
-  static const nvtxPayloadSchemaEntry_t entries[] = {
-      {0, NVTX_PAYLOAD_ENTRY_TYPE_UINT64, "step", nullptr, 0, offsetof(StepPayload, step), nullptr, nullptr},
-      {0, NVTX_PAYLOAD_ENTRY_TYPE_UINT64, "samples", nullptr, 0, offsetof(StepPayload, samples), nullptr, nullptr},
-  };
-  nvtxPayloadSchemaAttr_t attr{};
-  attr.fieldMask = NVTX_PAYLOAD_SCHEMA_ATTR_FIELD_NAME | NVTX_PAYLOAD_SCHEMA_ATTR_FIELD_TYPE |
-                   NVTX_PAYLOAD_SCHEMA_ATTR_FIELD_ENTRIES | NVTX_PAYLOAD_SCHEMA_ATTR_FIELD_NUM_ENTRIES |
-                   NVTX_PAYLOAD_SCHEMA_ATTR_FIELD_STATIC_SIZE;
-  attr.name = "rankscope step";
-  attr.type = NVTX_PAYLOAD_SCHEMA_TYPE_STATIC;
-  attr.entries = entries;
-  attr.numEntries = 2;
-  attr.payloadStaticSize = sizeof(StepPayload);
-  return nvtxPayloadSchemaRegister(domain, &attr);
-}
 
 void PushWithAttributes(const char* name, uint32_t category, uint32_t color, uint64_t payload) {
   nvtxEventAttributes_t attributes{};

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/collector/collector_test_util.h"
 #include "tests/trace/trace_test_util.h"
 #include "trace/reader.h"
 #include "trace/run_dir.h"
@@ -13,34 +14,15 @@
 namespace rankscope::collector {
 namespace {
 
+using testing::Load;
+using testing::Named;
 using trace::testing::TempDir;
 
 RecorderOptions Options(const TempDir& dir, std::optional<int> rank) {
-  RecorderOptions options;
-  options.config.run_dir = dir.path().string();
-  options.config.run_id = "testrun";
-  options.config.rank.rank = rank;
-  if (rank) options.config.rank.world_size = 4;
-  options.host = "testhost";
-  options.pid = getpid();
-  options.command_line = "recorder_test";
-  options.drain_interval = std::chrono::milliseconds(5);
-  return options;
-}
-
-EventDraft Named(const NvtxDomain* domain, const char* name) {
-  EventDraft draft;
-  draft.domain = domain;
-  draft.text = name;
-  return draft;
-}
-
-trace::RankTrace Load(const std::filesystem::path& path) {
-  auto reader = trace::TraceReader::Open(path);
-  EXPECT_TRUE(reader.ok()) << reader.status().message();
-  auto trace = (*reader)->LoadAll();
-  EXPECT_TRUE(trace.ok()) << trace.status().message();
-  return std::move(*trace);
+  return testing::MakeRecorderOptions(dir, {.run_id = "testrun",
+                                            .rank = rank,
+                                            .world_size = rank ? std::optional<int>(4) : std::nullopt,
+                                            .command_line = "recorder_test"});
 }
 
 TEST(Recorder, RecordsRangesMarksAndCrossThreadEnds) {
