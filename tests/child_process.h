@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -38,6 +39,15 @@ inline std::map<std::string, std::string> CurrentEnvironment() {
     if (eq != std::string::npos) env[text.substr(0, eq)] = text.substr(eq + 1);
   }
   return env;
+}
+
+// ASAN_OPTIONS for a child that preloads the collector: in sanitizer builds the preloaded
+// library comes before the sanitizer runtime. Keeps what the test preset set (notably
+// intercept_tls_get_addr=0, see CMakePresets.json).
+inline std::string ChildAsanOptions() {
+  const char* inherited = std::getenv("ASAN_OPTIONS");
+  const std::string base = inherited == nullptr ? "" : inherited;
+  return base.empty() ? "verify_asan_link_order=0" : base + ":verify_asan_link_order=0";
 }
 
 struct ProcessResult {

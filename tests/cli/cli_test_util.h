@@ -83,8 +83,7 @@ class RankscopeProcess {
     env["RANKSCOPE_COLLECTOR_LIB"] = EMPTY_PRELOAD_LIBRARY;
     // Sanitizer builds: in a sanitized child (cli_test_fake_rank) the preloaded library comes
     // before the sanitizer runtime.
-    env["ASAN_OPTIONS"] = env["ASAN_OPTIONS"].empty() ? "verify_asan_link_order=0"
-                                                      : env["ASAN_OPTIONS"] + ":verify_asan_link_order=0";
+    env["ASAN_OPTIONS"] = rankscope::testing::ChildAsanOptions();
     for (const char* name : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LD_PRELOAD"}) env.erase(name);
     for (const auto& [name, value] : options.set_env) env[name] = value;
     for (const std::string& name : options.unset_env) env.erase(name);

@@ -121,8 +121,7 @@ inline std::map<std::string, std::string> CollectorEnvironment() {
     env.erase(name);
   }
   env["RANKSCOPE_COLLECTOR_LIB"] = COLLECTOR_LIBRARY;
-  env["ASAN_OPTIONS"] = env["ASAN_OPTIONS"].empty() ? "verify_asan_link_order=0"
-                                                    : env["ASAN_OPTIONS"] + ":verify_asan_link_order=0";
+  env["ASAN_OPTIONS"] = rankscope::testing::ChildAsanOptions();
   return env;
 }
 

@@ -318,6 +318,7 @@ TEST(EndToEnd, ExecClosesTheFileOfAnImageThatRecorded) {
 TEST(EndToEnd, WithoutRunDirTheLibraryIsInert) {
   TempDir dir;
   Child child;
+  const std::string asan_options = rankscope::testing::ChildAsanOptions();  // no allocation after fork
   {
     int pipe_fds[2];
     ASSERT_EQ(pipe(pipe_fds), 0);
@@ -327,7 +328,7 @@ TEST(EndToEnd, WithoutRunDirTheLibraryIsInert) {
       setenv("LD_PRELOAD", COLLECTOR_LIBRARY, 1);
       setenv("NVTX_INJECTION64_PATH", COLLECTOR_LIBRARY, 1);
       setenv("RANK", "0", 1);
-      setenv("ASAN_OPTIONS", "verify_asan_link_order=0", 1);
+      setenv("ASAN_OPTIONS", asan_options.c_str(), 1);
       if (chdir(dir.path().c_str()) != 0) _exit(126);
       execl(NVTX_PROGRAM, NVTX_PROGRAM, "annotate", static_cast<char*>(nullptr));
       _exit(127);
@@ -358,7 +359,7 @@ TEST(EndToEnd, ProfileCommandRecordsEveryLocalRank) {
   TempDir dir;
   std::string run = (dir / "run").string();
   // Sanitizer builds: the preloaded library comes before the sanitizer runtime.
-  std::string command = "ASAN_OPTIONS=verify_asan_link_order=0 " + std::string(RANKSCOPE_CLI) + " profile -o " + run + " -n 2 -- " + NVTX_PROGRAM +
+  std::string command = "ASAN_OPTIONS=" + rankscope::testing::ChildAsanOptions() + " " + std::string(RANKSCOPE_CLI) + " profile -o " + run + " -n 2 -- " + NVTX_PROGRAM +
                         " annotate 2>&1";
   FILE* pipe = popen(command.c_str(), "r");
   ASSERT_NE(pipe, nullptr);

@@ -15,7 +15,7 @@ inline std::map<std::string, std::string> EndToEndEnvironment() {
   std::map<std::string, std::string> env = CurrentEnvironment();
   for (const char* name : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LD_PRELOAD", "DISPLAY"}) env.erase(name);
   env["RANKSCOPE_COLLECTOR_LIB"] = COLLECTOR_LIBRARY;
-  env["ASAN_OPTIONS"] = "verify_asan_link_order=0";
+  env["ASAN_OPTIONS"] = ChildAsanOptions();
   env["QT_QPA_PLATFORM"] = "offscreen";
   return env;
 }

@@ -109,11 +109,15 @@ TEST(CompareGate, APlantedSlowdownFails) {
 // (confirmed by a second measurement); the reports are left for people and CI.
 TEST(SampleCiJob, NoFalseAlarmInFiveRerunsAndAPlantedSlowdownFails) {
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-  // A sanitized trainer steps 10-30 times slower: five reruns would not fit in the test's
-  // time limit. The false-alarm rate is a property of the normal builds, which run all five.
+  // A sanitized trainer steps 10-30 times slower, and its step time swings by 2x with the
+  // machine's load: five reruns would not fit in the test's time limit, and a verdict on
+  // them would measure the sanitizer. The false-alarm rate is a property of the normal
+  // builds, which run all five; here one rerun must finish with a verdict and its reports.
   constexpr int kReruns = 1;
+  constexpr bool kJudgeReruns = false;
 #else
   constexpr int kReruns = 5;
+  constexpr bool kJudgeReruns = true;
 #endif
   TempDir dir;
   std::map<std::string, std::string> env = testing::EndToEndEnvironment();
@@ -132,7 +136,11 @@ TEST(SampleCiJob, NoFalseAlarmInFiveRerunsAndAPlantedSlowdownFails) {
   for (int rerun = 0; rerun < kReruns; ++rerun) {
     fs::remove(dir / "ci" / "compare.xml");
     const ProcessResult gated = run({"/bin/bash", script});
-    EXPECT_EQ(gated.exit_code, 0) << "rerun " << rerun << " raised a false alarm:\n" << gated.out << gated.err;
+    if (kJudgeReruns) {
+      EXPECT_EQ(gated.exit_code, 0) << "rerun " << rerun << " raised a false alarm:\n" << gated.out << gated.err;
+    } else {
+      EXPECT_TRUE(gated.exit_code == 0 || gated.exit_code == 1) << gated.out << gated.err;
+    }
     for (const char* name : {"scaling.html", "scaling.png", "compare.md", "compare.xml"}) {
       EXPECT_TRUE(fs::exists(dir / "ci" / name)) << name;
     }

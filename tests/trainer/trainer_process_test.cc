@@ -215,7 +215,7 @@ int AllReducesStartedDuringBackward(bool overlap) {
   std::map<std::string, std::string> env = rankscope::testing::CurrentEnvironment();
   for (const char* name : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LD_PRELOAD"}) env.erase(name);
   env["RANKSCOPE_COLLECTOR_LIB"] = COLLECTOR_LIBRARY;
-  env["ASAN_OPTIONS"] = "verify_asan_link_order=0";
+  env["ASAN_OPTIONS"] = rankscope::testing::ChildAsanOptions();
   ChildProcess profile(argv, env, ProcessOptions{.timeout = std::chrono::seconds(120)});
   const ProcessResult result = profile.Wait();
   EXPECT_EQ(result.exit_code, 0) << result.err;
