@@ -29,60 +29,6 @@ const Lane* RankTrace::lane(LaneId id) const {
   return id >= 1 && id <= lanes.size() ? &lanes[id - 1] : nullptr;
 }
 
-namespace {
-
-uint32_t BigEndian32(const unsigned char* p) {
-  return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | p[3];
-}
-
-// Checks the 100-byte SQLite header before SQLite sees the file, so that a non-SQLite or
-// truncated file gets a precise message instead of a failure at some later query.
-Status CheckFileHeader(const fs::path& path) {
-  std::error_code ec;
-  const auto status = fs::status(path, ec);
-  if (!fs::exists(status)) return NotFound("no such file");
-  if (fs::is_directory(status)) return InvalidArgument("is a directory, not a rank file");
-  const uintmax_t size = fs::file_size(path, ec);
-  if (ec) return IoError(fmt::format("cannot read the file size: {}", ec.message()));
-  if (size == 0) return Corrupt("empty file, not a rankscope trace");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return IoError(fmt::format("cannot open for reading: {}", std::strerror(errno)));
-  std::array<unsigned char, 100> header{};
-  in.read(reinterpret_cast<char*>(header.data()), header.size());
-  static constexpr char kMagic[] = "SQLite format 3";  // 16 bytes with the NUL
-  if (in.gcount() < 16 || std::memcmp(header.data(), kMagic, 16) != 0) {
-    return Corrupt("not an SQLite database");
-  }
-  if (in.gcount() < 100) return Corrupt(fmt::format("truncated: {} bytes, shorter than the SQLite header", size));
-  // With a WAL beside it, the main file may legitimately lag behind its header.
-  if (fs::exists(fs::path(path.string() + "-wal"), ec)) return Status::Ok();
-  uint32_t page_size = (uint32_t{header[16]} << 8) | header[17];
-  if (page_size == 1) page_size = 65536;
-  const uint32_t change_counter = BigEndian32(&header[24]);
-  const uint32_t page_count = BigEndian32(&header[28]);
-  const uint32_t valid_for = BigEndian32(&header[92]);
-  const uintmax_t expected = uintmax_t{page_size} * page_count;
-  if (valid_for == change_counter && page_count > 0 && size < expected) {
-    return Corrupt(fmt::format("truncated: {} bytes, but its header says {} bytes", size, expected));
-  }
-  return Status::Ok();
-}
-
-Result<sql::DbHandle> OpenReadOnly(const fs::path& path) {
-  sqlite3* raw = nullptr;
-  const int rc = sqlite3_open_v2(path.c_str(), &raw, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, nullptr);
-  sql::DbHandle db(raw);
-  if (rc != SQLITE_OK) return sql::FromSqlite(raw, rc, "cannot open");
-  // Defensive: the file may come from anywhere; its schema must not run functions or
-  // touch anything but its own pages.
-  sqlite3_db_config(raw, SQLITE_DBCONFIG_DEFENSIVE, 1, nullptr);
-  sqlite3_db_config(raw, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, nullptr);
-  sqlite3_busy_timeout(raw, 2000);  // a live writer may hold the WAL lock briefly
-  return db;
-}
-
-}  // namespace
-
 class TraceReader::Impl {
  public:
   explicit Impl(fs::path path) : path_(std::move(path)) {}
@@ -107,8 +53,8 @@ class TraceReader::Impl {
 };
 
 Status TraceReader::Impl::Open() {
-  RS_RETURN_IF_ERROR(CheckFileHeader(path_));
-  RS_ASSIGN_OR_RETURN(db_, OpenReadOnly(path_));
+  RS_RETURN_IF_ERROR(sql::CheckFileHeader(path_));
+  RS_ASSIGN_OR_RETURN(db_, sql::OpenReadOnly(path_));
   sqlite3* raw = db_.get();
   int rc = SQLITE_OK;
 
@@ -356,7 +302,7 @@ Status RunParallel(const fs::path& path, int workers, size_t count, Task&& task)
   std::vector<Status> status(static_cast<size_t>(workers));
   std::atomic<size_t> next{0};
   auto work = [&](int worker) {
-    auto db = OpenReadOnly(path);
+    auto db = sql::OpenReadOnly(path);
     Status& s = status[static_cast<size_t>(worker)];
     if (!db.ok()) {
       s = db.status();

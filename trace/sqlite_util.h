@@ -1,9 +1,11 @@
-// Internal RAII wrappers over the SQLite C API (not part of trace/'s public interface).
+// RAII wrappers over the SQLite C API: the trace store's, and the nsys importer's
+// (analyzer/), which reads other tools' SQLite files with the same care.
 #pragma once
 
 #include <sqlite3.h>
 
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -24,6 +26,14 @@ std::string ErrorMessage(sqlite3* db, int rc);
 Status FromSqlite(sqlite3* db, int rc, std::string_view what);
 
 Status Exec(sqlite3* db, std::string_view sql);
+
+// Checks the 100-byte SQLite header before SQLite sees the file, so that a non-SQLite or
+// truncated file gets a precise message instead of a failure at some later query.
+Status CheckFileHeader(const std::filesystem::path& path);
+
+// Opens a database that may come from anywhere: read-only, in SQLite's defensive mode, with
+// an untrusted schema (it cannot run functions or touch anything but its own pages).
+Result<DbHandle> OpenReadOnly(const std::filesystem::path& path);
 
 class Statement {
  public:
