@@ -10,6 +10,9 @@ packages=(
   libfmt-dev       # formatting
   libcli11-dev     # command line
   nlohmann-json3-dev # JSON
+  libsimdjson-dev  # large JSON in: Kineto traces
+  zlib1g-dev       # gzip: .json.gz traces and Chrome exports
+  clang libclang-rt-14-dev  # the importers' libFuzzer targets (tests/fuzz)
   libgtest-dev     # tests
   libbenchmark-dev # bench/
   libgloo-dev      # the trainer's CPU collectives
