@@ -103,6 +103,13 @@ Result<analyzer::AnalyzeOptions> MakeAnalyzeOptions(const AnalyzeRequest& reques
   return options;
 }
 
+Result<std::unique_ptr<analyzer::ResolvedRun>> ResolveInputs(const std::vector<std::string>& inputs, std::FILE* err) {
+  std::vector<std::filesystem::path> paths(inputs.begin(), inputs.end());
+  RS_ASSIGN_OR_RETURN(std::unique_ptr<analyzer::ResolvedRun> run, analyzer::ResolveRun(paths));
+  for (const std::string& note : run->notes()) PrintNote(err, note);
+  return run;
+}
+
 int RunAnalyze(const AnalyzeRequest& request, std::FILE* out, std::FILE* err, bool progress_to_terminal) {
   Result<ReportFormat> format = ParseReportFormat(request.format);
   if (!format.ok()) {
@@ -126,10 +133,20 @@ int RunAnalyze(const AnalyzeRequest& request, std::FILE* out, std::FILE* err, bo
       PrintText(err, fmt::format("\rrankscope: read {}/{} rank files{}", done, total, done == total ? "\n" : ""));
     };
   }
-  Result<analyzer::Report> report = analyzer::AnalyzeRun(request.run, *options);
-  if (!report.ok()) {
-    PrintError(err, report.status().message());
+  Result<std::unique_ptr<analyzer::ResolvedRun>> run = ResolveInputs(request.inputs, err);
+  if (!run.ok()) {
+    PrintError(err, run.status().message());
     return kExitUsage;
+  }
+  Result<analyzer::Report> report = analyzer::AnalyzeRun((*run)->path(), *options);
+  if (!report.ok()) {
+    PrintError(err, (*run)->Describe(report.status().message()));
+    return kExitUsage;
+  }
+  // An imported run lives in a temporary directory: the report names what the user gave.
+  if ((*run)->imported()) {
+    report->run.directory = (*run)->display();
+    for (std::string& warning : report->warnings) warning = (*run)->Describe(std::move(warning));
   }
 
   std::string text;

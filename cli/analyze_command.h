@@ -3,11 +3,13 @@
 #pragma once
 
 #include <cstdio>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "analyzer/analyze.h"
+#include "analyzer/interop.h"
 #include "base/status.h"
 
 namespace rankscope::cli {
@@ -17,7 +19,9 @@ inline constexpr int kExitPartial = 1;  // a report was written, but ranks were 
 enum class ReportFormat { kText, kJson, kMarkdown, kHtml };
 
 struct AnalyzeRequest {
-  std::string run;
+  // A run directory or rank file; or other tools' traces of one run: Kineto JSON files (one
+  // per rank, or a directory of them) or an Nsight Systems SQLite export, imported on the fly.
+  std::vector<std::string> inputs;
   std::string format = "text";
   std::string out;                      // "" = stdout
   std::optional<int> skip_steps;        // nullopt: 1, or 0 with --steps
@@ -33,6 +37,10 @@ Result<ReportFormat> ParseReportFormat(const std::string& text);
 Result<std::pair<std::optional<int64_t>, std::optional<int64_t>>> ParseStepRange(const std::string& text);
 // The analyzer's options for a request; errors name the bad option.
 Result<analyzer::AnalyzeOptions> MakeAnalyzeOptions(const AnalyzeRequest& request);
+
+// The run `inputs` name (analyzer::ResolveRun): foreign traces are imported into a
+// temporary run, the import's notes printed to `err`.
+Result<std::unique_ptr<analyzer::ResolvedRun>> ResolveInputs(const std::vector<std::string>& inputs, std::FILE* err);
 
 // Analyzes, then prints the report to `out` or writes it to request.out (replaced
 // atomically: a failed run never leaves half a file). Errors go to `err` as one line.

@@ -1,4 +1,4 @@
-// `rankscope analyze RUN [--format F] [--out FILE] [--skip-steps N] [--steps A..B] ...`.
+// `rankscope analyze RUN... [--format F] [--out FILE] [--skip-steps N] [--steps A..B] ...`.
 #include <unistd.h>
 
 #include <memory>
@@ -16,7 +16,10 @@ Subcommand AddAnalyzeSubcommand(CLI::App& parent) {
   CLI::App* app = parent.add_subcommand(
       "analyze", "Compute overlap, comm/compute ratio, utilization, waits and stragglers of a profiled run");
   app->allow_extras();
-  app->add_option("RUN", request.run, "Run directory (or one rank file) written by rankscope profile")
+  app->add_option("RUN", request.inputs,
+                  "Run directory (or one rank file) written by rankscope profile; or another tool's traces of one "
+                  "run: PyTorch profiler JSON files (one per rank, or their directory) or an Nsight Systems SQLite "
+                  "export")
       ->required()
       ->type_name("RUN");
   app->add_option("--format", request.format, "text (terminal), json, md (Markdown) or html")

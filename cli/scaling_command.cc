@@ -8,6 +8,8 @@
 #include <iterator>
 #include <sstream>
 
+#include "analyzer/comparable_json.h"
+#include "analyzer/interop.h"
 #include "analyzer/scaling.h"
 #include "analyzer/scaling_plot.h"
 #include "analyzer/scaling_report.h"
@@ -50,20 +52,17 @@ std::vector<std::pair<int, fs::path>> SweepRuns(const fs::path& dir) {
   return runs;
 }
 
-bool IsSqliteFile(const fs::path& path) {
-  std::ifstream file(path, std::ios::binary);
-  char header[16] = {};
-  file.read(header, sizeof header);
-  return file.gcount() == sizeof header && std::string_view(header, sizeof header) == std::string_view("SQLite format 3\0", 16);
-}
-
-Result<analyzer::ComparableRun> AnalyzeToComparable(const fs::path& run, const analyzer::AnalyzeOptions& options,
+// `source` names the run in warnings and reports: the user's path, not a temporary import's.
+Result<analyzer::ComparableRun> AnalyzeToComparable(const fs::path& run, const std::string& source,
+                                                    const analyzer::AnalyzeOptions& options,
                                                     std::vector<std::string>* warnings, bool* partial) {
   Result<analyzer::Report> report = analyzer::AnalyzeRun(run, options);
   if (!report.ok()) return report.status();
-  for (const std::string& warning : report->warnings) warnings->push_back(run.string() + ": " + warning);
+  for (const std::string& warning : report->warnings) warnings->push_back(source + ": " + warning);
   if (!report->run.missing_ranks.empty() || !report->run.ranks_without_activity.empty()) *partial = true;
-  return analyzer::MakeComparable(*report);
+  analyzer::ComparableRun comparable = analyzer::MakeComparable(*report);
+  comparable.source = source;
+  return comparable;
 }
 
 Result<analyzer::ComparableSet> LoadWithPartial(const std::string& path, const analyzer::AnalyzeOptions& options,
@@ -73,36 +72,44 @@ Result<analyzer::ComparableSet> LoadWithPartial(const std::string& path, const a
   if (ec || !fs::exists(status)) return NotFound(fmt::format("{}: no such file or directory", Printable(path)));
   analyzer::ComparableSet set;
   set.source = path;
-  if (fs::is_regular_file(status) && !IsSqliteFile(path)) {
+  const std::vector<std::pair<int, fs::path>> sweep =
+      fs::is_directory(status) && !HasRankFiles(path) ? SweepRuns(path) : std::vector<std::pair<int, fs::path>>();
+  if (!sweep.empty()) {
+    set.sweep = true;
+    for (const auto& [size, dir] : sweep) {
+      RS_ASSIGN_OR_RETURN(analyzer::ComparableRun run, AnalyzeToComparable(dir, dir.string(), options, warnings, partial));
+      set.runs.push_back(std::move(run));
+    }
+    // Scaling efficiency joins the figures once there are two sizes to relate.
+    if (set.runs.size() >= 2) {
+      RS_ASSIGN_OR_RETURN(analyzer::ScalingTable table, analyzer::ComputeScalingOfRuns(std::move(set.runs)));
+      set.runs = std::move(table.runs);
+    }
+    return set;
+  }
+  Result<analyzer::TraceFormat> format = analyzer::DetectTraceFormat(path);
+  if (!format.ok()) {
+    if (!fs::is_directory(status)) return format.status();
+    return InvalidArgument(fmt::format(
+        "{}: neither a run (no rank-*.sqlite files), a sweep (no n<N>/ run directories) nor a directory of PyTorch "
+        "profiler traces",
+        Printable(path)));
+  }
+  if (*format == analyzer::TraceFormat::kRankscopeReport) {
     std::ifstream file(path, std::ios::binary);
     std::ostringstream text;
     text << file.rdbuf();
     if (!file && !file.eof()) return IoError(fmt::format("{}: cannot read", Printable(path)));
     return analyzer::ParseComparableJson(text.str(), path);
   }
-  if (fs::is_regular_file(status) || HasRankFiles(path)) {
-    RS_ASSIGN_OR_RETURN(analyzer::ComparableRun run, AnalyzeToComparable(path, options, warnings, partial));
-    set.runs.push_back(std::move(run));
-    return set;
-  }
-  if (!fs::is_directory(status)) {
-    return InvalidArgument(fmt::format("{}: not a run directory, sweep directory or JSON report", Printable(path)));
-  }
-  const std::vector<std::pair<int, fs::path>> sweep = SweepRuns(path);
-  if (sweep.empty()) {
-    return InvalidArgument(fmt::format(
-        "{}: neither a run (no rank-*.sqlite files) nor a sweep (no n<N>/ run directories)", Printable(path)));
-  }
-  set.sweep = true;
-  for (const auto& [size, dir] : sweep) {
-    RS_ASSIGN_OR_RETURN(analyzer::ComparableRun run, AnalyzeToComparable(dir, options, warnings, partial));
-    set.runs.push_back(std::move(run));
-  }
-  // Scaling efficiency joins the figures once there are two sizes to relate.
-  if (set.runs.size() >= 2) {
-    RS_ASSIGN_OR_RETURN(analyzer::ScalingTable table, analyzer::ComputeScalingOfRuns(std::move(set.runs)));
-    set.runs = std::move(table.runs);
-  }
+  // A run, or another tool's traces of one run (imported for the analysis).
+  RS_ASSIGN_OR_RETURN(std::unique_ptr<analyzer::ResolvedRun> run, analyzer::ResolveRun({fs::path(path)}));
+  for (const std::string& note : run->notes()) warnings->push_back(path + ": " + note);
+  const size_t warned = warnings->size();
+  Result<analyzer::ComparableRun> comparable = AnalyzeToComparable(run->path(), path, options, warnings, partial);
+  for (size_t i = warned; i < warnings->size(); ++i) (*warnings)[i] = run->Describe(std::move((*warnings)[i]));
+  if (!comparable.ok()) return Status(comparable.status().code(), run->Describe(comparable.status().message()));
+  set.runs.push_back(std::move(*comparable));
   return set;
 }
 
@@ -315,7 +322,8 @@ int RunSweep(const SweepRequest& request, const ProfileContext& context, std::FI
   std::vector<std::string> warnings;
   bool partial = false;
   for (const int size : *sizes) {
-    Result<analyzer::ComparableRun> run = AnalyzeToComparable(SweepRunDir(dir, size), *options, &warnings, &partial);
+    const fs::path run_dir = SweepRunDir(dir, size);
+    Result<analyzer::ComparableRun> run = AnalyzeToComparable(run_dir, run_dir.string(), *options, &warnings, &partial);
     if (!run.ok()) {
       PrintWarnings(err, warnings);
       PrintError(err, run.status().message());

@@ -32,6 +32,7 @@
 #include <chrono>
 
 #include "analyzer/analyze.h"
+#include "analyzer/interop.h"
 #include "gui/core/time_view.h"
 #include "gui/widgets/details_panel.h"
 #include "gui/widgets/event_colors.h"
@@ -53,6 +54,9 @@ struct MainWindow::LoadProgress {
 
 // What a load produces on its worker thread.
 struct LoadedRun {
+  // What the path resolved to: the run itself, or another tool's traces imported into a
+  // temporary run that lives as long as this.
+  std::shared_ptr<const analyzer::ResolvedRun> source;
   std::shared_ptr<TimelineModel> model;
   OverviewData overview;
   QString error;
@@ -67,6 +71,7 @@ struct RunAnalysis {
 struct MainWindow::Run {
   uint64_t id = 0;
   QString path;
+  std::shared_ptr<const analyzer::ResolvedRun> source;  // kept while the run is open
   std::shared_ptr<TimelineModel> model;
   OverviewData overview;
   double load_seconds = 0;
@@ -97,9 +102,15 @@ LoadedRun LoadModel(const QString& path, std::atomic<int>* done, std::atomic<int
       total->store(all);
     };
   }
-  auto model = TimelineModel::Load(std::filesystem::path(path.toStdString()), options);
+  auto resolved = analyzer::ResolveRun({std::filesystem::path(path.toStdString())});
+  if (!resolved.ok()) {
+    loaded.error = QString::fromStdString(resolved.status().message());
+    return loaded;
+  }
+  loaded.source = std::move(resolved).value();
+  auto model = TimelineModel::Load(loaded.source->path(), options);
   if (!model.ok()) {
-    loaded.error = QString::fromStdString(model.status().message());
+    loaded.error = QString::fromStdString(loaded.source->Describe(model.status().message()));
     return loaded;
   }
   loaded.model = std::shared_ptr<TimelineModel>(std::move(model).value());
@@ -121,14 +132,20 @@ analyzer::AnalyzeOptions ViewerAnalyzeOptions() {
 
 namespace {
 
-RunAnalysis Analyze(const QString& path) {
+// An imported run's report and messages name the file the user opened, not the temporary
+// run it was read through.
+RunAnalysis Analyze(const analyzer::ResolvedRun& run) {
   RunAnalysis analysis;
   const analyzer::AnalyzeOptions options = ViewerAnalyzeOptions();
-  auto report = analyzer::AnalyzeRun(std::filesystem::path(path.toStdString()), options);
+  auto report = analyzer::AnalyzeRun(run.path(), options);
   if (report.ok()) {
+    if (run.imported()) {
+      report->run.directory = run.display();
+      for (std::string& warning : report->warnings) warning = run.Describe(std::move(warning));
+    }
     analysis.report = std::make_shared<const analyzer::Report>(std::move(report).value());
   } else {
-    analysis.error = QString::fromStdString(report.status().message());
+    analysis.error = QString::fromStdString(run.Describe(report.status().message()));
   }
   return analysis;
 }
@@ -360,7 +377,7 @@ bool MainWindow::openRunBlocking(const QString& path) {
   const uint64_t id = runs_[index]->id;
   runs_[index]->analyzing = true;
   ++pending_analyses_;
-  ApplyAnalysis(id, Analyze(path));
+  ApplyAnalysis(id, Analyze(*runs_[index]->source));
   return true;
 }
 
@@ -369,11 +386,12 @@ int MainWindow::AddRun(const QString& path, LoadedRun loaded) {
   auto run = std::make_unique<Run>();
   run->id = next_id_++;
   run->path = path;
+  run->source = std::move(loaded.source);
   run->model = std::move(loaded.model);
   run->overview = std::move(loaded.overview);
   run->load_seconds = loaded.seconds;
   for (const std::string& warning : run->model->warnings()) {
-    statusBar()->showMessage(QString::fromStdString(warning), 8000);
+    statusBar()->showMessage(QString::fromStdString(run->source->Describe(warning)), 8000);
   }
   runs_.push_back(std::move(run));
   const int index = runCount() - 1;
@@ -399,8 +417,8 @@ void MainWindow::StartAnalysis(uint64_t id) {
     watcher->deleteLater();
     ApplyAnalysis(id, watcher->future().result());
   });
-  const QString path = run->path;
-  watcher->setFuture(QtConcurrent::run([path] { return Analyze(path); }));
+  // The analysis holds the source too: the run may be closed while it works.
+  watcher->setFuture(QtConcurrent::run([source = run->source] { return Analyze(*source); }));
 }
 
 void MainWindow::ApplyAnalysis(uint64_t id, RunAnalysis analysis) {
@@ -688,8 +706,10 @@ void MainWindow::OpenDirectoryDialog() {
 }
 
 void MainWindow::OpenFileDialog() {
-  const QStringList files = QFileDialog::getOpenFileNames(this, tr("Open rank file"), QString(),
-                                                          tr("rankscope traces (*.sqlite);;All files (*)"));
+  const QStringList files = QFileDialog::getOpenFileNames(
+      this, tr("Open trace"), QString(),
+      tr("Traces (*.sqlite *.json *.json.gz);;rankscope rank files (*.sqlite);;PyTorch profiler traces (*.json "
+         "*.json.gz);;Nsight Systems SQLite exports (*.sqlite);;All files (*)"));
   for (const QString& file : files) openRun(file);
 }
 

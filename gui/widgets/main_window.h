@@ -60,6 +60,8 @@ class MainWindow : public QMainWindow {
   ~MainWindow() override;
 
   // Opens a run directory or one rank file in the background; the window stays responsive.
+  // Other tools' traces (PyTorch profiler JSON, Nsight Systems SQLite, a Chrome export) are
+  // imported into a temporary run, removed when the run is closed.
   void openRun(const QString& path);
   // Opens, analyzes and shows a run before returning; false (after loadFailed and the
   // dialog) when the model cannot be loaded. A failed analysis still returns true: the

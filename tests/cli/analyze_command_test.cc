@@ -266,7 +266,7 @@ TEST(RunAnalyze, ProgressGoesToStderrOnlyForATerminal) {
   spec.world_size = 3;
   WriteRun(dir / "run", 3, spec);
   AnalyzeRequest request;
-  request.run = (dir / "run").string();
+  request.inputs = {(dir / "run").string()};
   request.format = "json";
   const Streams terminal = RunInProcess(request, /*terminal=*/true);
   EXPECT_EQ(terminal.exit_code, 0) << terminal.err;

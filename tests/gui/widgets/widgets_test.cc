@@ -12,6 +12,7 @@
 #include <fstream>
 
 #include "analyzer/analyze.h"
+#include "analyzer/interop.h"
 #include "gui/core/lod.h"
 #include "gui/widgets/details_panel.h"
 #include "gui/widgets/main_window.h"
@@ -215,6 +216,39 @@ TEST_F(WidgetsTest, ACorruptFileShowsOneErrorAndTheWindowStaysUsable) {
   view_->setFocus();
   QTest::keyClick(view_, Qt::Key_W);
   EXPECT_LT(view_->view().duration_ns(), before);
+}
+
+TEST_F(WidgetsTest, OpensAnotherToolsTraceDirectlyAndForgetsItsImportOnClose) {
+  rankscope::testing::TempDir other;
+  const std::filesystem::path exported = other / "run.json.gz";
+  ASSERT_TRUE(analyzer::ExportChromeTrace(dir_.path(), exported).ok());
+  const std::filesystem::path tmp = other / "tmp";
+  std::filesystem::create_directories(tmp);
+  const QByteArray old_tmpdir = qgetenv("TMPDIR");
+  qputenv("TMPDIR", QByteArray::fromStdString(tmp.string()));
+  const bool opened = window_.openRunBlocking(QString::fromStdString(exported.string()));
+  qputenv("TMPDIR", old_tmpdir);
+  ASSERT_TRUE(opened);
+  ASSERT_TRUE(window_.waitUntilIdle());
+  ASSERT_EQ(window_.runCount(), 2);
+  EXPECT_FALSE(std::filesystem::is_empty(tmp)) << "imported into TMPDIR while open";
+  const TimelineModel* imported = window_.currentModel();
+  ASSERT_NE(imported, nullptr);
+  ASSERT_EQ(imported->ranks().size(), 2u);
+  // The same events as the run it came from, and the report names the file opened.
+  window_.setCurrentRun(0);
+  const size_t original_tracks = window_.currentModel()->ranks()[1].tracks.size();
+  const analyzer::Report* original = window_.currentReport();
+  ASSERT_NE(original, nullptr);
+  const int64_t original_step = original->ranks[1].totals.window_ns;
+  window_.setCurrentRun(1);
+  EXPECT_EQ(window_.currentModel()->ranks()[1].tracks.size(), original_tracks);
+  const analyzer::Report* report = window_.currentReport();
+  ASSERT_NE(report, nullptr);
+  EXPECT_EQ(report->run.directory, exported.string());
+  EXPECT_EQ(report->ranks[1].totals.window_ns, original_step);
+  window_.closeRun(1);
+  EXPECT_TRUE(std::filesystem::is_empty(tmp)) << "the temporary import outlived its run";
 }
 
 TEST_F(WidgetsTest, EveryRanksRowsHaveContentInTheWindowsGrab) {

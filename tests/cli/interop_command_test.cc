@@ -1,0 +1,222 @@
+// `rankscope export` and `rankscope import`, and the other commands reading foreign traces
+// directly: the built binary on hand-written runs, a round trip that must not change a
+// single figure, and every input a user can get wrong (one error line, exit 2, nothing
+// written or changed).
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <string>
+
+#include "tests/cli/cli_test_util.h"
+#include "tests/cli/cpu_run_writer.h"
+#include "trace/run_dir.h"
+
+namespace rankscope::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using testing::ExpectOneErrorLine;
+using testing::Lines;
+using testing::RankSpec;
+using testing::ReadFile;
+using testing::RunOptions;
+using testing::RunRankscope;
+using testing::Snapshot;
+using testing::TempDir;
+using testing::WriteFile;
+using testing::WriteRun;
+
+// The report of `path` as JSON, without what names the run rather than measures it.
+json ReportFigures(const std::string& path, const RunOptions& options = {}) {
+  const auto run = RunRankscope({"analyze", path, "--format", "json"}, options);
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  json report = json::parse(run.out, nullptr, /*allow_exceptions=*/false);
+  EXPECT_FALSE(report.is_discarded()) << run.out;
+  if (report.is_discarded()) return report;
+  report["run"].erase("directory");
+  report["run"].erase("run_id");
+  report["comparable"].erase("source");
+  return report;
+}
+
+size_t CountEntries(const fs::path& dir) {
+  size_t count = 0;
+  for ([[maybe_unused]] const auto& entry : fs::directory_iterator(dir)) ++count;
+  return count;
+}
+
+class InteropCommandTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    WriteRun(dir_ / "run", 2);
+    fs::create_directories(dir_ / "tmp");
+    // Runs read on the fly are imported under TMPDIR: the tests check it is left empty.
+    options_.set_env["TMPDIR"] = (dir_ / "tmp").string();
+  }
+  fs::path Export(const std::string& name) {
+    const fs::path out = dir_ / name;
+    const auto run = RunRankscope({"export", (dir_ / "run").string(), "--chrome", out.string()}, options_);
+    EXPECT_EQ(run.exit_code, 0) << run.err;
+    return out;
+  }
+
+  TempDir dir_;
+  RunOptions options_;
+};
+
+TEST_F(InteropCommandTest, ExportWritesChromeJsonAndLeavesTheRunAlone) {
+  const auto before = Snapshot(dir_ / "run");
+  const fs::path out = dir_ / "trace.json";
+  const auto run = RunRankscope({"export", (dir_ / "run").string(), "--chrome", out.string()}, options_);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_TRUE(run.out.empty()) << run.out;
+  const std::vector<std::string> lines = Lines(run.err);
+  ASSERT_EQ(lines.size(), 1u) << run.err;
+  EXPECT_NE(lines[0].find("of 2 ranks to " + out.string()), std::string::npos) << lines[0];
+  const json trace = json::parse(ReadFile(out), nullptr, false);
+  ASSERT_FALSE(trace.is_discarded());
+  ASSERT_TRUE(trace["traceEvents"].is_array());
+  EXPECT_FALSE(trace["traceEvents"].empty());
+  EXPECT_EQ(trace["rankscope"]["ranks"].size(), 2u);
+  EXPECT_EQ(Snapshot(dir_ / "run"), before) << "export must not change the run";
+}
+
+TEST_F(InteropCommandTest, ExportCompressesWhenTheNameEndsInGz) {
+  const std::string bytes = ReadFile(Export("trace.json.gz"));
+  ASSERT_GE(bytes.size(), 2u);
+  EXPECT_EQ(static_cast<unsigned char>(bytes[0]), 0x1f);
+  EXPECT_EQ(static_cast<unsigned char>(bytes[1]), 0x8b);
+}
+
+TEST_F(InteropCommandTest, ImportOfAnExportGivesTheSameReport) {
+  const fs::path exported = Export("trace.json");
+  const auto run = RunRankscope({"import", exported.string(), "-o", (dir_ / "back").string()}, options_);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.err.find("imported 2 ranks"), std::string::npos) << run.err;
+  EXPECT_TRUE(fs::exists(dir_ / "back" / trace::RankFileName(0)));
+  EXPECT_TRUE(fs::exists(dir_ / "back" / trace::RankFileName(1)));
+  const json original = ReportFigures((dir_ / "run").string());
+  EXPECT_EQ(ReportFigures((dir_ / "back").string()), original);
+}
+
+TEST_F(InteropCommandTest, AnalyzeReadsAnExportedTraceDirectlyAndCleansUp) {
+  const fs::path exported = Export("trace.json.gz");
+  const auto run = RunRankscope({"analyze", exported.string(), "--format", "json"}, options_);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const json report = json::parse(run.out, nullptr, false);
+  ASSERT_FALSE(report.is_discarded()) << run.out;
+  // The report names the file given, not the temporary run it was read through.
+  EXPECT_EQ(report["run"]["directory"], exported.string());
+  EXPECT_EQ(report["comparable"]["source"], exported.string());
+  EXPECT_EQ(ReportFigures(exported.string(), options_), ReportFigures((dir_ / "run").string()));
+  EXPECT_EQ(CountEntries(dir_ / "tmp"), 0u) << "the temporary import was left behind";
+}
+
+TEST_F(InteropCommandTest, WarningsAboutAnImportedRunNameTheFileGiven) {
+  WriteRun(dir_ / "partial", 1, RankSpec{.world_size = 3});  // ranks 1 and 2 missing
+  const fs::path exported = dir_ / "partial.json";
+  ASSERT_EQ(RunRankscope({"export", (dir_ / "partial").string(), "--chrome", exported.string()}).exit_code, 0);
+  const auto run = RunRankscope({"analyze", exported.string(), "--format", "json"}, options_);
+  EXPECT_EQ(run.exit_code, 1) << run.err;  // a partial run: the report, and exit 1
+  EXPECT_NE(run.err.find(exported.string() + ": missing rank files for rank(s) 1-2"), std::string::npos) << run.err;
+  EXPECT_EQ(run.err.find((dir_ / "tmp").string()), std::string::npos) << run.err;
+  const auto scaled = RunRankscope({"scale", exported.string(), (dir_ / "run").string()}, options_);
+  EXPECT_EQ(scaled.err.find((dir_ / "tmp").string()), std::string::npos) << scaled.err;
+  EXPECT_NE(scaled.err.find("missing rank files"), std::string::npos) << scaled.err;
+}
+
+TEST_F(InteropCommandTest, ScaleAndExportTakeForeignTraces) {
+  RankSpec one;
+  one.world_size = 1;
+  one.step_ms = 10;
+  WriteRun(dir_ / "n1", 1, one);
+  const fs::path n1 = dir_ / "n1.json";
+  ASSERT_EQ(RunRankscope({"export", (dir_ / "n1").string(), "--chrome", n1.string()}).exit_code, 0);
+  const fs::path n2 = Export("n2.json");
+  const auto scaled = RunRankscope({"scale", n1.string(), n2.string()}, options_);
+  ASSERT_EQ(scaled.exit_code, 0) << scaled.err;
+  EXPECT_NE(scaled.out.find("| GPUs | Batch Size | Samples/sec | Scaling Efficiency |"), std::string::npos)
+      << scaled.out;
+  EXPECT_NE(scaled.out.find(n2.string()), std::string::npos) << scaled.out;
+  // A foreign trace exports again (read on the fly, written as a run would be).
+  const fs::path again = dir_ / "again.json";
+  const auto exported = RunRankscope({"export", n2.string(), "--chrome", again.string()}, options_);
+  ASSERT_EQ(exported.exit_code, 0) << exported.err;
+  EXPECT_EQ(json::parse(ReadFile(again))["rankscope"]["ranks"].size(), 2u);
+  EXPECT_EQ(CountEntries(dir_ / "tmp"), 0u);
+}
+
+TEST_F(InteropCommandTest, ImportRefusesARunDirectoryThatHoldsRankFilesUnlessForced) {
+  const fs::path exported = Export("trace.json");
+  WriteRun(dir_ / "occupied", 1, RankSpec{.run_id = "other", .world_size = 1});
+  const auto before = Snapshot(dir_ / "occupied");
+  const auto refused = RunRankscope({"import", exported.string(), "-o", (dir_ / "occupied").string()}, options_);
+  EXPECT_EQ(refused.exit_code, 2);
+  ExpectOneErrorLine(refused, "--force");
+  EXPECT_EQ(Snapshot(dir_ / "occupied"), before);
+
+  const auto forced =
+      RunRankscope({"import", exported.string(), "-o", (dir_ / "occupied").string(), "--force"}, options_);
+  ASSERT_EQ(forced.exit_code, 0) << forced.err;
+  EXPECT_EQ(ReportFigures((dir_ / "occupied").string()), ReportFigures((dir_ / "run").string()));
+}
+
+TEST_F(InteropCommandTest, ImportOfAMissingFileCreatesNothing) {
+  const auto run = RunRankscope({"import", (dir_ / "nope.json").string(), "-o", (dir_ / "out").string()}, options_);
+  EXPECT_EQ(run.exit_code, 2);
+  ExpectOneErrorLine(run, "nope.json");
+  EXPECT_FALSE(fs::exists(dir_ / "out"));
+}
+
+TEST_F(InteropCommandTest, ImportOfACorruptTraceLeavesNoRankFile) {
+  const fs::path exported = Export("trace.json");
+  const std::string text = ReadFile(exported);
+  WriteFile(dir_ / "cut.json", text.substr(0, text.size() / 2));
+  const auto run = RunRankscope({"import", (dir_ / "cut.json").string(), "-o", (dir_ / "out").string()}, options_);
+  EXPECT_EQ(run.exit_code, 2);
+  ExpectOneErrorLine(run, "cut.json");
+  if (fs::exists(dir_ / "out")) {
+    EXPECT_EQ(CountEntries(dir_ / "out"), 0u);
+  }
+}
+
+TEST_F(InteropCommandTest, ImportRefusesAReportAndWhatIsNotATrace) {
+  const auto report = RunRankscope({"analyze", (dir_ / "run").string(), "--format", "json", "--out",
+                                    (dir_ / "report.json").string()});
+  ASSERT_EQ(report.exit_code, 0) << report.err;
+  const auto from_report =
+      RunRankscope({"import", (dir_ / "report.json").string(), "-o", (dir_ / "out").string()}, options_);
+  EXPECT_EQ(from_report.exit_code, 2);
+  ExpectOneErrorLine(from_report, "report.json");
+
+  WriteFile(dir_ / "notes.txt", "hello\n");
+  const auto from_text = RunRankscope({"analyze", (dir_ / "notes.txt").string()}, options_);
+  EXPECT_EQ(from_text.exit_code, 2);
+  ExpectOneErrorLine(from_text, "notes.txt");
+  EXPECT_EQ(CountEntries(dir_ / "tmp"), 0u);
+}
+
+TEST_F(InteropCommandTest, ExportErrorsWriteNothing) {
+  const auto missing =
+      RunRankscope({"export", (dir_ / "nope").string(), "--chrome", (dir_ / "t.json").string()}, options_);
+  EXPECT_EQ(missing.exit_code, 2);
+  ExpectOneErrorLine(missing, "nope");
+  EXPECT_FALSE(fs::exists(dir_ / "t.json"));
+
+  const auto unwritable = RunRankscope(
+      {"export", (dir_ / "run").string(), "--chrome", (dir_ / "no" / "such" / "t.json").string()}, options_);
+  EXPECT_EQ(unwritable.exit_code, 2);
+  ExpectOneErrorLine(unwritable, "--chrome");
+
+  // An existing trace is replaced whole or not at all: a failed export keeps it.
+  WriteFile(dir_ / "kept.json", "{\"traceEvents\": []}");
+  const auto failed =
+      RunRankscope({"export", (dir_ / "nope").string(), "--chrome", (dir_ / "kept.json").string()}, options_);
+  EXPECT_EQ(failed.exit_code, 2);
+  EXPECT_EQ(ReadFile(dir_ / "kept.json"), "{\"traceEvents\": []}");
+}
+
+}  // namespace
+}  // namespace rankscope::cli
