@@ -12,6 +12,7 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "analyzer/import_internal.h"
 #include "base/text.h"
@@ -369,6 +370,10 @@ Result<TraceFormat> DetectTraceFormat(const fs::path& path) {
         text.find("\"rankscope.", format) != std::string::npos) {
       return TraceFormat::kRankscopeReport;
     }
+    // Only on this error path is the whole file read: to tell broken JSON from the wrong JSON.
+    Result<std::string> whole = import::ReadMaybeGzip(path);
+    if (!whole.ok()) return whole.status();
+    if (!nlohmann::json::accept(*whole)) return Corrupt(fmt::format("{}: not a JSON file", import::Quoted(path)));
     return Unsupported(fmt::format("{}: JSON, but neither a Kineto (PyTorch profiler) trace (an object with "
                                    "\"traceEvents\", or an array of trace events) nor a rankscope report",
                                    import::Quoted(path)));

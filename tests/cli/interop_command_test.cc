@@ -195,6 +195,20 @@ TEST_F(InteropCommandTest, ImportRefusesAReportAndWhatIsNotATrace) {
   const auto from_text = RunRankscope({"analyze", (dir_ / "notes.txt").string()}, options_);
   EXPECT_EQ(from_text.exit_code, 2);
   ExpectOneErrorLine(from_text, "notes.txt");
+
+  // Broken JSON is called that, and valid JSON of another kind is named as such.
+  WriteFile(dir_ / "broken.json", "{ \"traceEvents\": [ {\"ph\": \"X\"");
+  WriteFile(dir_ / "config.json", "{\"lr\": 0.1}");
+  const auto broken = RunRankscope({"analyze", (dir_ / "broken.json").string()}, options_);
+  EXPECT_EQ(broken.exit_code, 2);
+  ExpectOneErrorLine(broken, "broken.json");
+  const auto other = RunRankscope({"analyze", (dir_ / "config.json").string()}, options_);
+  EXPECT_EQ(other.exit_code, 2);
+  ExpectOneErrorLine(other, "JSON, but neither a Kineto");
+  WriteFile(dir_ / "bad.json", "{ not json");
+  const auto bad = RunRankscope({"analyze", (dir_ / "bad.json").string()}, options_);
+  EXPECT_EQ(bad.exit_code, 2);
+  ExpectOneErrorLine(bad, "not a JSON file");
   EXPECT_EQ(CountEntries(dir_ / "tmp"), 0u);
 }
 
