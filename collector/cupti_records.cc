@@ -34,24 +34,6 @@ trace::SyncKind SyncKindOf(CUpti_ActivitySynchronizationType type) {
   }
 }
 
-std::string_view SyncName(trace::SyncKind kind) {
-  switch (kind) {
-    case trace::SyncKind::kEventSynchronize: return "Event synchronize";
-    case trace::SyncKind::kStreamWaitEvent: return "Stream wait event";
-    case trace::SyncKind::kStreamSynchronize: return "Stream synchronize";
-    case trace::SyncKind::kContextSynchronize: return "Context synchronize";
-    case trace::SyncKind::kUnknown: break;
-  }
-  return "Synchronize";
-}
-
-std::string_view CopyName(trace::CopyKind kind) {
-  static constexpr std::string_view kNames[] = {"Memcpy",      "Memcpy HtoD", "Memcpy DtoH", "Memcpy HtoA",
-                                                "Memcpy AtoH", "Memcpy AtoA", "Memcpy AtoD", "Memcpy DtoA",
-                                                "Memcpy DtoD", "Memcpy HtoH", "Memcpy PtoP"};
-  return kNames[static_cast<size_t>(kind)];
-}
-
 trace::OverheadKind OverheadKindOf(CUpti_ActivityOverheadKind kind) {
   switch (kind) {
     case CUPTI_ACTIVITY_OVERHEAD_DRIVER_COMPILER: return trace::OverheadKind::kDriverCompiler;
@@ -68,27 +50,11 @@ trace::OverheadKind OverheadKindOf(CUpti_ActivityOverheadKind kind) {
   }
 }
 
-std::string_view OverheadName(trace::OverheadKind kind) {
-  static constexpr std::string_view kNames[] = {
-      "Profiler overhead",      "Driver compiler",         "CUPTI buffer flush",       "CUPTI instrumentation",
-      "CUPTI resource",         "Runtime module loading",  "Lazy function loading",    "Command buffer full",
-      "Activity buffer request", "UVM activity init"};
-  return kNames[static_cast<size_t>(kind)];
-}
-
 // CUPTI's "not applicable" for a synchronization's stream or event becomes the schema's 0.
 uint64_t Applicable(uint32_t value) { return value == CUPTI_SYNCHRONIZATION_INVALID_VALUE ? 0 : value; }
 
 }  // namespace
 
-std::string_view WithoutApiVersion(std::string_view name) {
-  const size_t marker = name.rfind("_v");
-  if (marker == std::string_view::npos || marker + 2 == name.size()) return name;
-  for (size_t i = marker + 2; i < name.size(); ++i) {
-    if (name[i] < '0' || name[i] > '9') return name;
-  }
-  return name.substr(0, marker);
-}
 
 std::string DemangledKernelName(const char* name) {
   if (name == nullptr) return {};
@@ -202,7 +168,7 @@ trace::StringId CuptiConverter::ApiName(trace::ApiDomain domain, uint32_t cbid) 
     const CUpti_CallbackDomain cupti_domain =
         domain == trace::ApiDomain::kRuntime ? CUPTI_CB_DOMAIN_RUNTIME_API : CUPTI_CB_DOMAIN_DRIVER_API;
     if (api_.GetCallbackName(cupti_domain, cbid, &name) == CUPTI_SUCCESS && name != nullptr) {
-      it->second = sink_->intern(WithoutApiVersion(name));
+      it->second = sink_->intern(trace::WithoutApiVersion(name));
     } else {
       it->second = sink_->intern(fmt::format("{} API {}", domain == trace::ApiDomain::kRuntime ? "runtime" : "driver", cbid));
     }
@@ -221,7 +187,7 @@ bool CuptiConverter::ConvertCopy(const CopyRecord& m, trace::MemcpyEvent* e) {
   if (!Times(m.start, m.end, e)) return false;
   e->lane = StreamLane(m.deviceId, m.contextId, m.streamId);
   e->copy_kind = CopyKindOf(m.copyKind);
-  e->name = StaticName(CopyName(e->copy_kind));
+  e->name = StaticName(trace::DefaultName(e->copy_kind));
   e->correlation_id = m.correlationId;
   e->bytes = m.bytes;
   e->src_kind = MemoryKindOf(m.srcKind);
@@ -301,7 +267,7 @@ void CuptiConverter::Convert(const CUpti_Activity* record, trace::EventTables& o
       trace::SyncEvent e;
       if (!Times(s->start, s->end, &e)) return;
       e.sync_kind = SyncKindOf(s->type);
-      e.name = StaticName(SyncName(e.sync_kind));
+      e.name = StaticName(trace::DefaultName(e.sync_kind));
       e.correlation_id = s->correlationId;
       e.context = s->contextId == CUPTI_INVALID_CONTEXT_ID ? 0 : s->contextId;
       e.stream = Applicable(s->streamId);
@@ -319,7 +285,7 @@ void CuptiConverter::Convert(const CUpti_Activity* record, trace::EventTables& o
       trace::OverheadEvent e;
       if (!Times(o->start, o->end, &e)) return;
       e.overhead_kind = OverheadKindOf(o->overheadKind);
-      e.name = StaticName(OverheadName(e.overhead_kind));
+      e.name = StaticName(trace::DefaultName(e.overhead_kind));
       e.correlation_id = o->correlationId;
       switch (o->objectKind) {
         case CUPTI_ACTIVITY_OBJECT_THREAD: e.lane = ThreadLane(o->objectId.pt.threadId); break;

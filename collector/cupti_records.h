@@ -35,9 +35,6 @@ struct CuptiConversionStats {
   uint64_t unfinished_buffers = 0;  // buffers that ended in an invalid or partial record
 };
 
-// "cudaLaunchKernel_v7000" -> "cudaLaunchKernel": CUPTI's callback names carry the API
-// version the callback id was introduced in.
-std::string_view WithoutApiVersion(std::string_view name);
 // Demangles an Itanium C++ symbol; returns `name` unchanged when it is not one.
 std::string DemangledKernelName(const char* name);
 

@@ -1,6 +1,7 @@
 #include "trace/events.h"
 
 #include <algorithm>
+#include <iterator>
 
 #include "trace/event_codec.h"
 
@@ -23,6 +24,43 @@ void EventTables::clear() {
 
 void EventTables::reserve_each(size_t n) {
   codec::ForEachTable(*this, [n](std::string_view, auto& table) { table.reserve(n); });
+}
+
+std::string_view DefaultName(CopyKind kind) {
+  static constexpr std::string_view kNames[] = {"Memcpy",      "Memcpy HtoD", "Memcpy DtoH", "Memcpy HtoA",
+                                                "Memcpy AtoH", "Memcpy AtoA", "Memcpy AtoD", "Memcpy DtoA",
+                                                "Memcpy DtoD", "Memcpy HtoH", "Memcpy PtoP"};
+  const auto index = static_cast<size_t>(kind);
+  return index < std::size(kNames) ? kNames[index] : kNames[0];
+}
+
+std::string_view DefaultName(SyncKind kind) {
+  switch (kind) {
+    case SyncKind::kEventSynchronize: return "Event synchronize";
+    case SyncKind::kStreamWaitEvent: return "Stream wait event";
+    case SyncKind::kStreamSynchronize: return "Stream synchronize";
+    case SyncKind::kContextSynchronize: return "Context synchronize";
+    case SyncKind::kUnknown: break;
+  }
+  return "Synchronize";
+}
+
+std::string_view DefaultName(OverheadKind kind) {
+  static constexpr std::string_view kNames[] = {
+      "Profiler overhead",       "Driver compiler",        "CUPTI buffer flush",    "CUPTI instrumentation",
+      "CUPTI resource",          "Runtime module loading", "Lazy function loading", "Command buffer full",
+      "Activity buffer request", "UVM activity init"};
+  const auto index = static_cast<size_t>(kind);
+  return index < std::size(kNames) ? kNames[index] : kNames[0];
+}
+
+std::string_view WithoutApiVersion(std::string_view name) {
+  const size_t marker = name.rfind("_v");
+  if (marker == std::string_view::npos || marker + 2 == name.size()) return name;
+  for (size_t i = marker + 2; i < name.size(); ++i) {
+    if (name[i] < '0' || name[i] > '9') return name;
+  }
+  return name.substr(0, marker);
 }
 
 namespace {

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace rankscope::trace {
@@ -100,6 +101,18 @@ enum class OverheadKind : uint8_t {
   kCuptiResource = 4, kRuntimeTriggeredModuleLoading = 5, kLazyFunctionLoading = 6,
   kCommandBufferFull = 7, kActivityBufferRequest = 8, kUvmActivityInit = 9,
 };
+
+// The names a record of each kind gets when its source gives none, as Nsight Systems shows
+// them ("Memcpy HtoD", "Stream synchronize", "CUPTI buffer flush"): the collector and the
+// importers name the same events alike.
+std::string_view DefaultName(CopyKind kind);
+std::string_view DefaultName(SyncKind kind);
+std::string_view DefaultName(OverheadKind kind);
+
+// "cudaLaunchKernel_v7000" -> "cudaLaunchKernel": CUPTI's callback names, and the API rows of
+// Nsight Systems exports, carry the API version the call was introduced in; rankscope stores
+// the call's plain name.
+std::string_view WithoutApiVersion(std::string_view name);
 
 // Pieces of one collective or point-to-point operation that the NCCL profiler plugin times.
 enum class CollectivePartKind : uint8_t {

@@ -130,18 +130,6 @@ CUpti_ActivityOverhead3 Overhead(CUpti_ActivityOverheadKind kind, CUpti_Activity
   return o;
 }
 
-TEST(CuptiNames, WithoutApiVersionDropsOnlyATrailingVersion) {
-  EXPECT_EQ(WithoutApiVersion("cudaLaunchKernel_v7000"), "cudaLaunchKernel");
-  EXPECT_EQ(WithoutApiVersion("cudaStreamSynchronize_v3020"), "cudaStreamSynchronize");
-  EXPECT_EQ(WithoutApiVersion("cuMemcpyHtoD_v2"), "cuMemcpyHtoD");
-  EXPECT_EQ(WithoutApiVersion("cuLaunchKernel"), "cuLaunchKernel");
-  // Not a version: nothing after "_v", letters after it, or "_v" inside the name.
-  EXPECT_EQ(WithoutApiVersion("cudaFoo_v"), "cudaFoo_v");
-  EXPECT_EQ(WithoutApiVersion("cudaFoo_v2a"), "cudaFoo_v2a");
-  EXPECT_EQ(WithoutApiVersion("cuda_vector_add"), "cuda_vector_add");
-  EXPECT_EQ(WithoutApiVersion(""), "");
-}
-
 TEST(CuptiNames, DemangledKernelNameReadsItaniumSymbolsOnly) {
   EXPECT_EQ(DemangledKernelName("_Z6matmulPKfS0_Pfi"), "matmul(float const*, float const*, float*, int)");
   EXPECT_EQ(DemangledKernelName("_ZN5flash10fwd_kernelILi128EEEvPf"), "void flash::fwd_kernel<128>(float*)");
