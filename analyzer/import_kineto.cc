@@ -353,6 +353,24 @@ error_code KeyOf(od::field& field, std::string_view* key) {
   return simdjson::SUCCESS;
 }
 
+// Calls on_field(key, value, stop) for each field of the object `json` holds, in order, until
+// one returns an error or sets stop.
+template <typename Json, typename OnField>
+error_code ForEachField(Json& json, OnField&& on_field) {
+  od::object object;
+  if (error_code e = json.get_object().get(object)) return e;
+  for (auto item : object) {
+    od::field field;
+    if (error_code e = std::move(item).get(field)) return e;
+    std::string_view key;
+    if (error_code e = KeyOf(field, &key)) return e;
+    bool stop = false;
+    if (error_code e = on_field(key, field.value(), stop)) return e;
+    if (stop) break;
+  }
+  return simdjson::SUCCESS;
+}
+
 error_code ReadToken(od::value& value, Token* out) {
   const std::string_view raw = value.raw_json_token();
   const char first = raw.empty() ? ' ' : raw.front();
@@ -399,26 +417,20 @@ error_code ReadArgs(od::value& value, Args* args) {
   }
   args->object = true;
   const char* begin = args->self.text.data();
-  od::object object;
-  if (error_code e = value.get_object().get(object)) return e;
-  for (auto item : object) {
-    od::field field;
-    if (error_code e = std::move(item).get(field)) return e;
-    std::string_view key;
-    if (error_code e = KeyOf(field, &key)) return e;
+  const auto read_field = [args](std::string_view key, od::value& field, bool&) -> error_code {
     Token* slot = nullptr;
     switch (key.size()) {
       case 4:
         if (key == "name") slot = &args->name;
         else if (key == "cbid") slot = &args->cbid;
         else if (key == "grid") {
-          if (error_code e = ReadDim3(field.value(), &args->grid)) return e;
+          if (error_code e = ReadDim3(field, &args->grid)) return e;
         }
         break;
       case 5:
         if (key == "bytes") slot = &args->bytes;
         else if (key == "block") {
-          if (error_code e = ReadDim3(field.value(), &args->block)) return e;
+          if (error_code e = ReadDim3(field, &args->block)) return e;
         }
         break;
       case 6:
@@ -456,10 +468,9 @@ error_code ReadArgs(od::value& value, Args* args) {
         break;
       default: break;
     }
-    if (slot != nullptr) {
-      if (error_code e = ReadToken(field.value(), slot)) return e;
-    }
-  }
+    return slot != nullptr ? ReadToken(field, slot) : simdjson::SUCCESS;
+  };
+  if (error_code e = ForEachField(value, read_field)) return e;
   // The object's text: from its '{' to the token after its '}', less the whitespace between.
   const char* end = nullptr;
   if (error_code e = value.current_location().get(end)) return e;
@@ -474,13 +485,7 @@ error_code ReadEvent(od::value& value, RawEvent* event, bool* is_object) {
   const std::string_view raw = value.raw_json_token();
   *is_object = !raw.empty() && raw.front() == '{';
   if (!*is_object) return simdjson::SUCCESS;
-  od::object object;
-  if (error_code e = value.get_object().get(object)) return e;
-  for (auto item : object) {
-    od::field field;
-    if (error_code e = std::move(item).get(field)) return e;
-    std::string_view key;
-    if (error_code e = KeyOf(field, &key)) return e;
+  return ForEachField(value, [event](std::string_view key, od::value& field, bool&) -> error_code {
     Token* slot = nullptr;
     switch (key.size()) {
       case 2:
@@ -497,16 +502,13 @@ error_code ReadEvent(od::value& value, RawEvent* event, bool* is_object) {
       case 4:
         if (key == "name") slot = &event->name;
         else if (key == "args") {
-          if (error_code e = ReadArgs(field.value(), &event->args)) return e;
+          if (error_code e = ReadArgs(field, &event->args)) return e;
         }
         break;
       default: break;
     }
-    if (slot != nullptr) {
-      if (error_code e = ReadToken(field.value(), slot)) return e;
-    }
-  }
-  return simdjson::SUCCESS;
+    return slot != nullptr ? ReadToken(field, slot) : simdjson::SUCCESS;
+  });
 }
 
 // ---- lanes ----------------------------------------------------------------------------------
@@ -907,19 +909,13 @@ error_code KinetoImporter::ReadDistributedInfo(od::value& value, trace::RankIden
     if (!raw.starts_with("null")) sink_.Note(fmt::format("{}: distributedInfo is not an object; ignored", source_));
     return simdjson::SUCCESS;
   }
-  od::object info;
-  if (error_code e = value.get_object().get(info)) return e;
-  for (auto item : info) {
-    od::field field;
-    if (error_code e = std::move(item).get(field)) return e;
-    std::string_view key;
-    if (error_code e = KeyOf(field, &key)) return e;
-    if (key != "rank" && key != "world_size" && key != "backend") continue;
+  return ForEachField(value, [&](std::string_view key, od::value& field, bool&) -> error_code {
+    if (key != "rank" && key != "world_size" && key != "backend") return simdjson::SUCCESS;
     Token token;
-    if (error_code e = ReadToken(field.value(), &token)) return e;
+    if (error_code e = ReadToken(field, &token)) return e;
     if (key == "backend") {
       if (token.kind == Token::kString) who->backend = std::string(token.text);
-      continue;
+      return simdjson::SUCCESS;
     }
     std::optional<int64_t> number;
     if (token.kind == Token::kNumber) number = IntegerFromText(token.text);
@@ -927,44 +923,45 @@ error_code KinetoImporter::ReadDistributedInfo(od::value& value, trace::RankIden
     if (!number || *number < 0 || *number > INT32_MAX) {
       sink_.Note(fmt::format("{}: distributedInfo.{} is {}; ignored", source_, key,
                              token.kind == Token::kOther ? std::string(TypeName(token)) : Shown(token)));
-      continue;
+      return simdjson::SUCCESS;
     }
     (key == "rank" ? who->rank : who->world_size) = static_cast<int>(*number);
-  }
-  return simdjson::SUCCESS;
+    return simdjson::SUCCESS;
+  });
 }
 
 // The top-level fields, in whatever order they come.
 Status KinetoImporter::ReadTopLevel(od::document& doc, TopLevel* top) {
-  od::object object;
-  if (error_code e = doc.get_object().get(object)) return Malformed(e, doc, std::nullopt);
-  for (auto item : object) {
-    od::field field;
-    if (error_code e = std::move(item).get(field)) return Malformed(e, doc, std::nullopt);
-    std::string_view key;
-    if (error_code e = KeyOf(field, &key)) return Malformed(e, doc, std::nullopt);
+  Status bad_base = Status::Ok();
+  const auto read_field = [&](std::string_view key, od::value& field, bool& stop) -> error_code {
     if (key == "rankscope") {
       top->rankscope = true;
-      return Status::Ok();
+      stop = true;  // rankscope's own export: its importer reads the file again
+      return simdjson::SUCCESS;
     }
     if (key == "traceEvents") {
       top->has_events = true;
-      if (error_code e = ReadToken(field.value(), &top->events)) return Malformed(e, doc, std::nullopt);
-    } else if (key == "distributedInfo") {
-      if (error_code e = ReadDistributedInfo(field.value(), &top->who)) return Malformed(e, doc, std::nullopt);
-    } else if (key == "baseTimeNanoseconds") {
-      Token token;
-      if (error_code e = ReadToken(field.value(), &token)) return Malformed(e, doc, std::nullopt);
-      std::optional<int64_t> base;
-      if (token.kind == Token::kNumber) base = IntegerFromText(token.text);
-      if (token.kind == Token::kString) base = IdFromString(token.text);
-      if (!base) {
-        return Corrupt(fmt::format("{}: baseTimeNanoseconds is {}, not an integer", source_,
-                                   token.kind == Token::kOther ? std::string(TypeName(token)) : Shown(token)));
-      }
-      top->base_ns = *base;
+      return ReadToken(field, &top->events);
     }
-  }
+    if (key == "distributedInfo") return ReadDistributedInfo(field, &top->who);
+    if (key != "baseTimeNanoseconds") return simdjson::SUCCESS;
+    Token token;
+    if (error_code e = ReadToken(field, &token)) return e;
+    std::optional<int64_t> base;
+    if (token.kind == Token::kNumber) base = IntegerFromText(token.text);
+    if (token.kind == Token::kString) base = IdFromString(token.text);
+    if (!base) {
+      bad_base = Corrupt(fmt::format("{}: baseTimeNanoseconds is {}, not an integer", source_,
+                                     token.kind == Token::kOther ? std::string(TypeName(token)) : Shown(token)));
+      stop = true;
+      return simdjson::SUCCESS;
+    }
+    top->base_ns = *base;
+    return simdjson::SUCCESS;
+  };
+  if (error_code e = ForEachField(doc, read_field)) return Malformed(e, doc, std::nullopt);
+  RS_RETURN_IF_ERROR(bad_base);
+  if (top->rankscope) return Status::Ok();
   return AtEnd(doc);
 }
 

@@ -177,46 +177,22 @@ std::string NormalizedKey(std::string_view key) {
 
 bool StartsWith(std::string_view text, std::string_view prefix) { return text.substr(0, prefix.size()) == prefix; }
 
-// "cudaLaunchKernel_v7000" -> "cudaLaunchKernel".
-std::string_view WithoutApiVersion(std::string_view name) {
-  const size_t marker = name.rfind("_v");
-  if (marker == std::string_view::npos || marker + 2 == name.size()) return name;
-  for (size_t i = marker + 2; i < name.size(); ++i) {
-    if (name[i] < '0' || name[i] > '9') return name;
-  }
-  return name.substr(0, marker);
-}
 
 // An NCCL API call's name as NCCL's NVTX ranges spell it: "ncclAllReduce", "ncclSend".
 bool IsNcclApiName(std::string_view name) {
   return name.size() > 4 && StartsWith(name, "nccl") && std::isupper(static_cast<unsigned char>(name[4]));
 }
 
+// nsys's copy kinds 11-13 are UVM migrations that CUPTI's memcpy kinds lack; the rest are
+// CUPTI's.
 std::string_view CopyName(int64_t copy_kind) {
-  static constexpr std::string_view kNames[] = {
-      "Memcpy",      "Memcpy HtoD", "Memcpy DtoH", "Memcpy HtoA",     "Memcpy AtoH",     "Memcpy AtoA",    "Memcpy AtoD",
-      "Memcpy DtoA", "Memcpy DtoD", "Memcpy HtoH", "Memcpy PtoP",     "Memcpy UVM HtoD", "Memcpy UVM DtoH", "Memcpy UVM DtoD"};
-  if (copy_kind < 0 || copy_kind >= static_cast<int64_t>(std::size(kNames))) return kNames[0];
-  return kNames[copy_kind];
-}
-
-std::string_view SyncName(trace::SyncKind kind) {
-  switch (kind) {
-    case trace::SyncKind::kEventSynchronize: return "Event synchronize";
-    case trace::SyncKind::kStreamWaitEvent: return "Stream wait event";
-    case trace::SyncKind::kStreamSynchronize: return "Stream synchronize";
-    case trace::SyncKind::kContextSynchronize: return "Context synchronize";
-    case trace::SyncKind::kUnknown: break;
+  static constexpr std::string_view kUvmNames[] = {"Memcpy UVM HtoD", "Memcpy UVM DtoH", "Memcpy UVM DtoD"};
+  constexpr int64_t kFirstUvm = 11;
+  if (copy_kind >= kFirstUvm && copy_kind < kFirstUvm + static_cast<int64_t>(std::size(kUvmNames))) {
+    return kUvmNames[copy_kind - kFirstUvm];
   }
-  return "Synchronize";
-}
-
-std::string_view OverheadName(trace::OverheadKind kind) {
-  static constexpr std::string_view kNames[] = {
-      "Profiler overhead",       "Driver compiler",        "CUPTI buffer flush",    "CUPTI instrumentation",
-      "CUPTI resource",          "Runtime module loading", "Lazy function loading", "Command buffer full",
-      "Activity buffer request", "UVM activity init"};
-  return kNames[static_cast<size_t>(kind)];
+  const bool cupti_kind = copy_kind >= 0 && copy_kind <= static_cast<int64_t>(trace::CopyKind::kPeerToPeer);
+  return trace::DefaultName(cupti_kind ? static_cast<trace::CopyKind>(copy_kind) : trace::CopyKind::kUnknown);
 }
 
 // nsys numbers memory kinds 0 PAGEABLE .. 6 MANAGED_STATIC, 7 UNKNOWN (nsys.md §1.2);
@@ -443,6 +419,28 @@ struct Process {
   std::unordered_map<uint64_t, trace::LaneId> sync_call_lanes;  // correlation id -> thread lane
 };
 
+// An event's start and end on the wall clock, in ns.
+using WallSpan = std::pair<int64_t, int64_t>;
+
+// Where an event row goes: the rank's process, and the row's times on the wall clock.
+struct EventTarget {
+  Process* process = nullptr;
+  WallSpan times;
+};
+
+// What an event table's rows need besides start, end and a global id (columns 0-2).
+enum class AlsoNeeds {
+  kNothing,
+  kDeviceAndStream,  // the GPU activity tables: deviceId (column 3) and streamId (column 5)
+};
+
+// A GPU activity row has an integer deviceId (column 3) that fits a lane's int32, and an
+// integer streamId (column 5).
+bool HasDeviceAndStream(const sql::Statement& row) {
+  const std::optional<int64_t> device = Int(row, 3), stream = Int(row, 5);
+  return device && stream && *device >= INT32_MIN && *device <= INT32_MAX;
+}
+
 struct NcclInitCandidate {
   uint64_t process = 0;
   int64_t domain = 0;
@@ -470,6 +468,16 @@ class NsysImporter {
   std::string Col(std::string_view table, std::string_view column) const;
   template <typename OnRow>
   Status ForEachRow(const std::string& query, OnRow&& on_row);
+  // The checks every event row goes through once it has its values: times that fit the
+  // wall clock (else bad_time), then a process that is a rank (else left out as another
+  // process's). nullopt when the row is not imported.
+  std::optional<EventTarget> LocateEvent(TableStats& stats, uint64_t global_id, int64_t start, int64_t end);
+  // Streams an event table whose query selects start, end and globalPid or globalTid as
+  // columns 0-2: a row lacking one of them, or what `also` names, counts as missing; then
+  // LocateEvent. `convert(process, times, global_id, row)` adds the row's event; counting
+  // it and flushing happen here.
+  template <typename Convert>
+  Status ForEachEvent(std::string_view table, const std::string& query, AlsoNeeds also, Convert&& convert);
 
   Status OpenAndCheckVersion();
   Status ProbeTables();
@@ -492,17 +500,21 @@ class NsysImporter {
   void WriteNotes();
 
   Result<const std::string*> String(int64_t id);
+  // A text column's value, else the StringIds string its id column names; nullopt when
+  // both are NULL.
+  Result<std::optional<std::string>> TextOrString(const sql::Statement& row, int text_column, int id_column);
   Result<trace::StringId> StringFor(Process& process, std::optional<int64_t> id, std::string_view fallback);
-  std::optional<std::pair<int64_t, int64_t>> WallTimes(int64_t start, int64_t end) const;
+  std::optional<WallSpan> WallTimes(int64_t start, int64_t end) const;
   trace::MemoryKind MemoryKindOf(std::optional<int64_t> id) const;
   trace::SyncKind SyncKindOf(int64_t id) const;
   trace::OverheadKind OverheadKindOf(int64_t id) const;
   Process* RankProcess(uint64_t global_id);
   trace::LaneId StreamLane(Process& process, int64_t device, int64_t context, int64_t stream);
+  // The stream lane of a GPU activity row that HasDeviceAndStream (context: column 4).
+  trace::LaneId GpuLane(Process& process, const sql::Statement& row);
   trace::LaneId ThreadLane(Process& process, int64_t tid);
   std::string DomainName(uint64_t process_key, int64_t domain) const;
   trace::StringId DomainFor(Process& process, int64_t domain);
-  void CountOther(std::string_view table, uint64_t global_id);
 
   const fs::path& file_;
   RunSink& sink_;
@@ -711,24 +723,17 @@ Status NsysImporter::ReadClock() {
 }
 
 Status NsysImporter::ReadEnums() {
-  if (Has(kMemKindEnum)) {
-    RS_RETURN_IF_ERROR(ForEachRow("SELECT id, name FROM ENUM_CUDA_MEM_KIND", [&](const sql::Statement& row) {
-      if (std::optional<int64_t> id = Int(row, 0)) memory_kinds_[*id] = MemoryKindFromName(row.ColumnText(1));
+  // id -> kind, by the names in an ENUM table.
+  const auto read_enum = [&](std::string_view table, auto& kinds, auto kind_from_name) -> Status {
+    if (!Has(table)) return Status::Ok();
+    return ForEachRow(fmt::format("SELECT id, name FROM {}", table), [&](const sql::Statement& row) {
+      if (std::optional<int64_t> id = Int(row, 0)) kinds[*id] = kind_from_name(row.ColumnText(1));
       return Status::Ok();
-    }));
-  }
-  if (Has(kSyncTypeEnum)) {
-    RS_RETURN_IF_ERROR(ForEachRow("SELECT id, name FROM ENUM_CUPTI_SYNC_TYPE", [&](const sql::Statement& row) {
-      if (std::optional<int64_t> id = Int(row, 0)) sync_kinds_[*id] = SyncKindFromName(row.ColumnText(1));
-      return Status::Ok();
-    }));
-  }
-  if (Has(kOverheadTypeEnum)) {
-    RS_RETURN_IF_ERROR(ForEachRow("SELECT id, name FROM ENUM_CUPTI_OVERHEAD_TYPE", [&](const sql::Statement& row) {
-      if (std::optional<int64_t> id = Int(row, 0)) overhead_kinds_[*id] = OverheadKindFromName(row.ColumnText(1));
-      return Status::Ok();
-    }));
-  }
+    });
+  };
+  RS_RETURN_IF_ERROR(read_enum(kMemKindEnum, memory_kinds_, MemoryKindFromName));
+  RS_RETURN_IF_ERROR(read_enum(kSyncTypeEnum, sync_kinds_, SyncKindFromName));
+  RS_RETURN_IF_ERROR(read_enum(kOverheadTypeEnum, overhead_kinds_, OverheadKindFromName));
   if (Has(kPayloadEntriesTable)) {
     std::set<std::tuple<int64_t, int64_t, int64_t>> seen;  // one process's copy of each entry
     RS_RETURN_IF_ERROR(ForEachRow(
@@ -758,6 +763,13 @@ Status NsysImporter::ReadEnums() {
 Status NsysImporter::FindRankProcesses() {
   // A process becomes a rank when it has a usable row of device activity or CUDA API calls:
   // the same conditions the import applies row by row.
+  const auto add_process = [&](const sql::Statement& row) {
+    const uint64_t key = ProcessKey(row.ColumnUint(0));
+    Process& process = processes_[key];
+    process.key = key;
+    process.pid = PidOf(key);
+    return Status::Ok();
+  };
   for (std::string_view table : {kKernelTable, kMemcpyTable, kMemsetTable}) {
     if (!Has(table)) continue;
     RS_RETURN_IF_ERROR(ForEachRow(
@@ -765,25 +777,13 @@ Status NsysImporter::FindRankProcesses() {
                     "AND typeof(globalPid) = 'integer' AND typeof(deviceId) = 'integer' "
                     "AND typeof(streamId) = 'integer' AND \"end\" >= start GROUP BY globalPid",
                     Ident(table)),
-        [&](const sql::Statement& row) {
-          const uint64_t key = ProcessKey(row.ColumnUint(0));
-          Process& process = processes_[key];
-          process.key = key;
-          process.pid = PidOf(key);
-          return Status::Ok();
-        }));
+        add_process));
   }
   if (Has(kRuntimeTable)) {
     RS_RETURN_IF_ERROR(ForEachRow(
         "SELECT globalTid FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE typeof(start) = 'integer' "
         "AND typeof(\"end\") = 'integer' AND typeof(globalTid) = 'integer' AND \"end\" >= start GROUP BY globalTid",
-        [&](const sql::Statement& row) {
-          const uint64_t key = ProcessKey(row.ColumnUint(0));
-          Process& process = processes_[key];
-          process.key = key;
-          process.pid = PidOf(key);
-          return Status::Ok();
-        }));
+        add_process));
   }
   if (!processes_.empty()) return Status::Ok();
 
@@ -858,14 +858,7 @@ Status NsysImporter::ScanNvtxMetadata() {
     if (!type || !global_tid) return Status::Ok();
     const uint64_t tid = static_cast<uint64_t>(*global_tid);
     const int64_t domain = Int(row, 2).value_or(0);
-    std::optional<std::string> text = Text(row, 4);
-    if (!text) {
-      if (std::optional<int64_t> text_id = Int(row, 5)) {
-        Result<const std::string*> registered = String(*text_id);
-        if (!registered.ok()) return registered.status();
-        text = **registered;
-      }
-    }
+    RS_ASSIGN_OR_RETURN(const std::optional<std::string> text, TextOrString(row, 4, 5));
     const std::string name = text.value_or("");
     switch (*type) {
       case kNvtxDomainCreate:
@@ -892,14 +885,7 @@ Status NsysImporter::ScanNvtxMetadata() {
     candidate.process = ProcessKey(tid);
     candidate.domain = domain;
     candidate.start = Int(row, 9).value_or(0);
-    std::optional<std::string> json = Text(row, 6);
-    if (!json) {
-      if (std::optional<int64_t> json_id = Int(row, 7)) {
-        Result<const std::string*> registered = String(*json_id);
-        if (!registered.ok()) return registered.status();
-        json = **registered;
-      }
-    }
+    RS_ASSIGN_OR_RETURN(const std::optional<std::string> json, TextOrString(row, 6, 7));
     if (json) {
       Json parsed = Json::parse(*json, nullptr, /*allow_exceptions=*/false);
       if (parsed.is_object()) candidate.payload = std::move(parsed);
@@ -1233,6 +1219,15 @@ Result<trace::StringId> NsysImporter::StringFor(Process& process, std::optional<
   return interned;
 }
 
+Result<std::optional<std::string>> NsysImporter::TextOrString(const sql::Statement& row, int text_column,
+                                                              int id_column) {
+  if (std::optional<std::string> text = Text(row, text_column)) return text;
+  const std::optional<int64_t> id = Int(row, id_column);
+  if (!id) return std::optional<std::string>();
+  RS_ASSIGN_OR_RETURN(const std::string* registered, String(*id));
+  return std::optional<std::string>(*registered);
+}
+
 // Kinds by the names of the export's ENUM table when it has one (an id it lacks is
 // unknown), else by nsys's documented numbers.
 trace::MemoryKind NsysImporter::MemoryKindOf(std::optional<int64_t> id) const {
@@ -1254,13 +1249,13 @@ trace::OverheadKind NsysImporter::OverheadKindOf(int64_t id) const {
   return named != overhead_kinds_.end() ? named->second : trace::OverheadKind::kUnknown;
 }
 
-std::optional<std::pair<int64_t, int64_t>> NsysImporter::WallTimes(int64_t start, int64_t end) const {
+std::optional<WallSpan> NsysImporter::WallTimes(int64_t start, int64_t end) const {
   if (!trace::CheckedDuration(start, end)) return std::nullopt;
   int64_t wall_start = 0, wall_end = 0;
   if (__builtin_add_overflow(start, clock_offset_, &wall_start) || __builtin_add_overflow(end, clock_offset_, &wall_end)) {
     return std::nullopt;
   }
-  return std::pair<int64_t, int64_t>{wall_start, wall_end};
+  return WallSpan{wall_start, wall_end};
 }
 
 Process* NsysImporter::RankProcess(uint64_t global_id) {
@@ -1271,11 +1266,6 @@ Process* NsysImporter::RankProcess(uint64_t global_id) {
   last_key_ = key;
   last_process_ = &found->second;
   return last_process_;
-}
-
-void NsysImporter::CountOther(std::string_view table, uint64_t global_id) {
-  ++stats_[std::string(table)].other_process;
-  ++other_process_events_[ProcessKey(global_id)];
 }
 
 trace::LaneId NsysImporter::StreamLane(Process& process, int64_t device, int64_t context, int64_t stream) {
@@ -1292,6 +1282,10 @@ trace::LaneId NsysImporter::StreamLane(Process& process, int64_t device, int64_t
     it->second = process.builder->Lane(lane);
   }
   return it->second;
+}
+
+trace::LaneId NsysImporter::GpuLane(Process& process, const sql::Statement& row) {
+  return StreamLane(process, row.ColumnInt(3), Int(row, 4).value_or(0), row.ColumnInt(5));
 }
 
 trace::LaneId NsysImporter::ThreadLane(Process& process, int64_t tid) {
@@ -1336,6 +1330,41 @@ trace::StringId NsysImporter::DomainFor(Process& process, int64_t domain) {
 
 // ---- event tables ----------------------------------------------------------------------------
 
+std::optional<EventTarget> NsysImporter::LocateEvent(TableStats& stats, uint64_t global_id, int64_t start, int64_t end) {
+  const std::optional<WallSpan> times = WallTimes(start, end);
+  if (!times) {
+    ++stats.bad_time;
+    return std::nullopt;
+  }
+  Process* process = RankProcess(global_id);
+  if (process == nullptr) {
+    ++stats.other_process;
+    ++other_process_events_[ProcessKey(global_id)];
+    return std::nullopt;
+  }
+  return EventTarget{process, *times};
+}
+
+template <typename Convert>
+Status NsysImporter::ForEachEvent(std::string_view table, const std::string& query, AlsoNeeds also, Convert&& convert) {
+  TableStats& stats = stats_[std::string(table)];
+  return ForEachRow(query, [&](const sql::Statement& row) -> Status {
+    const std::optional<int64_t> start = Int(row, 0), end = Int(row, 1), global_id = Int(row, 2);
+    if (!start || !end || !global_id || (also == AlsoNeeds::kDeviceAndStream && !HasDeviceAndStream(row))) {
+      ++stats.missing;
+      return Status::Ok();
+    }
+    const uint64_t id = static_cast<uint64_t>(*global_id);
+    const std::optional<EventTarget> target = LocateEvent(stats, id, *start, *end);
+    if (!target) return Status::Ok();
+    RS_RETURN_IF_ERROR(convert(*target->process, target->times, id, row));
+    // Syncs wait in pending_syncs, not in the batch: for them this flush has nothing to send.
+    target->process->builder->Flush();
+    ++stats.imported;
+    return Status::Ok();
+  });
+}
+
 Status NsysImporter::ImportKernels() {
   if (!Has(kKernelTable)) return Status::Ok();
   const std::string_view t = kKernelTable;
@@ -1344,28 +1373,11 @@ Status NsysImporter::ImportKernels() {
       Col(t, "contextId"), Col(t, "correlationId"), Col(t, "demangledName"), Col(t, "shortName"), Col(t, "gridX"),
       Col(t, "gridY"), Col(t, "gridZ"), Col(t, "blockX"), Col(t, "blockY"), Col(t, "blockZ"),
       Col(t, "registersPerThread"), Col(t, "staticSharedMemory"), Col(t, "dynamicSharedMemory"), Ident(t));
-  TableStats& stats = stats_[std::string(t)];
-  return ForEachRow(query, [&](const sql::Statement& row) -> Status {
-    const std::optional<int64_t> start = Int(row, 0), end = Int(row, 1), global_pid = Int(row, 2),
-                                 device = Int(row, 3), stream = Int(row, 5);
-    if (!start || !end || !global_pid || !device || !stream || *device < INT32_MIN || *device > INT32_MAX) {
-      ++stats.missing;
-      return Status::Ok();
-    }
-    Process* process = RankProcess(static_cast<uint64_t>(*global_pid));
-    const std::optional<std::pair<int64_t, int64_t>> times = WallTimes(*start, *end);
-    if (!times) {
-      ++stats.bad_time;
-      return Status::Ok();
-    }
-    if (process == nullptr) {
-      CountOther(t, static_cast<uint64_t>(*global_pid));
-      return Status::Ok();
-    }
+  const auto add_kernel = [&](Process& process, WallSpan times, uint64_t, const sql::Statement& row) -> Status {
     trace::KernelEvent e;
-    e.lane = StreamLane(*process, *device, Int(row, 4).value_or(0), *stream);
-    e.start_ns = times->first;
-    e.end_ns = times->second;
+    e.lane = GpuLane(process, row);
+    e.start_ns = times.first;
+    e.end_ns = times.second;
     // The demangled name, else the short one.
     std::optional<int64_t> name_id;
     const std::string* name_text = nullptr;
@@ -1379,14 +1391,14 @@ Status NsysImporter::ImportKernels() {
       break;
     }
     if (name_id) {
-      auto [it, inserted] = process->strings.try_emplace(*name_id, trace::kEmptyString);
+      auto [it, inserted] = process.strings.try_emplace(*name_id, trace::kEmptyString);
       if (inserted) {
-        it->second = process->builder->Intern(*name_text);
-        if (NormalizedKey(*name_text).find("nccl") != std::string::npos) process->nccl = true;
+        it->second = process.builder->Intern(*name_text);
+        if (NormalizedKey(*name_text).find("nccl") != std::string::npos) process.nccl = true;
       }
       e.name = it->second;
     } else {
-      e.name = process->builder->Intern("[unnamed kernel]");
+      e.name = process.builder->Intern("[unnamed kernel]");
     }
     e.correlation_id = static_cast<uint64_t>(Int(row, 6).value_or(0));
     e.grid = {ClampU32(Int(row, 9)), ClampU32(Int(row, 10)), ClampU32(Int(row, 11))};
@@ -1394,11 +1406,10 @@ Status NsysImporter::ImportKernels() {
     e.registers_per_thread = ClampU32(Int(row, 15));
     e.static_shared_bytes = ClampU32(Int(row, 16));
     e.dynamic_shared_bytes = ClampU32(Int(row, 17));
-    process->builder->events().kernels.push_back(e);
-    process->builder->Flush();
-    ++stats.imported;
+    process.builder->events().kernels.push_back(e);
     return Status::Ok();
-  });
+  };
+  return ForEachEvent(t, query, AlsoNeeds::kDeviceAndStream, add_kernel);
 }
 
 Status NsysImporter::ImportMemcpys() {
@@ -1408,47 +1419,29 @@ Status NsysImporter::ImportMemcpys() {
       fmt::format("SELECT start, \"end\", globalPid, deviceId, {}, streamId, {}, {}, {}, {}, {}, {}, {} FROM {}",
                   Col(t, "contextId"), Col(t, "correlationId"), Col(t, "bytes"), Col(t, "copyKind"), Col(t, "srcKind"),
                   Col(t, "dstKind"), Col(t, "srcDeviceId"), Col(t, "dstDeviceId"), Ident(t));
-  TableStats& stats = stats_[std::string(t)];
   const auto device_id = [](std::optional<int64_t> id) {
     return id && *id >= 0 && *id <= INT32_MAX ? static_cast<int32_t>(*id) : -1;
   };
-  return ForEachRow(query, [&](const sql::Statement& row) -> Status {
-    const std::optional<int64_t> start = Int(row, 0), end = Int(row, 1), global_pid = Int(row, 2),
-                                 device = Int(row, 3), stream = Int(row, 5);
-    if (!start || !end || !global_pid || !device || !stream || *device < INT32_MIN || *device > INT32_MAX) {
-      ++stats.missing;
-      return Status::Ok();
-    }
-    Process* process = RankProcess(static_cast<uint64_t>(*global_pid));
-    const std::optional<std::pair<int64_t, int64_t>> times = WallTimes(*start, *end);
-    if (!times) {
-      ++stats.bad_time;
-      return Status::Ok();
-    }
-    if (process == nullptr) {
-      CountOther(t, static_cast<uint64_t>(*global_pid));
-      return Status::Ok();
-    }
+  const auto add_memcpy = [&](Process& process, WallSpan times, uint64_t, const sql::Statement& row) -> Status {
     trace::MemcpyEvent e;
-    e.lane = StreamLane(*process, *device, Int(row, 4).value_or(0), *stream);
-    e.start_ns = times->first;
-    e.end_ns = times->second;
+    e.lane = GpuLane(process, row);
+    e.start_ns = times.first;
+    e.end_ns = times.second;
     e.correlation_id = static_cast<uint64_t>(Int(row, 6).value_or(0));
     e.bytes = static_cast<uint64_t>(Int(row, 7).value_or(0));
     const int64_t copy_kind = Int(row, 8).value_or(0);
     e.copy_kind = copy_kind >= 0 && copy_kind <= static_cast<int64_t>(trace::CopyKind::kPeerToPeer)
                       ? static_cast<trace::CopyKind>(copy_kind)
                       : trace::CopyKind::kUnknown;
-    e.name = process->builder->Intern(CopyName(copy_kind));
+    e.name = process.builder->Intern(CopyName(copy_kind));
     e.src_kind = MemoryKindOf(Int(row, 9));
     e.dst_kind = MemoryKindOf(Int(row, 10));
     e.src_device = device_id(Int(row, 11));
     e.dst_device = device_id(Int(row, 12));
-    process->builder->events().memcpys.push_back(e);
-    process->builder->Flush();
-    ++stats.imported;
+    process.builder->events().memcpys.push_back(e);
     return Status::Ok();
-  });
+  };
+  return ForEachEvent(t, query, AlsoNeeds::kDeviceAndStream, add_memcpy);
 }
 
 Status NsysImporter::ImportMemsets() {
@@ -1457,38 +1450,20 @@ Status NsysImporter::ImportMemsets() {
   const std::string query = fmt::format("SELECT start, \"end\", globalPid, deviceId, {}, streamId, {}, {}, {}, {} FROM {}",
                                         Col(t, "contextId"), Col(t, "correlationId"), Col(t, "bytes"), Col(t, "value"),
                                         Col(t, "memKind"), Ident(t));
-  TableStats& stats = stats_[std::string(t)];
-  return ForEachRow(query, [&](const sql::Statement& row) -> Status {
-    const std::optional<int64_t> start = Int(row, 0), end = Int(row, 1), global_pid = Int(row, 2),
-                                 device = Int(row, 3), stream = Int(row, 5);
-    if (!start || !end || !global_pid || !device || !stream || *device < INT32_MIN || *device > INT32_MAX) {
-      ++stats.missing;
-      return Status::Ok();
-    }
-    Process* process = RankProcess(static_cast<uint64_t>(*global_pid));
-    const std::optional<std::pair<int64_t, int64_t>> times = WallTimes(*start, *end);
-    if (!times) {
-      ++stats.bad_time;
-      return Status::Ok();
-    }
-    if (process == nullptr) {
-      CountOther(t, static_cast<uint64_t>(*global_pid));
-      return Status::Ok();
-    }
+  const auto add_memset = [&](Process& process, WallSpan times, uint64_t, const sql::Statement& row) -> Status {
     trace::MemsetEvent e;
-    e.lane = StreamLane(*process, *device, Int(row, 4).value_or(0), *stream);
-    e.start_ns = times->first;
-    e.end_ns = times->second;
-    e.name = process->builder->Intern("Memset");
+    e.lane = GpuLane(process, row);
+    e.start_ns = times.first;
+    e.end_ns = times.second;
+    e.name = process.builder->Intern("Memset");
     e.correlation_id = static_cast<uint64_t>(Int(row, 6).value_or(0));
     e.bytes = static_cast<uint64_t>(Int(row, 7).value_or(0));
     e.value = static_cast<uint32_t>(Int(row, 8).value_or(0));
     e.memory_kind = MemoryKindOf(Int(row, 9));
-    process->builder->events().memsets.push_back(e);
-    process->builder->Flush();
-    ++stats.imported;
+    process.builder->events().memsets.push_back(e);
     return Status::Ok();
-  });
+  };
+  return ForEachEvent(t, query, AlsoNeeds::kDeviceAndStream, add_memset);
 }
 
 // Synchronizations go on the thread whose API call made them (the runtime row with the same
@@ -1503,40 +1478,24 @@ Status NsysImporter::CollectSyncs() {
   const std::string query = fmt::format("SELECT start, \"end\", globalPid, {}, {}, {}, {}, {} FROM {}",
                                         Col(t, "contextId"), Col(t, "streamId"), Col(t, "correlationId"), type,
                                         Col(t, "eventId"), Ident(t));
-  TableStats& stats = stats_[std::string(t)];
   const auto applicable = [](std::optional<int64_t> value) -> uint64_t {
     return value && *value != kCuptiInvalid && *value >= 0 ? static_cast<uint64_t>(*value) : 0;
   };
-  return ForEachRow(query, [&](const sql::Statement& row) -> Status {
-    const std::optional<int64_t> start = Int(row, 0), end = Int(row, 1), global_pid = Int(row, 2);
-    if (!start || !end || !global_pid) {
-      ++stats.missing;
-      return Status::Ok();
-    }
-    Process* process = RankProcess(static_cast<uint64_t>(*global_pid));
-    const std::optional<std::pair<int64_t, int64_t>> times = WallTimes(*start, *end);
-    if (!times) {
-      ++stats.bad_time;
-      return Status::Ok();
-    }
-    if (process == nullptr) {
-      CountOther(t, static_cast<uint64_t>(*global_pid));
-      return Status::Ok();
-    }
+  const auto collect_sync = [&](Process& process, WallSpan times, uint64_t, const sql::Statement& row) -> Status {
     trace::SyncEvent e;
-    e.start_ns = times->first;
-    e.end_ns = times->second;
+    e.start_ns = times.first;
+    e.end_ns = times.second;
     e.context = static_cast<uint32_t>(applicable(Int(row, 3)));
     e.stream = applicable(Int(row, 4));
     e.correlation_id = static_cast<uint64_t>(Int(row, 5).value_or(0));
     if (std::optional<int64_t> kind = Int(row, 6)) e.sync_kind = SyncKindOf(*kind);
     e.cuda_event_id = applicable(Int(row, 7));
-    e.name = process->builder->Intern(SyncName(e.sync_kind));
-    process->pending_syncs.push_back(e);
-    if (e.correlation_id != 0) process->sync_call_lanes.emplace(e.correlation_id, trace::kNoLane);
-    ++stats.imported;
+    e.name = process.builder->Intern(trace::DefaultName(e.sync_kind));
+    process.pending_syncs.push_back(e);
+    if (e.correlation_id != 0) process.sync_call_lanes.emplace(e.correlation_id, trace::kNoLane);
     return Status::Ok();
-  });
+  };
+  return ForEachEvent(t, query, AlsoNeeds::kNothing, collect_sync);
 }
 
 Status NsysImporter::ImportRuntime() {
@@ -1545,27 +1504,12 @@ Status NsysImporter::ImportRuntime() {
   const std::string query = fmt::format("SELECT start, \"end\", globalTid, {}, {}, {}, {}, {} FROM {}",
                                         Col(t, "eventClass"), Col(t, "correlationId"), Col(t, "nameId"),
                                         Col(t, "name"), Col(t, "returnValue"), Ident(t));
-  TableStats& stats = stats_[std::string(t)];
-  return ForEachRow(query, [&](const sql::Statement& row) -> Status {
-    const std::optional<int64_t> start = Int(row, 0), end = Int(row, 1), global_tid = Int(row, 2);
-    if (!start || !end || !global_tid) {
-      ++stats.missing;
-      return Status::Ok();
-    }
-    Process* process = RankProcess(static_cast<uint64_t>(*global_tid));
-    const std::optional<std::pair<int64_t, int64_t>> times = WallTimes(*start, *end);
-    if (!times) {
-      ++stats.bad_time;
-      return Status::Ok();
-    }
-    if (process == nullptr) {
-      CountOther(t, static_cast<uint64_t>(*global_tid));
-      return Status::Ok();
-    }
+  const auto add_call = [&](Process& process, WallSpan times, uint64_t global_tid,
+                            const sql::Statement& row) -> Status {
     trace::ApiCallEvent e;
-    e.lane = ThreadLane(*process, TidOf(static_cast<uint64_t>(*global_tid)));
-    e.start_ns = times->first;
-    e.end_ns = times->second;
+    e.lane = ThreadLane(process, TidOf(global_tid));
+    e.start_ns = times.first;
+    e.end_ns = times.second;
     const int64_t event_class = Int(row, 3).value_or(-1);
     e.domain = event_class == 0   ? trace::ApiDomain::kRuntime
                : event_class == 1 ? trace::ApiDomain::kDriver
@@ -1573,8 +1517,8 @@ Status NsysImporter::ImportRuntime() {
     e.correlation_id = static_cast<uint64_t>(Int(row, 4).value_or(0));
     // API names are few: intern each StringIds id once, without its "_v7000" suffix.
     const std::optional<int64_t> name_id = Int(row, 5);
-    auto cached = name_id ? process->api_names.find(*name_id) : process->api_names.end();
-    if (cached != process->api_names.end()) {
+    auto cached = name_id ? process.api_names.find(*name_id) : process.api_names.end();
+    if (cached != process.api_names.end()) {
       e.name = cached->second;
     } else {
       std::string name;
@@ -1584,20 +1528,20 @@ Status NsysImporter::ImportRuntime() {
         name = **text;
       }
       if (name.empty()) name = Text(row, 6).value_or("");
-      e.name = process->builder->Intern(name.empty() ? std::string_view("[unnamed API call]") : WithoutApiVersion(name));
-      if (name_id) process->api_names.emplace(*name_id, e.name);
+      e.name =
+          process.builder->Intern(name.empty() ? std::string_view("[unnamed API call]") : trace::WithoutApiVersion(name));
+      if (name_id) process.api_names.emplace(*name_id, e.name);
     }
     e.return_code = static_cast<int32_t>(Int(row, 7).value_or(0));
     if (e.correlation_id != 0) {
-      if (auto waiting = process->sync_call_lanes.find(e.correlation_id); waiting != process->sync_call_lanes.end()) {
+      if (auto waiting = process.sync_call_lanes.find(e.correlation_id); waiting != process.sync_call_lanes.end()) {
         waiting->second = e.lane;
       }
     }
-    process->builder->events().api_calls.push_back(e);
-    process->builder->Flush();
-    ++stats.imported;
+    process.builder->events().api_calls.push_back(e);
     return Status::Ok();
-  });
+  };
+  return ForEachEvent(t, query, AlsoNeeds::kNothing, add_call);
 }
 
 void NsysImporter::EmitSyncs() {
@@ -1626,6 +1570,9 @@ void NsysImporter::EmitSyncs() {
   }
 }
 
+// NVTX rows do not fit ForEachEvent: globalTid is column 3, and only ranges need an end
+// (a range without one never ended: counted as unclosed, not missing). The checks after
+// that are the other tables', LocateEvent's.
 Status NsysImporter::ImportNvtx() {
   if (!Has(kNvtxTable)) return Status::Ok();
   const std::string_view t = kNvtxTable;
@@ -1648,16 +1595,11 @@ Status NsysImporter::ImportNvtx() {
       ++stats.unclosed;
       return Status::Ok();
     }
-    Process* process = RankProcess(static_cast<uint64_t>(*global_tid));
-    const std::optional<std::pair<int64_t, int64_t>> times = WallTimes(*start, mark ? *start : *end);
-    if (!times) {
-      ++stats.bad_time;
-      return Status::Ok();
-    }
-    if (process == nullptr) {
-      CountOther(t, static_cast<uint64_t>(*global_tid));
-      return Status::Ok();
-    }
+    const std::optional<EventTarget> target =
+        LocateEvent(stats, static_cast<uint64_t>(*global_tid), *start, mark ? *start : *end);
+    if (!target) return Status::Ok();
+    Process* process = target->process;
+    const WallSpan& times = target->times;
     trace::NvtxAttributes attributes;
     const int64_t domain = Int(row, 7).value_or(0);
     attributes.domain = DomainFor(*process, domain);
@@ -1679,14 +1621,7 @@ Status NsysImporter::ImportNvtx() {
         break;
       }
     }
-    std::optional<std::string> json = Text(row, 16);
-    if (!json) {
-      if (std::optional<int64_t> json_id = Int(row, 17)) {
-        Result<const std::string*> text = String(*json_id);
-        if (!text.ok()) return text.status();
-        json = **text;
-      }
-    }
+    RS_ASSIGN_OR_RETURN(const std::optional<std::string> json, TextOrString(row, 16, 17));
     if (json && !json->empty()) {
       attributes.args =
           process->builder->Intern(json->front() == '{' ? *json : Json{{"json", *json}}.dump(-1, ' ', false,
@@ -1708,15 +1643,15 @@ Status NsysImporter::ImportNvtx() {
       trace::NvtxMarkEvent e;
       static_cast<trace::NvtxAttributes&>(e) = attributes;
       e.lane = lane;
-      e.start_ns = e.end_ns = times->first;
+      e.start_ns = e.end_ns = times.first;
       e.name = name;
       process->builder->events().nvtx_marks.push_back(e);
     } else {
       trace::NvtxRangeEvent e;
       static_cast<trace::NvtxAttributes&>(e) = attributes;
       e.lane = lane;
-      e.start_ns = times->first;
-      e.end_ns = times->second;
+      e.start_ns = times.first;
+      e.end_ns = times.second;
       e.name = name;
       e.style = *type == kNvtxStartEnd ? trace::NvtxRangeStyle::kStartEnd : trace::NvtxRangeStyle::kPushPop;
       if (e.style == trace::NvtxRangeStyle::kStartEnd) {
@@ -1738,35 +1673,19 @@ Status NsysImporter::ImportOverheads() {
   const std::string_view t = kOverheadTable;
   const std::string query = fmt::format("SELECT start, \"end\", globalTid, {}, {}, {} FROM {}", Col(t, "overheadType"),
                                         Col(t, "nameId"), Col(t, "correlationId"), Ident(t));
-  TableStats& stats = stats_[std::string(t)];
-  return ForEachRow(query, [&](const sql::Statement& row) -> Status {
-    const std::optional<int64_t> start = Int(row, 0), end = Int(row, 1), global_tid = Int(row, 2);
-    if (!start || !end || !global_tid) {
-      ++stats.missing;
-      return Status::Ok();
-    }
-    Process* process = RankProcess(static_cast<uint64_t>(*global_tid));
-    const std::optional<std::pair<int64_t, int64_t>> times = WallTimes(*start, *end);
-    if (!times) {
-      ++stats.bad_time;
-      return Status::Ok();
-    }
-    if (process == nullptr) {
-      CountOther(t, static_cast<uint64_t>(*global_tid));
-      return Status::Ok();
-    }
+  const auto add_overhead = [&](Process& process, WallSpan times, uint64_t global_tid,
+                                const sql::Statement& row) -> Status {
     trace::OverheadEvent e;
-    e.lane = ThreadLane(*process, TidOf(static_cast<uint64_t>(*global_tid)));
-    e.start_ns = times->first;
-    e.end_ns = times->second;
+    e.lane = ThreadLane(process, TidOf(global_tid));
+    e.start_ns = times.first;
+    e.end_ns = times.second;
     if (std::optional<int64_t> kind = Int(row, 3)) e.overhead_kind = OverheadKindOf(*kind);
-    RS_ASSIGN_OR_RETURN(e.name, StringFor(*process, Int(row, 4), OverheadName(e.overhead_kind)));
+    RS_ASSIGN_OR_RETURN(e.name, StringFor(process, Int(row, 4), trace::DefaultName(e.overhead_kind)));
     e.correlation_id = static_cast<uint64_t>(Int(row, 5).value_or(0));
-    process->builder->events().overheads.push_back(e);
-    process->builder->Flush();
-    ++stats.imported;
+    process.builder->events().overheads.push_back(e);
     return Status::Ok();
-  });
+  };
+  return ForEachEvent(t, query, AlsoNeeds::kNothing, add_overhead);
 }
 
 void NsysImporter::WriteNotes() {
