@@ -32,6 +32,7 @@
 #include <nlohmann/json.hpp>
 
 #include "analyzer/interop.h"
+#include "analyzer/run_events.h"
 #include "base/launch_env.h"
 #include "base/text.h"
 #include "trace/reader.h"
@@ -211,35 +212,6 @@ std::pair<double, bool> Micros(int64_t offset_ns) {
   return {us, MicrosToNs(us) == offset_ns};
 }
 
-// ---- labels (as the viewer shows lanes: gui/core/timeline_model.cc) -------------------------
-
-std::string LaneLabel(const trace::Lane& lane) {
-  switch (lane.kind) {
-    case trace::LaneKind::kGpuStream: return fmt::format("GPU {} · stream {}", lane.device, lane.stream);
-    case trace::LaneKind::kCommunicator:
-      return lane.name.empty() ? fmt::format("communicator {:#x}", lane.comm_hash) : lane.name;
-    case trace::LaneKind::kCounter: return lane.name.empty() ? fmt::format("counter {}", lane.id) : lane.name;
-    case trace::LaneKind::kCpuThread: {
-      std::string label =
-          lane.name.empty() ? fmt::format("thread {}", lane.tid) : fmt::format("{} ({})", lane.name, lane.tid);
-      if (lane.role == trace::LaneRole::kCompute) label += " · compute";
-      if (lane.role == trace::LaneRole::kComm) label += " · comm";
-      if (lane.role == trace::LaneRole::kMemory) label += " · memory";
-      return label;
-    }
-  }
-  return lane.name.empty() ? fmt::format("lane {}", lane.id) : lane.name;
-}
-
-int KindOrder(trace::LaneKind kind) {
-  switch (kind) {
-    case trace::LaneKind::kGpuStream: return 0;
-    case trace::LaneKind::kCommunicator: return 1;
-    case trace::LaneKind::kCpuThread: return 2;
-    case trace::LaneKind::kCounter: return 3;
-  }
-  return 4;
-}
 
 std::string_view MemoryLabel(trace::MemoryKind kind) {
   switch (kind) {
@@ -458,10 +430,8 @@ class Exporter {
     RS_RETURN_IF_ERROR(metadata("process_sort_index", std::nullopt, {{"sort_index", pid_}}));
     std::vector<const trace::Lane*> order;
     for (const trace::Lane& lane : trace_->lanes) order.push_back(&lane);
-    std::stable_sort(order.begin(), order.end(), [](const trace::Lane* a, const trace::Lane* b) {
-      return std::make_tuple(KindOrder(a->kind), a->device, a->stream, a->tid, a->id) <
-             std::make_tuple(KindOrder(b->kind), b->device, b->stream, b->tid, b->id);
-    });
+    std::stable_sort(order.begin(), order.end(),
+                     [](const trace::Lane* a, const trace::Lane* b) { return LaneShownBefore(*a, *b); });
     for (size_t i = 0; i < order.size(); ++i) {
       RS_RETURN_IF_ERROR(metadata("thread_name", order[i]->id, {{"name", LaneLabel(*order[i])}}));
       RS_RETURN_IF_ERROR(metadata("thread_sort_index", order[i]->id, {{"sort_index", i}}));

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <optional>
+#include <tuple>
 
 #include "analyzer/parallel_internal.h"
 #include "analyzer/report_format.h"
@@ -127,6 +128,38 @@ const Event* FindExact(const std::vector<Event>& events, trace::LaneId lane, int
 }
 
 }  // namespace
+
+std::string LaneLabel(const trace::Lane& lane) {
+  switch (lane.kind) {
+    case trace::LaneKind::kGpuStream: return fmt::format("GPU {} · stream {}", lane.device, lane.stream);
+    case trace::LaneKind::kCommunicator:
+      return lane.name.empty() ? fmt::format("communicator {:#x}", lane.comm_hash) : lane.name;
+    case trace::LaneKind::kCounter: return lane.name.empty() ? fmt::format("counter {}", lane.id) : lane.name;
+    case trace::LaneKind::kCpuThread: {
+      std::string label =
+          lane.name.empty() ? fmt::format("thread {}", lane.tid) : fmt::format("{} ({})", lane.name, lane.tid);
+      if (lane.role == trace::LaneRole::kCompute) label += " · compute";
+      if (lane.role == trace::LaneRole::kComm) label += " · comm";
+      if (lane.role == trace::LaneRole::kMemory) label += " · memory";
+      return label;
+    }
+  }
+  return lane.name.empty() ? fmt::format("lane {}", lane.id) : lane.name;
+}
+
+bool LaneShownBefore(const trace::Lane& a, const trace::Lane& b) {
+  auto key = [](const trace::Lane& lane) {
+    int kind_order = 4;
+    switch (lane.kind) {
+      case trace::LaneKind::kGpuStream: kind_order = 0; break;
+      case trace::LaneKind::kCommunicator: kind_order = 1; break;
+      case trace::LaneKind::kCpuThread: kind_order = 2; break;
+      case trace::LaneKind::kCounter: kind_order = 3; break;
+    }
+    return std::make_tuple(kind_order, lane.device, lane.stream, lane.tid, lane.id);
+  };
+  return key(a) < key(b);
+}
 
 const char* EventSourceName(EventSource source) {
   switch (source) {

@@ -18,6 +18,13 @@
 
 namespace rankscope::analyzer {
 
+// A lane as the viewer labels its track and the Chrome export its thread: "GPU 0 · stream 7",
+// "main (1234) · compute", the communicator's or counter's name.
+std::string LaneLabel(const trace::Lane& lane);
+// The viewer's track order within a rank: GPU streams by (device, stream), then
+// communicators, CPU threads by tid, counters; lane id last.
+bool LaneShownBefore(const trace::Lane& a, const trace::Lane& b);
+
 // The table an event came from: what ReadEventDetails looks it up in.
 enum class EventSource : uint8_t { kKernel, kMemcpy, kMemset, kNvtxRange, kApiCall, kSync, kCollective, kMark };
 const char* EventSourceName(EventSource source);

@@ -16,37 +16,6 @@ size_t VectorBytes(const std::vector<T>& v) {
   return v.capacity() * sizeof(T);
 }
 
-// Track order: GPU streams by (device, stream), then communicators, threads, counters.
-int KindOrder(trace::LaneKind kind) {
-  switch (kind) {
-    case trace::LaneKind::kGpuStream: return 0;
-    case trace::LaneKind::kCommunicator: return 1;
-    case trace::LaneKind::kCpuThread: return 2;
-    case trace::LaneKind::kCounter: return 3;
-  }
-  return 4;
-}
-
-std::string TrackLabel(const trace::Lane& lane) {
-  switch (lane.kind) {
-    case trace::LaneKind::kGpuStream:
-      return fmt::format("GPU {} · stream {}", lane.device, lane.stream);
-    case trace::LaneKind::kCommunicator:
-      return lane.name.empty() ? fmt::format("communicator {:#x}", lane.comm_hash) : lane.name;
-    case trace::LaneKind::kCounter:
-      return lane.name.empty() ? "counter" : lane.name;
-    case trace::LaneKind::kCpuThread: {
-      std::string label = lane.name.empty() ? fmt::format("thread {}", lane.tid)
-                                            : fmt::format("{} ({})", lane.name, lane.tid);
-      if (lane.role == trace::LaneRole::kCompute) label += " · compute";
-      if (lane.role == trace::LaneRole::kComm) label += " · comm";
-      if (lane.role == trace::LaneRole::kMemory) label += " · memory";
-      return label;
-    }
-  }
-  return lane.name;
-}
-
 // Rows get a correlation column with their first correlated event, no sooner.
 void AppendToRow(EventRow& row, const analyzer::ViewEvent& event) {
   row.start.push_back(event.start_ns);
@@ -299,7 +268,7 @@ class ModelBuilder final : public analyzer::ViewEventSink {
         track.lane = lane.id;
         track.kind = lane.kind;
         track.device = lane.kind == trace::LaneKind::kGpuStream ? lane.device : -1;
-        track.label = TrackLabel(lane);
+        track.label = analyzer::LaneLabel(lane);
       }
       track.events = packer.events();
       timeline.events += packer.events();
@@ -308,13 +277,11 @@ class ModelBuilder final : public analyzer::ViewEventSink {
       timeline.tracks.push_back(std::move(track));
     }
     if (timeline.events == 0) timeline.first_ns = timeline.last_ns = 0;
-    auto order = [&](const Track& track) {
-      const trace::Lane* lane = track.lane != trace::kNoLane ? &lanes[track.lane - 1] : nullptr;
-      return std::make_tuple(lane ? KindOrder(lane->kind) : 5, lane ? lane->device : 0, lane ? lane->stream : 0,
-                             lane ? lane->tid : 0, track.lane);
-    };
-    std::stable_sort(timeline.tracks.begin(), timeline.tracks.end(),
-                     [&](const Track& a, const Track& b) { return order(a) < order(b); });
+    // Events on undeclared lanes go last.
+    std::stable_sort(timeline.tracks.begin(), timeline.tracks.end(), [&](const Track& a, const Track& b) {
+      if (a.lane == trace::kNoLane || b.lane == trace::kNoLane) return b.lane == trace::kNoLane && a.lane != b.lane;
+      return analyzer::LaneShownBefore(lanes[a.lane - 1], lanes[b.lane - 1]);
+    });
     return timeline;
   }
 
