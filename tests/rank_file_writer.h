@@ -1,5 +1,5 @@
 // Writes an in-memory rank trace (e.g. from tests/analyzer/trace_builder.h) as a closed
-// rank file, for tests that need real files on disk.
+// rank file, for tests that need real files on disk, and loads one back whole.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -52,6 +52,16 @@ inline void WriteRankTraceFile(const trace::RankTrace& t, const std::filesystem:
   ASSERT_TRUE(w.Submit(std::move(e)));
   const Status closed = w.Close();
   ASSERT_TRUE(closed.ok()) << closed.message();
+}
+
+// The whole rank file; empty (and the test failed) when it cannot be read.
+inline trace::RankTrace LoadRankTraceFile(const std::filesystem::path& path) {
+  auto reader = trace::TraceReader::Open(path);
+  EXPECT_TRUE(reader.ok()) << reader.status().message();
+  if (!reader.ok()) return {};
+  auto loaded = (*reader)->LoadAll();
+  EXPECT_TRUE(loaded.ok()) << loaded.status().message();
+  return loaded.ok() ? std::move(*loaded) : trace::RankTrace{};
 }
 
 }  // namespace rankscope::testing

@@ -27,6 +27,7 @@
 #include "analyzer/import_internal.h"
 #include "analyzer/interop.h"
 #include "analyzer/report_writers.h"
+#include "tests/analyzer/import_test_util.h"
 #include "tests/analyzer/trace_builder.h"
 #include "tests/rank_file_writer.h"
 #include "tests/temp_dir.h"
@@ -36,6 +37,10 @@
 
 namespace rankscope::analyzer {
 namespace {
+
+using testing::AllNotes;
+using testing::HasNote;
+using testing::Load;
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -280,14 +285,6 @@ void WriteRun(const fs::path& dir) {
   }
 }
 
-trace::RankTrace Load(const fs::path& file) {
-  auto reader = trace::TraceReader::Open(file);
-  EXPECT_TRUE(reader.ok()) << reader.status().message();
-  if (!reader.ok()) return {};
-  auto loaded = (*reader)->LoadAll();
-  EXPECT_TRUE(loaded.ok()) << loaded.status().message();
-  return loaded.ok() ? std::move(loaded).value() : trace::RankTrace{};
-}
 
 std::string ReadFile(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);

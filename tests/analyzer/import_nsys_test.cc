@@ -21,12 +21,17 @@
 #include "analyzer/analyze.h"
 #include "analyzer/import_internal.h"
 #include "analyzer/interop.h"
+#include "tests/analyzer/import_test_util.h"
 #include "tests/shared_data.h"
 #include "tests/temp_dir.h"
 #include "trace/reader.h"
 
 namespace rankscope::analyzer {
 namespace {
+
+using testing::AllNotes;
+using testing::HasNote;
+using testing::Load;
 
 namespace fs = std::filesystem;
 using rankscope::testing::TempDir;
@@ -59,14 +64,6 @@ ImportResult ImportOk(const fs::path& input, const TempDir& dir) {
   return imported.ok() ? std::move(imported).value() : ImportResult{};
 }
 
-trace::RankTrace Load(const fs::path& rank_file) {
-  auto reader = trace::TraceReader::Open(rank_file);
-  EXPECT_TRUE(reader.ok()) << reader.status().message();
-  if (!reader.ok()) return {};
-  auto loaded = (*reader)->LoadAll();
-  EXPECT_TRUE(loaded.ok()) << loaded.status().message();
-  return loaded.ok() ? std::move(loaded).value() : trace::RankTrace{};
-}
 
 // The imported ranks, by the pid each came from.
 std::map<int64_t, trace::RankTrace> LoadByPid(const ImportResult& result) {
@@ -78,16 +75,6 @@ std::map<int64_t, trace::RankTrace> LoadByPid(const ImportResult& result) {
   return by_pid;
 }
 
-bool HasNote(const ImportResult& result, const std::string& text) {
-  return std::any_of(result.notes.begin(), result.notes.end(),
-                     [&](const std::string& note) { return note.find(text) != std::string::npos; });
-}
-
-std::string AllNotes(const ImportResult& result) {
-  std::string all;
-  for (const std::string& note : result.notes) all += note + "\n";
-  return all;
-}
 
 const trace::Lane* ThreadLane(const trace::RankTrace& rank, int64_t tid) {
   for (const trace::Lane& lane : rank.lanes) {

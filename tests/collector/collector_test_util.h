@@ -18,6 +18,7 @@
 #include "collector/device_tracer.h"
 #include "collector/recorder.h"
 #include "tests/child_process.h"
+#include "tests/rank_file_writer.h"
 #include "tests/trace/trace_test_util.h"
 #include "trace/reader.h"
 
@@ -57,15 +58,7 @@ inline EventDraft Named(const NvtxDomain* domain, const char* name) {
   return draft;
 }
 
-// The whole rank file; empty (and the test failed) when it cannot be read.
-inline trace::RankTrace Load(const std::filesystem::path& path) {
-  auto reader = trace::TraceReader::Open(path);
-  EXPECT_TRUE(reader.ok()) << reader.status().message();
-  if (!reader.ok()) return {};
-  auto loaded = (*reader)->LoadAll();
-  EXPECT_TRUE(loaded.ok()) << loaded.status().message();
-  return loaded.ok() ? std::move(*loaded) : trace::RankTrace{};
-}
+inline trace::RankTrace Load(const std::filesystem::path& path) { return rankscope::testing::LoadRankTraceFile(path); }
 
 // How many NVTX ranges of each name the file holds.
 inline std::map<std::string, int> CountByName(const trace::RankTrace& trace) {
