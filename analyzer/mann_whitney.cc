@@ -8,8 +8,9 @@
 namespace rankscope::analyzer {
 namespace {
 
-// SciPy's `method="auto"` rule: the exact distribution when one sample is small and
-// nothing ties. The cap on n1·n2 bounds the table below to a few hundred kilobytes.
+// SciPy's `method="auto"` rule: the exact distribution when one sample has at most 8 values
+// and nothing ties. The table below has (smaller size + 1) × (n1·n2 + 1) entries; the cap on
+// n1·n2 bounds it to about a megabyte.
 constexpr size_t kExactSmallSample = 8;
 constexpr size_t kExactMaxPairs = 20000;
 
@@ -46,7 +47,8 @@ Ranking RankCombined(std::span<const double> first, std::span<const double> seco
   return ranking;
 }
 
-// P(U ≥ u) under the null for samples of sizes m and n without ties. The count of
+// P(U ≥ u) under the null for samples of sizes m and n without ties. The distribution is the
+// same for (m, n) and (n, m), so callers pass the smaller size as m. The count of
 // arrangements with U = k obeys c(i, j, k) = c(i−1, j, k−j) + c(i, j−1, k): the largest
 // value either belongs to the first sample (beating all j of the second) or not.
 double ExactUpperTail(size_t m, size_t n, double u) {
@@ -59,7 +61,8 @@ double ExactUpperTail(size_t m, size_t n, double u) {
     for (size_t i = 1; i <= m; ++i) {
       std::vector<double>& row = counts[i];  // holds c(i, j−1, ·)
       const std::vector<double>& shorter = counts[i - 1];
-      for (size_t k = max_u + 1; k-- > j;) row[k] += shorter[k - j];
+      // c(i, j, k) is zero above k = i·j, so the walk starts there.
+      for (size_t k = std::min(i * j, max_u) + 1; k-- > j;) row[k] += shorter[k - j];
     }
   }
   const std::vector<double>& distribution = counts[m];
@@ -104,9 +107,9 @@ Result<MannWhitneyResult> MannWhitneyU(std::span<const double> first, std::span<
   const double sides = alternative == Alternative::kTwoSided ? 2.0 : 1.0;
 
   const bool ties = ranking.tie_term > 0;
-  if (!ties && std::min(m, n) < kExactSmallSample && m * n <= kExactMaxPairs) {
+  if (!ties && std::min(m, n) <= kExactSmallSample && m * n <= kExactMaxPairs) {
     result.exact = true;
-    result.p_value = std::min(1.0, sides * ExactUpperTail(m, n, u));
+    result.p_value = std::min(1.0, sides * ExactUpperTail(std::min(m, n), std::max(m, n), u));
     return result;
   }
 

@@ -87,6 +87,32 @@ TEST(MannWhitneyTest, SwappingSamplesSwapsU) {
   EXPECT_DOUBLE_EQ(forward->p_value, backward->p_value);
 }
 
+// SciPy's rule: exact when the smaller sample has at most 8 values and nothing ties.
+TEST(MannWhitneyTest, EightValuesAgainstManyIsStillExact) {
+  std::vector<double> many;
+  for (int i = 0; i < 2500; ++i) many.push_back(i);
+  const std::vector<double> eight = {-8, -7, -6, -5, -4, -3, -2, -1};
+  auto result = MannWhitneyU(many, eight);
+  ASSERT_TRUE(result.ok());
+  EXPECT_TRUE(result->exact);
+  EXPECT_DOUBLE_EQ(result->u_first, 20000);
+  // Every one of the C(2508, 8) arrangements but this one is less extreme; p is tiny.
+  EXPECT_LT(result->p_value, 1e-20);
+}
+
+// A long baseline against one current value: U is uniform on 0..m under the null, so the
+// most extreme arrangement has P = 1/(m+1). The exact table is built over the smaller side.
+TEST(MannWhitneyTest, LongFirstSampleAgainstOneValue) {
+  std::vector<double> baseline;
+  for (int i = 0; i < 20000; ++i) baseline.push_back(i);
+  const std::vector<double> current = {1e6};
+  auto result = MannWhitneyU(baseline, current);
+  ASSERT_TRUE(result.ok());
+  EXPECT_TRUE(result->exact);
+  EXPECT_DOUBLE_EQ(result->u_first, 0);
+  EXPECT_NEAR(result->p_value, 2.0 / 20001.0, 1e-15);
+}
+
 TEST(MannWhitneyTest, SeparatedSamplesAreSignificant) {
   std::vector<double> fast;
   std::vector<double> slow;
