@@ -125,12 +125,29 @@ Result<std::vector<RankResult>> MeasureAll(const std::vector<Source>& sources, c
   return out;
 }
 
+// The communication backend when the rank files do not name one (the collector cannot
+// always tell): NCCL when its plugin or its kernels recorded collectives, "cpu" when every
+// device is the CPU backend's (METRICS.md §1), else unknown.
+std::string InferBackend(const std::vector<RankResult>& ranks) {
+  bool any_device = false;
+  bool only_cpu = true;
+  for (const RankResult& rank : ranks) {
+    const CollectiveSource source = rank.activity.collective_source;
+    if (source == CollectiveSource::kPlugin || source == CollectiveSource::kKernels) return "nccl";
+    for (const DeviceReport& device : rank.devices) {
+      any_device = true;
+      only_cpu = only_cpu && device.device == kCpuDevice;
+    }
+  }
+  return any_device && only_cpu ? "cpu" : "";
+}
+
 Workload MakeWorkload(const std::vector<RankResult>& ranks, std::optional<int> world_size) {
   Workload workload;
   if (ranks.empty()) return workload;
   const RankActivity& first = ranks.front().activity;
   workload.command = first.meta.command_line;
-  workload.backend = first.meta.backend;
+  workload.backend = first.meta.backend.empty() ? InferBackend(ranks) : first.meta.backend;
   if (world_size) workload.world_size = *world_size;
   for (const RankResult& rank : ranks) {
     if (!rank.activity.workload) continue;

@@ -38,7 +38,8 @@ std::vector<std::string> WorkloadDifferences(const WorkloadIdentity& base, const
     if (a && b && *a != *b) out.push_back(fmt::format("{} {} vs {}", what, Optional(a), Optional(b)));
   };
   differ("program", base.program, cur.program);
-  differ("backend", base.backend, cur.backend);
+  // An empty backend is unknown (older files, programs the analyzer cannot place): no difference.
+  if (!base.backend.empty() && !cur.backend.empty()) differ("backend", base.backend, cur.backend);
   differ_known("batch per rank", base.batch_per_rank, cur.batch_per_rank);
   differ_known("accumulation", base.accumulation, cur.accumulation);
   differ_known("global batch", base.global_batch, cur.global_batch);
@@ -203,11 +204,11 @@ Result<Comparison> CompareWithBaseline(const ComparableSet& baseline, const Comp
     if (cur == nullptr) continue;
     sizes.push_back(base.workload.world_size);
     for (const std::string& difference : WorkloadDifferences(base.workload, cur->workload)) {
-      problems.push_back(fmt::format("{} ranks: {}", base.workload.world_size, difference));
+      problems.push_back(fmt::format("{}: {}", format::RanksText(base.workload.world_size), difference));
     }
     if (base.command != cur->command && !base.command.empty() && !cur->command.empty()) {
-      out.notes.push_back(fmt::format("{} ranks: the command lines differ (baseline: {}; current: {})",
-                                      base.workload.world_size, base.command, cur->command));
+      out.notes.push_back(fmt::format("{}: the command lines differ (baseline: {}; current: {})",
+                                      format::RanksText(base.workload.world_size), base.command, cur->command));
     }
   }
   if (WorldSizes(baseline) != WorldSizes(current)) {
@@ -268,7 +269,8 @@ Result<Comparison> CompareWithBaseline(const ComparableSet& baseline, const Comp
                                          info->name, missing.empty() ? "neither side has it" : "only one side has it"));
     }
     for (const int size : missing) {
-      out.notes.push_back(fmt::format("{} ranks: {} is on one side only, not compared", size, info->name));
+      out.notes.push_back(
+          fmt::format("{}: {} is on one side only, not compared", format::RanksText(size), info->name));
     }
   }
   std::stable_sort(out.rows.begin(), out.rows.end(),

@@ -86,6 +86,8 @@ std::string FormatPercent(double percent) {
   return fmt::format("{:.1f}%", percent);
 }
 
+std::string RanksText(int world_size) { return fmt::format("{} rank{}", world_size, world_size == 1 ? "" : "s"); }
+
 std::string FormatNumber(double value, int decimals) {
   if (!std::isfinite(value)) return "-";
   return fmt::format("{:.{}f}", value, decimals);

@@ -22,6 +22,8 @@ std::string FormatBytes(double bytes);
 std::string FormatPercent(double percent);
 // A plain number with `decimals` digits after the point; "-" for NaN or infinity.
 std::string FormatNumber(double value, int decimals);
+// "1 rank", "4 ranks": a world size in charts and messages.
+std::string RanksText(int world_size);
 // "cpu" for the CPU backend (device -1), else "gpu N".
 std::string DeviceName(int device);
 // "rank 3 gpu 0" / "rank 3 cpu": one DeviceReport in charts and messages.

@@ -352,10 +352,17 @@ Result<ScalingTable> ComputeScalingOfRuns(std::vector<ComparableRun> runs) {
         projection.points.push_back(point);
       }
       std::vector<std::string> notes;
-      if (runs.size() == 3) {
+      // Below this error the fit counts as meeting the points exactly.
+      constexpr double kExactFitPct = 0.01;
+      if (runs.size() == 3 && fit->max_error_pct < kExactFitPct) {
         notes.push_back(
             "3 sizes for the model's 3 parameters: the fit meets every point, so its error cannot test the "
             "model; measure 4 or more sizes to check it");
+      } else if (runs.size() == 3) {
+        notes.push_back(fmt::format(
+            "3 sizes for the model's 3 parameters, yet the fit misses by up to {:.1f}%: the step times do not "
+            "take the model's shape (compute plus a ring all-reduce), so the projection is a rough guide",
+            fit->max_error_pct));
       }
       if (input.bytes_per_step <= 0) {
         notes.push_back("the runs record no all-reduce sizes: the bandwidth term is fitted as a time, without a bandwidth");

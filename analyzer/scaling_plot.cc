@@ -23,6 +23,8 @@
 namespace rankscope::analyzer {
 namespace {
 
+using format::RanksText;
+
 // The HTML report's palette (report_html.cc), so the charts sit well beside the others.
 constexpr PlotColor kMeasuredColor{0x4e, 0x79, 0xa7};
 constexpr PlotColor kIdealColor{0x57, 0x60, 0x6a};
@@ -94,7 +96,6 @@ std::optional<double> Plottable(std::optional<double> value) {
   return value;
 }
 
-std::string RanksText(int world_size) { return fmt::format("{} rank{}", world_size, world_size == 1 ? "" : "s"); }
 
 std::string FormatPercentValue(double percent) { return fmt::format("{:.1f}%", percent); }
 

@@ -31,11 +31,12 @@ std::string EfficiencyText(double efficiency) { return FormatPercent(100.0 * eff
 std::string Rate(double samples_per_s) { return FormatNumber(samples_per_s, 1); }
 std::string Ratio(double ratio) { return FormatNumber(ratio, 2); }
 
+// Every run on a CPU backend; a run whose backend is unknown may have used GPUs.
 bool OnCpu(const ScalingTable& table) {
   for (const ComparableRun& run : table.runs) {
-    if (run.workload.backend == "nccl") return false;
+    if (run.workload.backend != "cpu" && run.workload.backend != "gloo") return false;
   }
-  return true;
+  return !table.runs.empty();
 }
 
 // The shape practitioners publish (e.g. NVIDIA's and Horovod's scaling tables).
@@ -66,17 +67,19 @@ Table DetailTable(const ScalingTable& table) {
   return out;
 }
 
-std::string FitLine(const ScalingFit& fit) {
+std::string FitLine(const ScalingFit& fit, ScalingMode mode) {
   std::string bandwidth = "B not known (no all-reduce sizes)";
   if (fit.bus_bandwidth_bps) {
     bandwidth = fmt::format("B = {} GB/s", FormatNumber(*fit.bus_bandwidth_bps / 1e9, 2));
   } else if (fit.bytes_per_step > 0) {
     bandwidth = "no bandwidth term";
   }
+  // Strong scaling splits the fixed global batch: compute shrinks as N0/N.
+  const char* compute = mode == ScalingMode::kStrong ? "T_c·N0/N" : "T_c";
   return fmt::format(
-      "model T(N) = T_c + max(0, 2(N-1)·a + 2(N-1)/N·S/B - H): T_c = {}, a = {} per hop, S = {} per step, {}, "
+      "model T(N) = {} + max(0, 2(N-1)·a + 2(N-1)/N·S/B - H): T_c = {}, a = {} per hop, S = {} per step, {}, "
       "H = {} hidden; error on the measured points: rms {}, max {}",
-      FormatDuration(fit.compute_ns), FormatDuration(fit.latency_ns), format::FormatBytes(fit.bytes_per_step),
+      compute, FormatDuration(fit.compute_ns), FormatDuration(fit.latency_ns), format::FormatBytes(fit.bytes_per_step),
       bandwidth, FormatDuration(fit.hidden_comm_ns), FormatPercent(fit.rms_error_pct),
       FormatPercent(fit.max_error_pct));
 }
@@ -217,7 +220,7 @@ std::string ScalingToText(const ScalingTable& table, const std::string& tool_ver
   out += '\n';
   if (table.projection) {
     out += "projection\n" + format::TableToText(ProjectionTable(*table.projection));
-    format::AppendWrapped(FitLine(table.projection->fit), "  ", out);
+    format::AppendWrapped(FitLine(table.projection->fit, table.mode), "  ", out);
   }
   if (!table.projection_note.empty()) format::AppendWrapped(table.projection_note, "  ", out);
   out += '\n' + format::TableToText(RunTable(table));
@@ -253,7 +256,7 @@ std::string ScalingToMarkdown(const ScalingTable& table) {
   out += "\n### Projection\n\n";
   if (table.projection) {
     out += format::TableToMarkdown(ProjectionTable(*table.projection));
-    out += '\n' + MarkdownEscape(FitLine(table.projection->fit)) + "\n";
+    out += '\n' + MarkdownEscape(FitLine(table.projection->fit, table.mode)) + "\n";
   }
   if (!table.projection_note.empty()) out += '\n' + MarkdownEscape(table.projection_note) + "\n";
   if (!table.warnings.empty()) {
@@ -276,7 +279,7 @@ std::string ScalingToHtml(const ScalingTable& table, const std::string& tool_ver
   out += "<h2>Projection</h2>\n";
   if (table.projection) {
     out += format::TableToHtml(ProjectionTable(*table.projection));
-    out += "<p class=\"note\">" + HtmlEscape(FitLine(table.projection->fit)) + "</p>\n";
+    out += "<p class=\"note\">" + HtmlEscape(FitLine(table.projection->fit, table.mode)) + "</p>\n";
   }
   if (!table.projection_note.empty()) out += "<p>" + HtmlEscape(table.projection_note) + "</p>\n";
   out += "<h2>Runs</h2>\n" + format::TableToHtml(RunTable(table), /*name_first_column=*/false);
@@ -295,7 +298,8 @@ std::string ComparisonToText(const Comparison& comparison) {
   out += format::TableToText(ComparisonTable(comparison));
   for (const MetricComparison& row : comparison.rows) {
     if (!NeedsExplaining(row)) continue;
-    format::AppendWrapped(fmt::format("{} ranks, {}: {}", row.world_size, row.metric, row.reason), "  ", out);
+    format::AppendWrapped(fmt::format("{}, {}: {}", format::RanksText(row.world_size), row.metric, row.reason), "  ",
+                          out);
   }
   for (const std::string& note : comparison.notes) format::AppendWrapped("note: " + note, "  ", out);
   out += VerdictLine(comparison) + '\n';

@@ -960,6 +960,22 @@ std::vector<TraceBuilder> CpuBackendRun() {
   return ranks;
 }
 
+// Files that do not name their backend: NCCL kernels say NCCL, CPU-backend ranges alone say
+// "cpu", GPU kernels without NCCL leave it unknown; a backend the files name wins.
+TEST(AnalyzeGolden, TheBackendIsInferredWhenTheFilesDoNotNameIt) {
+  std::vector<TraceBuilder> cpu = CpuBackendRun();
+  for (TraceBuilder& rank : cpu) rank.Backend("");
+  EXPECT_EQ(Analyze(cpu).workload.backend, "cpu");
+  EXPECT_EQ(Analyze(CpuBackendRun()).workload.backend, "gloo");
+
+  TraceBuilder gpu;
+  const trace::LaneId stream = gpu.GpuStream(0);
+  gpu.Kernel(stream, "gemm", 0, 100);
+  EXPECT_EQ(Analyze({gpu}).workload.backend, "");
+  gpu.Kernel(gpu.GpuStream(0), kNcclAllReduceKernel, 50, 150);
+  EXPECT_EQ(Analyze({gpu}).workload.backend, "nccl");
+}
+
 TEST(AnalyzeGolden, CpuBackendRangesAreDeviceMinusOne) {
   const Report r = Analyze(CpuBackendRun());
   ASSERT_EQ(r.ranks.size(), 2u);

@@ -119,6 +119,26 @@ TEST(Verdict, BeyondToleranceButWithinNoiseIsNotARegression) {
   EXPECT_GE(*row.p_value, 0.01);
 }
 
+// Noise in every direction: a drop or a rise of a higher-is-better metric, and an
+// improvement of a lower-is-better one, each beyond the tolerance but inside the scatter.
+TEST(Verdict, NoiseIsNotSignificantInEveryDirection) {
+  struct Case {
+    const char* metric;
+    double factor;
+  };
+  for (const Case& c : {Case{"throughput", 0.90}, Case{"throughput", 1.10}, Case{"step_time_ns", 0.90}}) {
+    std::vector<double> base = Samples(100, 0.6, 30), cur = Samples(100, 0.6, 30);
+    for (double& v : cur) v *= c.factor;
+    const MetricComparison row =
+        CompareOne(c.metric, Metric(c.metric, 100, base), Metric(c.metric, 100 * c.factor, cur));
+    EXPECT_EQ(row.verdict, Verdict::kNotSignificant) << c.metric << " x" << c.factor << ": " << row.reason;
+    ASSERT_TRUE(row.p_value.has_value());
+    EXPECT_GE(*row.p_value, 0.01);
+    const bool worse = std::string(c.metric) == "throughput" ? c.factor < 1 : c.factor > 1;
+    EXPECT_NE(row.reason.find(worse ? "worse" : "better"), std::string::npos) << row.reason;
+  }
+}
+
 TEST(Verdict, WithoutSamplesTheToleranceDecides) {
   const MetricComparison worse =
       CompareOne("efficiency", Metric("efficiency", 0.9, {}), Metric("efficiency", 0.8, {}));

@@ -103,6 +103,25 @@ TEST(ScalingToText, PublishedTableProjectionAndModel) {
   EXPECT_NE(text.find("error on the measured points"), std::string::npos) << text;
 }
 
+// "GPUs" counts ranks on a CPU backend, and the table says so only when every run was one.
+TEST(ScalingToText, TheCpuNoteOnlyWhenEveryRunIsOnTheCpu) {
+  const char* kNote = "(CPU backend: GPUs counts ranks)";
+  auto text_with_backends = [](const std::vector<std::string>& backends) {
+    std::vector<ComparableRun> runs;
+    for (size_t i = 0; i < backends.size(); ++i) {
+      runs.push_back(WeakRun(1 << i, 10.0 + static_cast<double>(i)));
+      runs.back().workload.backend = backends[i];
+    }
+    Result<ScalingTable> table = ComputeScalingOfRuns(std::move(runs));
+    EXPECT_TRUE(table.ok()) << table.status().message();
+    return table.ok() ? ScalingToText(*table, "test") : std::string();
+  };
+  EXPECT_NE(text_with_backends({"cpu", "gloo"}).find(kNote), std::string::npos);
+  EXPECT_EQ(text_with_backends({"nccl", "nccl"}).find(kNote), std::string::npos);
+  EXPECT_EQ(text_with_backends({"", ""}).find(kNote), std::string::npos);  // unknown: maybe GPUs
+  EXPECT_EQ(text_with_backends({"cpu", ""}).find(kNote), std::string::npos);
+}
+
 TEST(ScalingToMarkdownAndHtml, TableAndCharts) {
   const ScalingTable table = WeakTable();
   const std::string markdown = ScalingToMarkdown(table);

@@ -349,6 +349,22 @@ TEST(ComputeScaling, ProjectsTwiceAndFourTimesTheLargestSize) {
   EXPECT_NE(table->projection_note.find("cannot test the model"), std::string::npos) << table->projection_note;
 }
 
+// Slower at 2 ranks than at 4: no non-negative latency and bandwidth meet all three points,
+// so the note must not claim the fit is exact.
+TEST(ComputeScaling, ThreeSizesTheModelMissesAreNotCalledExact) {
+  std::vector<Report> reports;
+  for (const auto& [n, step_ms] : std::vector<std::pair<int, double>>{{1, 10.0}, {2, 16.0}, {4, 11.0}}) {
+    const int64_t global = 32 * n;
+    reports.push_back(MakeReport({n, 32, global, step_ms * kMs, static_cast<double>(global) / (step_ms / 1e3)}));
+  }
+  const Result<ScalingTable> table = ComputeScaling(Pointers(reports));
+  ASSERT_TRUE(table.ok()) << table.status().message();
+  ASSERT_TRUE(table->projection.has_value()) << table->projection_note;
+  EXPECT_GT(table->projection->fit.max_error_pct, 1.0);
+  EXPECT_EQ(table->projection_note.find("meets every point"), std::string::npos) << table->projection_note;
+  EXPECT_NE(table->projection_note.find("yet the fit misses by up to"), std::string::npos) << table->projection_note;
+}
+
 TEST(ComputeScaling, DoesNotProjectFromTwoSizes) {
   const Report a = MakeReport({1, 32, 32, 32 * kMs, 1000.0});
   const Report b = MakeReport({2, 32, 64, 34 * kMs, 64.0 / 0.034});
