@@ -179,4 +179,10 @@ ComparableRun MakeComparable(const Report& report) {
   return run;
 }
 
+void SortByWorldSize(ComparableSet& set) {
+  std::stable_sort(set.runs.begin(), set.runs.end(), [](const ComparableRun& a, const ComparableRun& b) {
+    return a.workload.world_size < b.workload.world_size;
+  });
+}
+
 }  // namespace rankscope::analyzer

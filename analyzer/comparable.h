@@ -71,6 +71,9 @@ struct ComparableSet {
   std::vector<ComparableRun> runs;  // by world size, one each
 };
 
+// Puts `set.runs` in world-size order (stable).
+void SortByWorldSize(ComparableSet& set);
+
 inline constexpr const char* kScalingFormat = "rankscope.scaling";
 inline constexpr int kScalingReportVersion = 1;
 

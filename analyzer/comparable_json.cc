@@ -208,6 +208,8 @@ Result<ComparableSet> ParseComparableJson(std::string_view text, const std::stri
       }
     }
   }
+  // rankscope writes runs by world size; a hand-edited file may not.
+  SortByWorldSize(set);
   return set;
 }
 

@@ -2,6 +2,7 @@
 // through the analysis and scaling reports (the baseline format of `rankscope compare`).
 #include "analyzer/comparable.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -175,6 +176,26 @@ TEST(ParseComparableJson, AScalingReportIsABaselineOfASweep) {
   const ComparableMetric& efficiency = Get(set->runs[1], "efficiency");
   EXPECT_DOUBLE_EQ(efficiency.value, *table->points[1].efficiency);
   EXPECT_EQ(efficiency.samples.size(), 2u);
+}
+
+TEST(ParseComparableJson, RunsComeOutByWorldSizeWhateverTheFileOrder) {
+  Report n1 = TwoRankReport();
+  n1.run.directory = "runs/n1";
+  n1.run.world_size = 1;
+  n1.workload.world_size = 1;
+  n1.workload.global_batch = 32;
+  n1.summary.throughput = 32 / 0.040;
+  n1.summary.step_time_ns = 40.0 * kMs;
+  const Report n2 = TwoRankReport();
+  const Result<ScalingTable> table = ComputeScaling(std::vector<const Report*>{&n1, &n2});
+  ASSERT_TRUE(table.ok()) << table.status().message();
+  nlohmann::json edited = nlohmann::json::parse(ScalingToJson(*table, "test"));
+  std::reverse(edited["runs"].begin(), edited["runs"].end());
+  const Result<ComparableSet> set = ParseComparableJson(edited.dump(), "edited.json");
+  ASSERT_TRUE(set.ok()) << set.status().message();
+  ASSERT_EQ(set->runs.size(), 2u);
+  EXPECT_EQ(set->runs[0].workload.world_size, 1);
+  EXPECT_EQ(set->runs[1].workload.world_size, 2);
 }
 
 TEST(ParseComparableJson, RefusesWhatIsNotABaseline) {

@@ -152,6 +152,22 @@ TEST(RankscopeCompare, TheSameRunsPass) {
   EXPECT_EQ(against_json.exit_code, 0) << against_json.out << against_json.err;
 }
 
+TEST(RankscopeCompare, ABaselineWithSortedKeysIsStillABaseline) {
+  Baseline base;
+  // A note added by hand, then the keys sorted as `jq -S` does (nlohmann::json, not
+  // ordered_json, writes them sorted): "comment" now comes before "format".
+  nlohmann::json edited = nlohmann::json::parse(ReadFile(base.json));
+  edited["comment"] = "measured on the old runner";
+  const std::string sorted = edited.dump(1);
+  ASSERT_FALSE(sorted.starts_with("{\n \"format\"")) << "the test needs \"format\" not first";
+  std::ofstream(base.dir / "sorted.json") << sorted;
+  const auto run = RunRankscope({"compare", "--baseline", (base.dir / "sorted.json").string(), base.sweep.string()});
+  EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
+  const auto as_current =
+      RunRankscope({"compare", "--baseline", base.json.string(), (base.dir / "sorted.json").string()});
+  EXPECT_EQ(as_current.exit_code, 0) << as_current.out << as_current.err;
+}
+
 TEST(RankscopeCompare, ASlowerRunRegressesWithJUnitAndMarkdown) {
   Baseline base;
   WriteSweep(base.dir / "slow", {{1, 10}, {2, 14}});
