@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The scaling gate of a CI job: sweep the reference trainer on the CPU at 1 and 2 ranks,
 # compare with the committed baseline, and leave the reports a person reads in the pull
-# request. Exit status: 0 no regression, 1 a regression, 2 bad input (rankscope compare's).
+# request. Exit status: 0 no regression, 1 a regression, 2 bad input (rankscope compare's)
+# or a sweep that failed (a run that crashed or did not finish is not a verdict on scaling).
 #
 #   samples/ci/scaling-gate.sh                      # gate against samples/ci/baseline.json
 #   samples/ci/scaling-gate.sh --refresh-baseline   # re-measure and replace the baseline
@@ -40,8 +41,13 @@ done
 workload=(--steps 30 --batch 128 --width 512 --depth 4 --bucket-mb 1 --quiet)
 read -r -a extra_args <<< "${RANKSCOPE_TRAINER_ARGS:-}"
 
-sweep() {  # sweep DIR: the workload at 1 and 2 ranks, into DIR
-  "$rankscope" sweep --ranks 1,2 -o "$1" --force -- "$trainer" "${workload[@]}" "${extra_args[@]}"
+sweep() {  # sweep DIR: the workload at 1 and 2 ranks, into DIR; exits 2 when it fails
+  local code=0
+  "$rankscope" sweep --ranks 1,2 -o "$1" --force -- "$trainer" "${workload[@]}" "${extra_args[@]}" || code=$?
+  if [ "$code" != 0 ]; then
+    echo "scaling-gate: the sweep into $1 failed (rankscope sweep exited $code; its output is above): no verdict" >&2
+    exit 2
+  fi
 }
 compare() {  # compare DIR: exit status 0, 1 or 2, with the reports for people and CI
   "$rankscope" compare --baseline "$baseline" "$1" --tolerance "$tolerance" \

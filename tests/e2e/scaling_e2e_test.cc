@@ -25,7 +25,8 @@ using testing::RunProcess;
 using testing::TempDir;
 
 // Enough compute per step (batch 128) that a step is tens of milliseconds, and enough steps
-// for the U test; small buckets so several all-reduces overlap the backward pass.
+// for the U test; small buckets so several all-reduces overlap the backward pass. The same
+// workload as samples/ci/scaling-gate.sh, whose baseline.json measured it.
 const std::vector<std::string> kWorkload = {"--steps", "30", "--batch", "128", "--width", "512", "--depth", "4",
                                             "--bucket-mb", "1", "--quiet"};
 
@@ -72,6 +73,14 @@ TEST(Sweep, TableJsonAndPngThenTheReportPassesAgainstItself) {
   const ProcessResult against_runs = Compare(sweep / "scaling.json", sweep);
   EXPECT_EQ(against_runs.exit_code, 0) << against_runs.out << against_runs.err;
   EXPECT_NE(against_runs.out.find("no regression"), std::string::npos) << against_runs.out;
+
+  // The committed baseline of samples/ci/ still describes this workload: the gate compares
+  // (a verdict, 0 or 1: this build's speed is not the release build's), it does not refuse.
+  const fs::path committed = fs::path(RANKSCOPE_SOURCE_DIR) / "samples" / "ci" / "baseline.json";
+  const ProcessResult against_committed = Compare(committed, sweep, {"--tolerance", "40%"});
+  EXPECT_TRUE(against_committed.exit_code == 0 || against_committed.exit_code == 1)
+      << against_committed.out << against_committed.err;
+  EXPECT_EQ(against_committed.err.find("not the same workload"), std::string::npos) << against_committed.err;
 }
 
 // A planted slowdown that dwarfs any tolerance on any build: the baseline's slowest step
