@@ -404,8 +404,10 @@ class Exporter {
 
   Status WriteProcess() {
     const trace::RankMeta& meta = trace_->meta;
-    const std::string name = meta.rank ? fmt::format("rank {} ({}, pid {})", *meta.rank, meta.host, meta.pid)
-                                       : fmt::format("pid {} ({}, no rank)", meta.pid, meta.host);
+    // Imported traces may not name their host.
+    const std::string host = meta.host.empty() ? "" : meta.host + ", ";
+    const std::string name = meta.rank ? fmt::format("rank {} ({}pid {})", *meta.rank, host, meta.pid)
+                                       : fmt::format("pid {} ({}no rank)", meta.pid, host);
     std::set<int32_t> devices;
     for (const trace::Lane& lane : trace_->lanes) {
       if (lane.kind == trace::LaneKind::kGpuStream) devices.insert(lane.device);

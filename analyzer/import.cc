@@ -2,6 +2,7 @@
 // an import writes, and temporary runs for commands that take foreign traces directly.
 #include <zlib.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <chrono>
@@ -188,7 +189,7 @@ std::string TextHead(const fs::path& file, size_t max_bytes) {
   // Inflate only as much as the head needs.
   z_stream zs{};
   if (inflateInit2(&zs, 15 + 16) != Z_OK) return {};
-  std::string raw = Head(file, max_bytes);
+  std::string raw = head;
   std::string text(max_bytes, '\0');
   zs.next_in = reinterpret_cast<Bytef*>(raw.data());
   zs.avail_in = static_cast<uInt>(raw.size());
@@ -313,8 +314,17 @@ Result<RankFileBuilder*> RunSink::Rank(trace::RankIdentity who, std::string_view
 
 Status RunSink::Finish(ImportResult* result) {
   const int ranks = static_cast<int>(ranks_.size());
+  // Where a trace does not say, the world holds at least every rank imported and the highest.
+  const int assumed_world_size = ranks_.empty() ? 0 : std::max(ranks, ranks_.rbegin()->first + 1);
+  if (!unknown_world_size_.empty()) {
+    notes_.push_back(fmt::format("{} of the traces record no world size; taken as {} ({})", unknown_world_size_.size(),
+                                 assumed_world_size,
+                                 assumed_world_size == ranks ? "the ranks imported" : "the highest rank imported + 1"));
+  }
   for (auto& [rank, builder] : ranks_) {
-    if (unknown_world_size_.contains(rank)) builder->SetMeta(trace::meta_key::kWorldSize, std::to_string(ranks));
+    if (unknown_world_size_.contains(rank)) {
+      builder->SetMeta(trace::meta_key::kWorldSize, std::to_string(assumed_world_size));
+    }
     const uint64_t events = builder->events_written() + builder->events().size();
     RS_RETURN_IF_ERROR(builder->Close());
     result->events += events;
@@ -363,6 +373,11 @@ Result<TraceFormat> DetectTraceFormat(const fs::path& path) {
   const std::string text = import::TextHead(path, import::kJsonSniffBytes);
   if (import::LooksLikeChromeTrace(text)) return TraceFormat::kKinetoJson;
   const char first = import::FirstCharacter(text);
+  if (first != '{' && first != '[' && import::IsGzip(head)) {
+    // A gzip file whose head inflates to nothing readable: say what is wrong with the gzip.
+    Result<std::string> whole = import::ReadMaybeGzip(path);
+    if (!whole.ok()) return whole.status();
+  }
   if (first == '{' || first == '[') {
     // Reports are written with "format" first: {"format": "rankscope.analysis", ...
     const size_t format = text.find("\"format\"");
@@ -370,10 +385,19 @@ Result<TraceFormat> DetectTraceFormat(const fs::path& path) {
         text.find("\"rankscope.", format) != std::string::npos) {
       return TraceFormat::kRankscopeReport;
     }
-    // Only on this error path is the whole file read: to tell broken JSON from the wrong JSON.
+    // Only on this slower path is the whole file read: a report whose keys were reordered
+    // (e.g. by `jq -S`), or broken JSON, or the wrong JSON.
     Result<std::string> whole = import::ReadMaybeGzip(path);
     if (!whole.ok()) return whole.status();
-    if (!nlohmann::json::accept(*whole)) return Corrupt(fmt::format("{}: not a JSON file", import::Quoted(path)));
+    const nlohmann::json parsed = nlohmann::json::parse(*whole, nullptr, /*allow_exceptions=*/false);
+    if (parsed.is_discarded()) return Corrupt(fmt::format("{}: not a JSON file", import::Quoted(path)));
+    if (parsed.is_object()) {
+      const auto format_key = parsed.find("format");
+      if (format_key != parsed.end() && format_key->is_string() &&
+          format_key->get_ref<const std::string&>().starts_with("rankscope.")) {
+        return TraceFormat::kRankscopeReport;
+      }
+    }
     return Unsupported(fmt::format("{}: JSON, but neither a Kineto (PyTorch profiler) trace (an object with "
                                    "\"traceEvents\", or an array of trace events) nor a rankscope report",
                                    import::Quoted(path)));

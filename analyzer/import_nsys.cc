@@ -1192,19 +1192,23 @@ Status NsysImporter::ChooseRanksAndCreateFiles() {
 Result<const std::string*> NsysImporter::String(int64_t id) {
   auto found = string_cache_.find(id);
   if (found != string_cache_.end()) return &found->second;
-  std::string value;
-  if (string_lookup_) {
-    string_lookup_.BindInt(1, id);
-    const int rc = sqlite3_step(string_lookup_.get());
-    if (rc == SQLITE_ROW) {
-      value = string_lookup_.ColumnText(0);
-    } else if (rc != SQLITE_DONE) {
-      Status status = sql::FromSqlite(db_.get(), rc, "reading StringIds");
-      string_lookup_.Reset();
-      return Fail(status);
-    }
-    string_lookup_.Reset();
+  // Kernel, API and NVTX names are ids into StringIds: without it, NCCL kernels would pass
+  // for compute, so a name that cannot be read is an error, not an empty name.
+  if (!string_lookup_) {
+    return Error(StatusCode::kCorrupt, "the export has no StringIds table, so its kernel, API and NVTX names "
+                                       "cannot be read");
   }
+  std::string value;
+  string_lookup_.BindInt(1, id);
+  const int rc = sqlite3_step(string_lookup_.get());
+  if (rc == SQLITE_ROW) {
+    value = string_lookup_.ColumnText(0);
+  } else if (rc != SQLITE_DONE) {
+    Status status = sql::FromSqlite(db_.get(), rc, "reading StringIds");
+    string_lookup_.Reset();
+    return Fail(status);
+  }
+  string_lookup_.Reset();
   return &string_cache_.emplace(id, std::move(value)).first->second;
 }
 

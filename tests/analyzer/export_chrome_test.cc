@@ -793,6 +793,19 @@ TEST_P(ChromeRoundTripTest, AnalysisOfTheImportIsTheSame) {
 INSTANTIATE_TEST_SUITE_P(PlainAndGzip, ChromeRoundTripTest, ::testing::Values("trace.json", "trace.json.gz"),
                          [](const auto& param) { return param.param.ends_with(".gz") ? "Gzip" : "Plain"; });
 
+TEST_F(ChromeExportTest, AProcessWithoutAHostNamesItsPidAlone) {
+  TempDir other;
+  trace::RankTrace hostless = BuildRank(0);
+  hostless.meta.host.clear();  // as imported traces often are
+  rankscope::testing::WriteRankTraceFile(hostless, other.path() / trace::RankFileName(0));
+  const fs::path exported = other.path() / "trace.json";
+  ASSERT_TRUE(ExportChromeTrace(other.path(), exported).ok());
+  json trace = ParseFile(exported);
+  json* process = FindEvent(trace, "M", 0, "process_name");
+  ASSERT_NE(process, nullptr);
+  EXPECT_EQ((*process)["args"]["name"], "rank 0 (pid 1000)");
+}
+
 TEST_F(ChromeExportTest, ProcessWithoutRankImportsUnderTheFirstFreeRank) {
   TempDir other;
   trace::RankTrace loader = BuildRank(0);
@@ -809,8 +822,10 @@ TEST_F(ChromeExportTest, ProcessWithoutRankImportsUnderTheFirstFreeRank) {
 
   Result<ImportResult> imported = Import(exported, other.path() / "back");
   ASSERT_TRUE(imported.ok()) << imported.status().message();
-  ASSERT_EQ(imported->notes.size(), 1u);
+  // Two notes: the rank it was given, and the world size it was given (it recorded neither).
+  ASSERT_EQ(imported->notes.size(), 2u);
   EXPECT_NE(imported->notes[0].find("imported as rank 1"), std::string::npos) << imported->notes[0];
+  EXPECT_NE(imported->notes[1].find("record no world size; taken as 2"), std::string::npos) << imported->notes[1];
   const trace::RankTrace got = Load(other.path() / "back" / trace::RankFileName(1));
   EXPECT_EQ(got.meta.rank, 1);
   ExpectSameRank(Load(other.path() / trace::UnknownRankFileName(1000)), got);

@@ -654,6 +654,21 @@ TEST(KinetoImportTest, GzippedTraceImportsTheSame) {
   EXPECT_EQ(gemm->end_ns, kBase + 1'051'000);
 }
 
+// A rank without a world size: the world holds at least that rank, not just the one file.
+TEST(KinetoImportTest, ARankWithoutWorldSizeImpliesAWorldAboveIt) {
+  TempDir dir;
+  WriteText(dir / "rank3.json", R"json({"distributedInfo": {"rank": 3}, "traceEvents": [
+    {"ph": "X", "cat": "kernel", "name": "relu", "pid": 0, "tid": 7, "ts": 100, "dur": 10,
+     "args": {"device": 0, "stream": 7, "correlation": 5}}]})json");
+  const ImportResult imported = ImportOk({dir / "rank3.json"}, dir / "run");
+  ASSERT_EQ(imported.rank_files.size(), 1u);
+  EXPECT_TRUE(HasNote(imported, "1 of the traces record no world size; taken as 4 (the highest rank imported + 1)"))
+      << AllNotes(imported);
+  const trace::RankTrace rank = Load(imported.rank_files[0]);
+  EXPECT_EQ(rank.meta.rank, 3);
+  EXPECT_EQ(rank.meta.world_size, 4);
+}
+
 // Older traces: absolute epoch microseconds, no baseTimeNanoseconds, no distributedInfo.
 TEST(KinetoImportTest, AbsoluteMicrosecondsAndNoRank) {
   TempDir dir;
@@ -763,6 +778,7 @@ struct BadInput {
 constexpr BadInput kBadInputs[] = {
     {"malformed.json", "malformed JSON in traceEvents[0] at byte "},
     {"truncated.json.gz", "truncated gzip file"},
+    {"truncated_header.json.gz", "truncated gzip file"},  // cut before any JSON comes out
     {"no_trace_events.json", "no traceEvents array"},
     {"missing_ts.json", "traceEvents[1] (kernel 'relu'): no ts"},
     {"string_dur.json", "traceEvents[1] (kernel 'gemm'): dur is a string, not a number"},

@@ -1038,6 +1038,21 @@ TEST(NsysImportTest, KernelTableWithoutStart) {
   ExpectOneLineError(Import(path, dir).status(), path, "table CUPTI_ACTIVITY_KIND_KERNEL has no column 'start'");
 }
 
+// Names are ids into StringIds: without the table an NCCL kernel would pass for compute.
+TEST(NsysImportTest, KernelsWithoutStringIdsAreAnError) {
+  TempDir dir;
+  const fs::path path = dir / "no_strings.sqlite";
+  {
+    NsysFile f(path);
+    f.Exec("CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INTEGER, \"end\" INTEGER, deviceId INTEGER, "
+           "streamId INTEGER, globalPid INTEGER, demangledName INTEGER)");
+    f.Exec("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (1000, 2000, 0, 7, " + std::to_string(GlobalPid(5)) +
+           ", 1)");
+  }
+  ExpectOneLineError(Import(path, dir).status(), path, "no StringIds table");
+  EXPECT_FALSE(fs::exists(dir / "run" / "rank-0.sqlite"));
+}
+
 TEST(NsysImportTest, NoUsableTables) {
   TempDir dir;
   const fs::path path = dir / "empty_export.sqlite";
