@@ -169,6 +169,11 @@ Result<RunStats> CollectRunStats(const fs::path& run_dir) {
     if (rank.cupti_status.starts_with("off: ") && !rank.cupti_status.starts_with("off: not selected")) {
       stats.cupti_off[rank.cupti_status.substr(5)].push_back(*rank.rank);
     }
+    // CUDA never started (no driver, or a CPU-only program): the one line that says so.
+    constexpr std::string_view kNotStarted = "not started: ";
+    if (rank.cupti_status.starts_with(kNotStarted)) {
+      stats.cupti_off[rank.cupti_status.substr(kNotStarted.size())].push_back(*rank.rank);
+    }
   }
   for (const trace::RunFile& file : run.unranked) stats.unranked.push_back(CountFile(file, stats.drops_by_reason));
   return stats;

@@ -11,6 +11,8 @@
 
 #include <fmt/format.h>
 
+#include "collector/no_throw.h"
+
 namespace rankscope::collector {
 namespace {
 
@@ -63,7 +65,13 @@ Result<std::unique_ptr<CuptiSession>> CuptiSession::Start(CuptiApi& api, CuptiOp
   return session;
 }
 
-CuptiSession::CuptiSession(CuptiApi& api, CuptiOptions options) : api_(api), options_(options) {}
+CuptiSession::CuptiSession(CuptiApi& api, CuptiOptions options) : api_(api), options_(options) {
+  // A buffer is in at most one of these lists at a time: reserved here, CUPTI's callbacks
+  // never allocate (an allocation failure there could not be reported).
+  owned_.reserve(options_.max_buffers);
+  free_.reserve(options_.max_buffers);
+  completed_.reserve(options_.max_buffers);
+}
 
 CuptiSession::~CuptiSession() {
   Stop();
@@ -78,7 +86,7 @@ Status CuptiSession::Configure() {
   params.subscriberName = "rankscope";
   params.oldSubscriberName = other;
   params.oldSubscriberSize = sizeof(other);
-  const CUptiResult subscribed = api_.Subscribe_v2(&subscriber_, &CuptiSession::OnCallback, this, &params);
+  const CUptiResult subscribed = api_.Subscribe_v2(&subscriber_, &NoThrow<&CuptiSession::OnCallback>::Call, this, &params);
   if (subscribed != CUPTI_SUCCESS) {
     subscriber_ = nullptr;
     if (subscribed == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
@@ -103,7 +111,8 @@ Status CuptiSession::Configure() {
     }
   }
 #endif
-  if (CUptiResult r = api_.ActivityRegisterCallbacks(&BufferRequested, &BufferCompleted); r != CUPTI_SUCCESS) {
+  if (CUptiResult r = api_.ActivityRegisterCallbacks(&NoThrow<&BufferRequested>::Call,
+                                                        &NoThrow<&BufferCompleted>::Call); r != CUPTI_SUCCESS) {
     return Unavailable(fmt::format("cuptiActivityRegisterCallbacks failed: {}", CuptiResultText(api_, r)));
   }
   for (const KindSpec& spec : kKinds) {
@@ -163,8 +172,11 @@ void CuptiSession::Flush(bool forced) {
 }
 
 std::vector<CompletedBuffer> CuptiSession::TakeCompleted() {
+  std::vector<CompletedBuffer> taken;
+  taken.reserve(options_.max_buffers);  // becomes completed_: CUPTI's callback must not allocate
   std::lock_guard lock(mutex_);
-  return std::exchange(completed_, {});
+  std::swap(taken, completed_);
+  return taken;
 }
 
 void CuptiSession::Recycle(const std::vector<CompletedBuffer>& buffers) {

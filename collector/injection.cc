@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "collector/nccl_plugin.h"
+#include "collector/no_throw.h"
 #include "collector/nvtx_handlers.h"
 #include "collector/proc_files.h"
 #include "collector/rank_env.h"
@@ -155,11 +156,14 @@ void StartDeviceTracingIfCudaRuns() {
   }).detach();
 }
 
-void CloseBeforeExec() {
+void CloseBeforeExecUnguarded() {
   if (g_recorder != nullptr && g_recorder->recording()) {
     (void)g_recorder->Close(Recorder::EndReason::kExec);
   }
 }
+
+// The exec wrappers go on to exec whatever happened here.
+void CloseBeforeExec() { NoThrow<&CloseBeforeExecUnguarded>::Call(); }
 
 }  // namespace
 
@@ -194,39 +198,61 @@ using rankscope::collector::CloseBeforeExec;
 // version it knows. Constant-initialized, so they are valid before any constructor runs.
 namespace nccl_abi = rankscope::collector::nccl_abi;
 using namespace rankscope::collector;  // the plugin callbacks
+// Every callback behind the exception barrier; a failed init leaves that communicator out.
+template <auto Function>
+constexpr auto kGuarded = &NoThrow<Function, nccl_abi::kSuccess>::Call;
+template <auto Function>
+constexpr auto kGuardedInit = &NoThrow<Function, nccl_abi::kInternalError>::Call;
 RANKSCOPE_EXPORT const nccl_abi::ProfilerV5 ncclProfiler_v5 = {
-    kNcclPluginName, &NcclInitV5, &NcclStartEventV5, &NcclStopEvent, &NcclRecordEventStateV5, &NcclFinalize};
+    kNcclPluginName,           kGuardedInit<&NcclInitV5>,           kGuarded<&NcclStartEventV5>,
+    kGuarded<&NcclStopEvent>, kGuarded<&NcclRecordEventStateV5>, kGuarded<&NcclFinalize>};
 RANKSCOPE_EXPORT const nccl_abi::ProfilerV4 ncclProfiler_v4 = {
-    kNcclPluginName, &NcclInitV4, &NcclStartEventV4, &NcclStopEvent, &NcclRecordEventStateV5, &NcclFinalize};
+    kNcclPluginName,           kGuardedInit<&NcclInitV4>,           kGuarded<&NcclStartEventV4>,
+    kGuarded<&NcclStopEvent>, kGuarded<&NcclRecordEventStateV5>, kGuarded<&NcclFinalize>};
 RANKSCOPE_EXPORT const nccl_abi::ProfilerV3 ncclProfiler_v3 = {
-    kNcclPluginName, &NcclInitV3, &NcclStartEventV3, &NcclStopEvent, &NcclRecordEventStateV3, &NcclFinalize};
+    kNcclPluginName,           kGuardedInit<&NcclInitV3>,           kGuarded<&NcclStartEventV3>,
+    kGuarded<&NcclStopEvent>, kGuarded<&NcclRecordEventStateV3>, kGuarded<&NcclFinalize>};
 
 // CUDA's injection entry point (CUDA_INJECTION64_PATH), called once during cuInit.
-RANKSCOPE_EXPORT int InitializeInjection() {
-  rankscope::collector::StartCollector();
-  rankscope::collector::StartDeviceTracing();
+namespace rankscope::collector {
+namespace {
+
+int StartCudaInjection() {
+  StartCollector();
+  StartDeviceTracing();
   return 1;
 }
 
-__attribute__((constructor)) static void RankscopeCollectorStart() {
-  rankscope::collector::StartCollector();
+void StopAtUnload() {
+  if (g_recorder != nullptr && g_recorder->recording()) (void)g_recorder->Close(Recorder::EndReason::kExit);
 }
 
-__attribute__((destructor)) static void RankscopeCollectorStop() {
-  auto* recorder = rankscope::collector::g_recorder;
-  if (recorder != nullptr && recorder->recording()) {
-    (void)recorder->Close(rankscope::collector::Recorder::EndReason::kExit);
-  }
+int StartNvtxInjection(NvtxGetExportTableFunc_t get_export_table) {
+  StartCollector();
+  return InstallNvtxHandlers(get_export_table);
 }
+
+int StartNvtxExtension(nvtxExtModuleInfo_t* module_info) {
+  StartCollector();
+  return InstallNvtxPayloadExtension(module_info);
+}
+
+}  // namespace
+}  // namespace rankscope::collector
+
+// CUDA goes on whatever happens here: 1 even when the collector failed.
+RANKSCOPE_EXPORT int InitializeInjection() { return NoThrow<&StartCudaInjection, 1>::Call(); }
+
+__attribute__((constructor)) static void RankscopeCollectorStart() { NoThrow<&StartCollector>::Call(); }
+
+__attribute__((destructor)) static void RankscopeCollectorStop() { NoThrow<&StopAtUnload>::Call(); }
 
 RANKSCOPE_EXPORT int InitializeInjectionNvtx2(NvtxGetExportTableFunc_t get_export_table) {
-  rankscope::collector::StartCollector();
-  return rankscope::collector::InstallNvtxHandlers(get_export_table);
+  return NoThrow<&StartNvtxInjection>::Call(get_export_table);
 }
 
 RANKSCOPE_EXPORT int InitializeInjectionNvtxExtension(nvtxExtModuleInfo_t* module_info) {
-  rankscope::collector::StartCollector();
-  return rankscope::collector::InstallNvtxPayloadExtension(module_info);
+  return NoThrow<&StartNvtxExtension>::Call(module_info);
 }
 
 // ---- exec wrappers: close the trace, then call the real function ----

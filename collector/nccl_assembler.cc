@@ -235,14 +235,18 @@ bool NcclAssembler::Ready(const Operation& operation, int64_t now_ns) const {
   if (!operation.stopped) return false;
   int64_t last = operation.last_ns;
   int32_t channels_stopped = 0;
+  bool part_running = false;
   for (uint64_t id : operation.parts) {
     const Part& part = parts_.at(id);
-    if (!part.stopped) return false;
     last = std::max(last, part.last_ns);
-    if (part.kind == NcclEventKind::kKernelChannel) ++channels_stopped;
+    if (!part.stopped) {
+      part_running = true;
+    } else if (part.kind == NcclEventKind::kKernelChannel) {
+      ++channels_stopped;
+    }
   }
-  if (operation.channels > 0 && channels_stopped >= operation.channels) return true;
-  return now_ns - last >= idle_limit_ns_;
+  if (!part_running && operation.channels > 0 && channels_stopped >= operation.channels) return true;
+  return now_ns - last >= (part_running ? stall_limit_ns_ : idle_limit_ns_);
 }
 
 void NcclAssembler::Emit(const DeviceEventSink& sink, trace::EventTables& out, int64_t now_ns, bool final) {
@@ -262,7 +266,9 @@ void NcclAssembler::Emit(const DeviceEventSink& sink, trace::EventTables& out, i
   std::erase_if(unlinked_, [&](uint64_t id) {
     auto part = parts_.find(id);
     if (part == parts_.end()) return true;
-    if (!final && !(part->second.stopped && now_ns - part->second.last_ns >= idle_limit_ns_)) return false;
+    const int64_t quiet_ns = now_ns - part->second.last_ns;
+    const bool over = part->second.stopped ? quiet_ns >= idle_limit_ns_ : quiet_ns >= stall_limit_ns_;
+    if (!final && !over) return false;
     WritePart(sink, out, part->second, CommHash(part->second.comm, 0), 0, CommLane(sink, part->second.comm, 0, {}));
     ++stats_.orphan_parts;
     parts_.erase(part);

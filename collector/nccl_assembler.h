@@ -6,7 +6,9 @@
 // README). An operation is written once it is enqueued and its parts have stopped, and
 // either all the kernel channels it announced have stopped or nothing has happened to it for
 // `idle_limit` (graph-captured work, or parts NCCL never reports); at the end, whatever is
-// left. Its times are its kernel channels' GPU times when NCCL gives them, else its host
+// left. An operation with a part still running (a long send) waits longer, up to
+// `stall_limit` without news; past that, a part NCCL never stops (a lost record, an aborted
+// communicator) no longer holds its operation, nor does an unattached one stay open. Its times are its kernel channels' GPU times when NCCL gives them, else its host
 // times (start, and the last stop of it or its parts).
 //
 // GPU times come from %globaltimer. The offset to the host clock is estimated as the
@@ -39,7 +41,8 @@ struct NcclAssemblerStats {
 
 class NcclAssembler {
  public:
-  explicit NcclAssembler(int64_t pid, int64_t idle_limit_ns = 2'000'000'000) : pid_(pid), idle_limit_ns_(idle_limit_ns) {}
+  explicit NcclAssembler(int64_t pid, int64_t idle_limit_ns = 2'000'000'000, int64_t stall_limit_ns = 60'000'000'000)
+      : pid_(pid), idle_limit_ns_(idle_limit_ns), stall_limit_ns_(stall_limit_ns) {}
 
   // One record as drained, `ts_ns` its host (realtime) time; `text` as the plugin wrote it.
   void Add(const NcclRecord& record, std::string_view text, int64_t ts_ns);
@@ -101,6 +104,7 @@ class NcclAssembler {
 
   const int64_t pid_;
   const int64_t idle_limit_ns_;
+  const int64_t stall_limit_ns_;
   NcclAssemblerStats stats_;
   std::unordered_map<uint64_t, Comm> comms_;
   std::map<uint64_t, trace::LaneId> hash_lanes_;  // version 3: lanes by hash

@@ -2,7 +2,8 @@
 // from NCCL's documented plugin interface (ext-profiler/README.md and the versioned
 // descriptor definitions it publishes). NCCL loads the plugin library and looks up the
 // symbol `ncclProfiler_v5`, then v4, v3, ...; each is a struct of function pointers.
-// NCCL ships no header for it: plugins carry their own copy of the definitions.
+// NCCL installs no header for it (its source tree has src/include/plugin/profiler/
+// profiler_vN.h): plugins carry their own copy of the definitions.
 #pragma once
 
 #include <sys/types.h>
@@ -100,7 +101,7 @@ struct EventDescrV5 {
   int rank;
   union {
     struct {
-      int graph_captured;
+      bool graph_captured;  // NCCL's profiler_v5.h: bool, then int at offset 4
       int group_depth;
     } group_api;
     struct {
@@ -284,7 +285,8 @@ struct ProfilerV3 {
 // The layouts NCCL's C definitions have on LP64 (x86-64, aarch64).
 static_assert(sizeof(EventDescrV5) == 112 && offsetof(EventDescrV5, coll.seq_number) == 24 &&
               offsetof(EventDescrV5, coll.channels) == 80 && offsetof(EventDescrV5, coll.parent_group) == 104 &&
-              offsetof(EventDescrV5, kernel_ch.gpu_timer) == 32 && offsetof(EventDescrV5, proxy_op.peer) == 32);
+              offsetof(EventDescrV5, kernel_ch.gpu_timer) == 32 && offsetof(EventDescrV5, proxy_op.peer) == 32 &&
+              offsetof(EventDescrV5, group_api.group_depth) == 28);
 static_assert(sizeof(EventDescrV4) == 104 && offsetof(EventDescrV4, coll.proto) == 96 &&
               offsetof(EventDescrV4, p2p.channels) == 60);
 static_assert(sizeof(EventDescrV3) == 120 && offsetof(EventDescrV3, coll.seq_number) == 40 &&

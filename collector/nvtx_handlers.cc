@@ -7,6 +7,7 @@
 #include <cwchar>
 #include <string>
 
+#include "collector/no_throw.h"
 #include "collector/recorder.h"
 
 namespace rankscope::collector {
@@ -320,10 +321,19 @@ void RangeEndPayload(nvtxDomainHandle_t handle, nvtxRangeId_t id, const nvtxPayl
 }
 uint8_t DomainIsEnabled(nvtxDomainHandle_t handle) { return Enabled(AsDomain(handle)) ? 1 : 0; }
 
-template <typename Function>
-void Set(NvtxFunctionTable table, unsigned size, unsigned id, Function function) {
+// Fills slot `id` with Function behind the collector's exception barrier.
+template <auto Function>
+void Set(NvtxFunctionTable table, unsigned size, unsigned id) {
   if (id < size && table[id] != nullptr) {
-    *table[id] = reinterpret_cast<NvtxFunctionPointer>(function);
+    *table[id] = reinterpret_cast<NvtxFunctionPointer>(&NoThrow<Function>::Call);
+  }
+}
+
+// The payload extension's slot `id`, likewise.
+template <auto Function>
+void Put(nvtxExtModuleSegment_t& segment, size_t id) {
+  if (segment.functionSlots != nullptr && id < segment.slotCount) {
+    segment.functionSlots[id] = reinterpret_cast<intptr_t>(&NoThrow<Function>::Call);
   }
 }
 
@@ -347,37 +357,37 @@ int InstallNvtxHandlers(NvtxGetExportTableFunc_t get_export_table) {
   if (callbacks->GetModuleFunctionTable(NVTX_CB_MODULE_CORE, &table, &size) == 0 || table == nullptr) {
     return 0;
   }
-  Set(table, size, NVTX_CBID_CORE_MarkEx, &MarkEx);
-  Set(table, size, NVTX_CBID_CORE_MarkA, &MarkA);
-  Set(table, size, NVTX_CBID_CORE_MarkW, &MarkW);
-  Set(table, size, NVTX_CBID_CORE_RangeStartEx, &RangeStartEx);
-  Set(table, size, NVTX_CBID_CORE_RangeStartA, &RangeStartA);
-  Set(table, size, NVTX_CBID_CORE_RangeStartW, &RangeStartW);
-  Set(table, size, NVTX_CBID_CORE_RangeEnd, &RangeEnd);
-  Set(table, size, NVTX_CBID_CORE_RangePushEx, &RangePushEx);
-  Set(table, size, NVTX_CBID_CORE_RangePushA, &RangePushA);
-  Set(table, size, NVTX_CBID_CORE_RangePushW, &RangePushW);
-  Set(table, size, NVTX_CBID_CORE_RangePop, &RangePop);
-  Set(table, size, NVTX_CBID_CORE_NameCategoryA, &NameCategoryA);
-  Set(table, size, NVTX_CBID_CORE_NameCategoryW, &NameCategoryW);
-  Set(table, size, NVTX_CBID_CORE_NameOsThreadA, &NameOsThreadA);
-  Set(table, size, NVTX_CBID_CORE_NameOsThreadW, &NameOsThreadW);
+  Set<&MarkEx>(table, size, NVTX_CBID_CORE_MarkEx);
+  Set<&MarkA>(table, size, NVTX_CBID_CORE_MarkA);
+  Set<&MarkW>(table, size, NVTX_CBID_CORE_MarkW);
+  Set<&RangeStartEx>(table, size, NVTX_CBID_CORE_RangeStartEx);
+  Set<&RangeStartA>(table, size, NVTX_CBID_CORE_RangeStartA);
+  Set<&RangeStartW>(table, size, NVTX_CBID_CORE_RangeStartW);
+  Set<&RangeEnd>(table, size, NVTX_CBID_CORE_RangeEnd);
+  Set<&RangePushEx>(table, size, NVTX_CBID_CORE_RangePushEx);
+  Set<&RangePushA>(table, size, NVTX_CBID_CORE_RangePushA);
+  Set<&RangePushW>(table, size, NVTX_CBID_CORE_RangePushW);
+  Set<&RangePop>(table, size, NVTX_CBID_CORE_RangePop);
+  Set<&NameCategoryA>(table, size, NVTX_CBID_CORE_NameCategoryA);
+  Set<&NameCategoryW>(table, size, NVTX_CBID_CORE_NameCategoryW);
+  Set<&NameOsThreadA>(table, size, NVTX_CBID_CORE_NameOsThreadA);
+  Set<&NameOsThreadW>(table, size, NVTX_CBID_CORE_NameOsThreadW);
   if (callbacks->GetModuleFunctionTable(NVTX_CB_MODULE_CORE2, &table, &size) != 0 && table != nullptr) {
-    Set(table, size, NVTX_CBID_CORE2_DomainMarkEx, &DomainMarkEx);
-    Set(table, size, NVTX_CBID_CORE2_DomainRangeStartEx, &DomainRangeStartEx);
-    Set(table, size, NVTX_CBID_CORE2_DomainRangeEnd, &DomainRangeEnd);
-    Set(table, size, NVTX_CBID_CORE2_DomainRangePushEx, &DomainRangePushEx);
-    Set(table, size, NVTX_CBID_CORE2_DomainRangePop, &DomainRangePop);
-    Set(table, size, NVTX_CBID_CORE2_DomainResourceCreate, &DomainResourceCreate);
-    Set(table, size, NVTX_CBID_CORE2_DomainResourceDestroy, &DomainResourceDestroy);
-    Set(table, size, NVTX_CBID_CORE2_DomainNameCategoryA, &DomainNameCategoryA);
-    Set(table, size, NVTX_CBID_CORE2_DomainNameCategoryW, &DomainNameCategoryW);
-    Set(table, size, NVTX_CBID_CORE2_DomainRegisterStringA, &DomainRegisterStringA);
-    Set(table, size, NVTX_CBID_CORE2_DomainRegisterStringW, &DomainRegisterStringW);
-    Set(table, size, NVTX_CBID_CORE2_DomainCreateA, &DomainCreateA);
-    Set(table, size, NVTX_CBID_CORE2_DomainCreateW, &DomainCreateW);
-    Set(table, size, NVTX_CBID_CORE2_DomainDestroy, &DomainDestroy);
-    Set(table, size, NVTX_CBID_CORE2_Initialize, &Initialize);
+    Set<&DomainMarkEx>(table, size, NVTX_CBID_CORE2_DomainMarkEx);
+    Set<&DomainRangeStartEx>(table, size, NVTX_CBID_CORE2_DomainRangeStartEx);
+    Set<&DomainRangeEnd>(table, size, NVTX_CBID_CORE2_DomainRangeEnd);
+    Set<&DomainRangePushEx>(table, size, NVTX_CBID_CORE2_DomainRangePushEx);
+    Set<&DomainRangePop>(table, size, NVTX_CBID_CORE2_DomainRangePop);
+    Set<&DomainResourceCreate>(table, size, NVTX_CBID_CORE2_DomainResourceCreate);
+    Set<&DomainResourceDestroy>(table, size, NVTX_CBID_CORE2_DomainResourceDestroy);
+    Set<&DomainNameCategoryA>(table, size, NVTX_CBID_CORE2_DomainNameCategoryA);
+    Set<&DomainNameCategoryW>(table, size, NVTX_CBID_CORE2_DomainNameCategoryW);
+    Set<&DomainRegisterStringA>(table, size, NVTX_CBID_CORE2_DomainRegisterStringA);
+    Set<&DomainRegisterStringW>(table, size, NVTX_CBID_CORE2_DomainRegisterStringW);
+    Set<&DomainCreateA>(table, size, NVTX_CBID_CORE2_DomainCreateA);
+    Set<&DomainCreateW>(table, size, NVTX_CBID_CORE2_DomainCreateW);
+    Set<&DomainDestroy>(table, size, NVTX_CBID_CORE2_DomainDestroy);
+    Set<&Initialize>(table, size, NVTX_CBID_CORE2_Initialize);
   }
   return 1;
 }
@@ -390,18 +400,14 @@ int InstallNvtxPayloadExtension(nvtxExtModuleInfo_t* module_info) {
   if ((module_info->compatId & 0xFF00) != 0x0100) return 0;
   if (module_info->segmentsCount < 1 || module_info->segments == nullptr) return 0;
   nvtxExtModuleSegment_t& segment = module_info->segments[0];
-  intptr_t* slots = segment.functionSlots;
-  auto put = [&](size_t id, auto function) {
-    if (slots != nullptr && id < segment.slotCount) slots[id] = reinterpret_cast<intptr_t>(function);
-  };
-  put(NVTX3EXT_CBID_nvtxPayloadSchemaRegister, &SchemaRegister);
-  put(NVTX3EXT_CBID_nvtxPayloadEnumRegister, &EnumRegister);
-  put(NVTX3EXT_CBID_nvtxMarkPayload, &MarkPayload);
-  put(NVTX3EXT_CBID_nvtxRangePushPayload, &RangePushPayload);
-  put(NVTX3EXT_CBID_nvtxRangePopPayload, &RangePopPayload);
-  put(NVTX3EXT_CBID_nvtxRangeStartPayload, &RangeStartPayload);
-  put(NVTX3EXT_CBID_nvtxRangeEndPayload, &RangeEndPayload);
-  put(NVTX3EXT_CBID_nvtxDomainIsEnabled, &DomainIsEnabled);
+  Put<&SchemaRegister>(segment, NVTX3EXT_CBID_nvtxPayloadSchemaRegister);
+  Put<&EnumRegister>(segment, NVTX3EXT_CBID_nvtxPayloadEnumRegister);
+  Put<&MarkPayload>(segment, NVTX3EXT_CBID_nvtxMarkPayload);
+  Put<&RangePushPayload>(segment, NVTX3EXT_CBID_nvtxRangePushPayload);
+  Put<&RangePopPayload>(segment, NVTX3EXT_CBID_nvtxRangePopPayload);
+  Put<&RangeStartPayload>(segment, NVTX3EXT_CBID_nvtxRangeStartPayload);
+  Put<&RangeEndPayload>(segment, NVTX3EXT_CBID_nvtxRangeEndPayload);
+  Put<&DomainIsEnabled>(segment, NVTX3EXT_CBID_nvtxDomainIsEnabled);
   return 1;
 }
 

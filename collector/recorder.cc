@@ -1,5 +1,6 @@
 #include "collector/recorder.h"
 
+#include <dlfcn.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -17,6 +18,7 @@
 #include <fmt/format.h>
 
 #include "collector/nccl_assembler.h"
+#include "collector/no_throw.h"
 #include "collector/proc_files.h"
 #include "trace/rank_meta.h"
 #include "trace/run_dir.h"
@@ -24,6 +26,18 @@
 
 namespace rankscope::collector {
 namespace {
+
+// Why CUPTI never started in a process that allowed it. The driver loads CUPTI from cuInit
+// (CUDA_INJECTION64_PATH), so the question is whether the driver was ever there.
+const char* CudaNotStartedReason() {
+  void* libcuda = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+  if (libcuda == nullptr) {
+    return "not started: the process never loaded the CUDA driver (libcuda.so.1): no NVIDIA driver on this "
+           "machine, or the program does not use CUDA";
+  }
+  dlclose(libcuda);
+  return "not started: the process loaded the CUDA driver but did not initialize CUDA";
+}
 
 constexpr size_t kMaxPieces = 8;
 constexpr size_t kMaxPieceBytes = 4096;
@@ -190,13 +204,28 @@ Recorder::Recorder(RecorderOptions options)
     sigset_t all;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, nullptr);
-    DrainLoop();
+    try {
+      DrainLoop();
+    } catch (...) {
+      // An exception here must not end the process: recording stops, what was committed stays.
+      NoteCollectorFault();
+      recording_.store(false);
+      std::lock_guard lock(mutex_);
+      close_status_ = InternalError("the collector's drain thread failed; recording stopped");
+      closed_ = true;
+      flush_done_ = flush_requested_;
+      device_finish_done_ = device_finish_requested_;
+      flushed_.notify_all();
+      signal_done_seq_.store(signal_request_seq_.load());
+    }
   });
 }
 
 Recorder::~Recorder() {
   if (abandoned_) return;
   (void)Close(EndReason::kExit);
+  // A scoped recorder cannot go while its drain thread still uses it.
+  if (drain_thread_.joinable() && drain_thread_.get_id() != std::this_thread::get_id()) drain_thread_.join();
   // The buffers go with us; this thread's exit must not mark a freed one. (The injected
   // recorder is never destroyed; this is for recorders with a scope, as in tests.)
   if (tls_slot.generation == generation_) {
@@ -771,9 +800,7 @@ Status Recorder::Finish(EndReason reason, int signal_number) {
       status_known = status_known || device_status_known_;
     }
     if (!status_known) {
-      d.writer->SetMeta("cupti.status", options_.config.trace.cuda
-                                            ? "not started: the process did not initialize CUDA"
-                                            : "off: not selected (--trace)");
+      d.writer->SetMeta("cupti.status", options_.config.trace.cuda ? CudaNotStartedReason() : "off: not selected (--trace)");
     }
     int64_t now = RealtimeNowNs();
     // Ranges still open: written with the close time as their end, flagged unfinished.
@@ -816,6 +843,9 @@ Status Recorder::Finish(EndReason reason, int signal_number) {
                                                           : "exit";
     d.writer->SetMeta("collector.ended_by", ended_by);
     d.writer->SetMeta("collector.records", std::to_string(d.stats.records));
+    if (const uint64_t faults = CollectorFaults(); faults > 0) {
+      d.writer->SetMeta("collector.faults", std::to_string(faults));
+    }
     d.writer->SetMeta("collector.unmatched_ends", std::to_string(d.stats.unmatched_ends));
     d.writer->SetMeta("collector.unfinished_ranges", std::to_string(d.stats.unfinished));
     d.writer->SetMeta("collector.tsc_hz", fmt::format("{:.0f}", d.clock.TicksPerSecond()));
@@ -889,9 +919,25 @@ Status Recorder::Close(EndReason reason, int signal_number) {
     }
     wake_.notify_one();
   }
-  if (drain_thread_.joinable() && drain_thread_.get_id() != std::this_thread::get_id()) {
-    drain_thread_.join();
+  if (!drain_thread_.joinable() || drain_thread_.get_id() == std::this_thread::get_id()) {
+    std::lock_guard lock(mutex_);
+    return close_status_;
   }
+  {
+    // A drain stuck in CUPTI or a slow disk must not hold the process at exit forever.
+    std::unique_lock lock(mutex_);
+    const std::string message = fmt::format(
+        "the rank file did not finish closing within {} ms; going on without it (what was committed is kept)",
+        options_.close_timeout.count());
+    if (close_gave_up_ && !closed_) return Unavailable(message);
+    if (!flushed_.wait_for(lock, options_.close_timeout, [&] { return closed_; })) {
+      close_gave_up_ = true;
+      lock.unlock();
+      std::fprintf(stderr, "rankscope: %s: %s\n", describe_process().c_str(), message.c_str());
+      return Unavailable(message);
+    }
+  }
+  drain_thread_.join();
   std::lock_guard lock(mutex_);
   return close_status_;
 }

@@ -66,6 +66,9 @@ struct RecorderOptions {
   int64_t pid = 0;
   std::string command_line;
   std::chrono::milliseconds drain_interval{50};
+  // How long Close waits for the final drain and the file's close before it lets the
+  // process go on (exit or exec) without them; what was committed stays.
+  std::chrono::milliseconds close_timeout{30'000};
 };
 
 struct RecorderStats {
@@ -121,7 +124,9 @@ class Recorder {
   // ---- flush points ----
   // Drains every buffer and commits it; blocks up to `timeout`.
   Status Flush(std::chrono::milliseconds timeout);
-  // Final drain, end-of-run meta, and close. Idempotent; recording stops.
+  // Final drain, end-of-run meta, and close. Idempotent; recording stops. Waits at most
+  // `close_timeout` (RecorderOptions): then it returns Unavailable, says so on stderr, and
+  // leaves the drain thread to finish if the process lives on.
   Status Close(EndReason reason, int signal_number = 0);
   // From a signal handler: asks the drain thread to flush (or close) and waits up to
   // `timeout` with nanosleep. Async-signal-safe on the calling side.
@@ -182,6 +187,7 @@ class Recorder {
   std::condition_variable flushed_;
   Status close_status_;
   bool closed_ = false;
+  bool close_gave_up_ = false;  // a Close timed out: later calls do not wait again
   std::filesystem::path file_path_;
 
   // Signal-handler requests: plain atomics, polled by the drain thread.

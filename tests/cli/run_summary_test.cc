@@ -134,6 +134,32 @@ TEST(RunSummary, CountsEventsDropsAndProblems) {
   EXPECT_NE(other.find("record run id 'feedc0de', not this run's"), std::string::npos) << other;
 }
 
+// Ranks whose CUDA never started (no driver) say so in one line; a choice (--trace) does not.
+TEST(RunSummary, CudaThatNeverStartedIsOneLineForAllRanks) {
+  TempDir tmp;
+  const std::string never = "not started: the process never loaded the CUDA driver (libcuda.so.1)";
+  for (int rank = 0; rank < 3; ++rank) {
+    trace::RankIdentity who;
+    who.run_id = kRunId;
+    who.rank = rank;
+    who.world_size = 3;
+    who.pid = 1000 + rank;
+    auto writer = trace::TraceWriter::Create(tmp / trace::RankFileName(rank), who);
+    ASSERT_TRUE(writer.ok()) << writer.status().message();
+    (*writer)->SetMeta("cupti.status", rank < 2 ? never : "off: not selected (--trace)");
+    ASSERT_TRUE((*writer)->Close().ok());
+  }
+  auto stats = CollectRunStats(tmp.path());
+  ASSERT_TRUE(stats.ok()) << stats.status().message();
+  const std::string text =
+      FormatRunSummary({.run_dir = tmp.path(), .run_id = kRunId, .outcome = "exit code 0"}, stats);
+  EXPECT_NE(text.find("  CUDA activity:  not recorded on ranks 0, 1: 'the process never loaded the CUDA driver "
+                      "(libcuda.so.1)'\n"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("not selected"), std::string::npos) << text;
+}
+
 TEST(RunSummary, ManyRanksStayOnOneScreen) {
   TempDir tmp;
   for (int rank = 0; rank < 6; ++rank) WriteRank(tmp / trace::RankFileName(rank), rank, 6, rank);

@@ -8,10 +8,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -58,6 +60,8 @@ class FakeCupti {
   CUptiResult subscribe_result = CUPTI_SUCCESS;
   std::string old_subscriber;
   std::map<CUpti_ActivityKind, CUptiResult> enable_results;
+  // A forced flush that takes this long, as a CUPTI stuck on a hung GPU would.
+  std::chrono::milliseconds forced_flush_delay{0};
 
   FakeCupti() { current = this; }
   ~FakeCupti() { current = nullptr; }
@@ -226,6 +230,7 @@ class FakeCupti {
       if (forced) held.swap(held_);
       completed = completed_;
     }
+    if ((flag & CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) != 0) std::this_thread::sleep_for(forced_flush_delay);
     // As CUPTI does: the completion callback runs inside the flush, without our lock.
     for (const FilledBuffer& buffer : held) completed(nullptr, 0, buffer.data, buffer.size, buffer.valid);
     return CUPTI_SUCCESS;
@@ -584,8 +589,33 @@ TEST_F(CuptiTracerTest, ProcessThatNeverStartedCudaSaysSo) {
   Recorder recorder(Options());
   recorder.Mark(Named(recorder.registry().DefaultDomain(), "m"));
   trace::RankTrace trace = CloseAndLoad(recorder);
-  EXPECT_EQ(trace.meta.entries["cupti.status"], "not started: the process did not initialize CUDA");
+  // This test process never loads libcuda (the fake CUPTI stands in for it).
+  EXPECT_EQ(trace.meta.entries["cupti.status"],
+            "not started: the process never loaded the CUDA driver (libcuda.so.1): no NVIDIA driver on this "
+            "machine, or the program does not use CUDA");
   EXPECT_TRUE(fake_.Log().empty());
+}
+
+// A final flush that hangs does not hold the process at exit: Close gives up after its
+// timeout with one stderr line, and the file is still closed once the flush comes back.
+TEST_F(CuptiTracerTest, CloseDoesNotWaitForeverOnAStuckFlush) {
+  RecorderOptions options = Options();
+  options.close_timeout = std::chrono::milliseconds(200);
+  fake_.forced_flush_delay = std::chrono::seconds(3);
+  {
+    Recorder recorder(std::move(options));
+    ASSERT_TRUE(StartCuptiTracing(recorder, &api_));
+    recorder.Mark(Named(recorder.registry().DefaultDomain(), "before-close"));
+    ::testing::internal::CaptureStderr();
+    const Status closed = recorder.Close(Recorder::EndReason::kExit);
+    const std::string err = ::testing::internal::GetCapturedStderr();
+    EXPECT_EQ(closed.code(), StatusCode::kUnavailable) << closed.ToString();
+    EXPECT_NE(closed.message().find("did not finish closing within 200 ms"), std::string::npos) << closed.message();
+    EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+  }  // the destructor waits for the drain thread, which then finishes the file
+  trace::RankTrace trace = Load(dir_ / "rank-0.sqlite");
+  EXPECT_TRUE(trace.meta.closed_cleanly);
+  EXPECT_EQ(trace.events.nvtx_marks.size(), 1u);
 }
 
 TEST_F(CuptiTracerTest, FinishDeviceTracingFlushesWhatCuptiStillHeldBeforeClose) {

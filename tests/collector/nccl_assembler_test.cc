@@ -22,7 +22,8 @@ using trace::CollectivePartKind;
 using trace::DataType;
 
 constexpr int64_t kPid = 4242;
-constexpr int64_t kIdle = 1'000;  // ns: the idle limit the tests give the assembler
+constexpr int64_t kIdle = 1'000;        // ns: the idle limit the tests give the assembler
+constexpr int64_t kStall = 10'000'000;  // ns: and the stall limit
 constexpr uint64_t kComm = 1;     // the plugin context of the communicator
 constexpr uint64_t kHash = 0xC0FFEE0012345678;
 
@@ -150,7 +151,7 @@ class NcclAssemblerTest : public ::testing::Test {
   std::string Name(trace::StringId id) const { return sink_.str(id); }
 
   FakeDeviceSink sink_;
-  NcclAssembler assembler_{kPid, kIdle};
+  NcclAssembler assembler_{kPid, kIdle, kStall};
 };
 
 // ---- the operation's row ----------------------------------------------------------------
@@ -389,6 +390,17 @@ TEST_F(NcclAssemblerTest, OperationWithFewerChannelsThanAnnouncedIsWrittenAfterT
   ASSERT_EQ(out.collectives.size(), 1u);
   EXPECT_EQ(out.collectives[0].channels, 2u);  // as announced
   EXPECT_EQ(out.collective_parts.size(), 1u);
+}
+
+TEST_F(NcclAssemblerTest, APartThatNeverStopsHoldsItsOperationOnlyUntilTheStallLimit) {
+  AddWorld();
+  AddAllReduce(0x10, 0, 0, 100);
+  Add(ProxyOp(0x13, 0x10, 0, 2, true), 110);  // its stop is lost
+  EXPECT_TRUE(Emit(110 + kStall - 1).collectives.empty());
+  const trace::EventTables out = Emit(110 + kStall);
+  ASSERT_EQ(out.collectives.size(), 1u);
+  EXPECT_EQ(out.collective_parts.size(), 1u);
+  EXPECT_TRUE(assembler_.empty());
 }
 
 TEST_F(NcclAssemblerTest, OperationWithoutPartsIsWrittenAfterTheIdleLimit) {
