@@ -396,10 +396,21 @@ class Exporter {
     return it == launchers_.end() ? nullptr : &trace_->events.api_calls[it->second];
   }
 
-  void LaunchArgs(uint64_t correlation, Json& args) const {
-    if (const trace::ApiCallEvent* call = Launcher(correlation); call != nullptr && call->external_id != 0) {
+  // The args every kernel, copy and set carries: its correlation, the NVTX range its launch
+  // ran in (Kineto's "External id"), its device and stream; copies and sets add their bytes.
+  template <typename Record>
+  Json DeviceWorkArgs(const Record& e, std::optional<uint64_t> bytes = std::nullopt) const {
+    Json args;
+    args["correlation"] = e.correlation_id;
+    if (const trace::ApiCallEvent* call = Launcher(e.correlation_id); call != nullptr && call->external_id != 0) {
       args["External id"] = call->external_id;
     }
+    DeviceArgs(e.lane, args);
+    if (bytes) {
+      args["bytes"] = *bytes;
+      Bandwidth(e, *bytes, args);
+    }
+    return args;
   }
 
   Status WriteProcess() {
@@ -449,10 +460,7 @@ class Exporter {
     }
 
     for (const trace::KernelEvent& k : events.kernels) {
-      Json args;
-      args["correlation"] = k.correlation_id;
-      LaunchArgs(k.correlation_id, args);
-      DeviceArgs(k.lane, args);
+      Json args = DeviceWorkArgs(k);
       args["grid"] = {k.grid.x, k.grid.y, k.grid.z};
       args["block"] = {k.block.x, k.block.y, k.block.z};
       args["registers per thread"] = k.registers_per_thread;
@@ -463,12 +471,7 @@ class Exporter {
       RS_RETURN_IF_ERROR(Emit(Complete("kernel", std::move(name), k, std::move(args))));
     }
     for (const trace::MemcpyEvent& c : events.memcpys) {
-      Json args;
-      args["correlation"] = c.correlation_id;
-      LaunchArgs(c.correlation_id, args);
-      DeviceArgs(c.lane, args);
-      args["bytes"] = c.bytes;
-      Bandwidth(c, c.bytes, args);
+      Json args = DeviceWorkArgs(c, c.bytes);
       args["copy kind"] = EnumName("copy_kind", c.copy_kind);
       args["src kind"] = EnumName("memory_kind", c.src_kind);
       args["dst kind"] = EnumName("memory_kind", c.dst_kind);
@@ -481,12 +484,7 @@ class Exporter {
       RS_RETURN_IF_ERROR(Emit(Complete("gpu_memcpy", std::move(name), c, std::move(args))));
     }
     for (const trace::MemsetEvent& s : events.memsets) {
-      Json args;
-      args["correlation"] = s.correlation_id;
-      LaunchArgs(s.correlation_id, args);
-      DeviceArgs(s.lane, args);
-      args["bytes"] = s.bytes;
-      Bandwidth(s, s.bytes, args);
+      Json args = DeviceWorkArgs(s, s.bytes);
       args["value"] = s.value;
       args["memory kind"] = EnumName("memory_kind", s.memory_kind);
       std::string name = Named(s.name, fmt::format("Memset ({})", MemoryLabel(s.memory_kind)), args);

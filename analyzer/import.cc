@@ -26,6 +26,15 @@ namespace rankscope::analyzer {
 namespace fs = std::filesystem;
 
 namespace import {
+
+std::string Head(const fs::path& path, size_t bytes) {
+  std::ifstream in(path, std::ios::binary);
+  std::string head(bytes, '\0');
+  in.read(head.data(), static_cast<std::streamsize>(bytes));
+  head.resize(static_cast<size_t>(std::max<std::streamsize>(in.gcount(), 0)));
+  return head;
+}
+
 namespace {
 
 constexpr unsigned char kGzipMagic[] = {0x1f, 0x8b};
@@ -36,14 +45,6 @@ constexpr uint64_t kMaxBacklog = 512 * 1024;
 
 std::string Quoted(const fs::path& path) { return Printable(path.string(), 200); }
 
-// The first bytes of a file (fewer when it is shorter); empty when it cannot be read.
-std::string Head(const fs::path& path, size_t bytes) {
-  std::ifstream in(path, std::ios::binary);
-  std::string head(bytes, '\0');
-  in.read(head.data(), static_cast<std::streamsize>(bytes));
-  head.resize(static_cast<size_t>(std::max<std::streamsize>(in.gcount(), 0)));
-  return head;
-}
 
 bool IsGzip(std::string_view head) {
   return head.size() >= 2 && static_cast<unsigned char>(head[0]) == kGzipMagic[0] &&

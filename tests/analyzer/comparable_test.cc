@@ -156,7 +156,8 @@ TEST(ParseComparableJson, AnAnalysisReportIsABaselineOfOneRun) {
   ExpectSameRun(set->runs.front(), MakeComparable(report));
 }
 
-TEST(ParseComparableJson, AScalingReportIsABaselineOfASweep) {
+// The two-rank report and a one-rank run of it at 40 ms a step, as a scaling study.
+Result<ScalingTable> OneAndTwoRanks() {
   Report n1 = TwoRankReport();
   n1.run.directory = "runs/n1";
   n1.run.world_size = 1;
@@ -165,7 +166,11 @@ TEST(ParseComparableJson, AScalingReportIsABaselineOfASweep) {
   n1.summary.throughput = 32 / 0.040;
   n1.summary.step_time_ns = 40.0 * kMs;
   const Report n2 = TwoRankReport();
-  const Result<ScalingTable> table = ComputeScaling(std::vector<const Report*>{&n1, &n2});
+  return ComputeScaling(std::vector<const Report*>{&n1, &n2});
+}
+
+TEST(ParseComparableJson, AScalingReportIsABaselineOfASweep) {
+  const Result<ScalingTable> table = OneAndTwoRanks();
   ASSERT_TRUE(table.ok()) << table.status().message();
   const Result<ComparableSet> set = ParseComparableJson(ScalingToJson(*table, "test"), "scale.json");
   ASSERT_TRUE(set.ok()) << set.status().message();
@@ -179,15 +184,7 @@ TEST(ParseComparableJson, AScalingReportIsABaselineOfASweep) {
 }
 
 TEST(ParseComparableJson, RunsComeOutByWorldSizeWhateverTheFileOrder) {
-  Report n1 = TwoRankReport();
-  n1.run.directory = "runs/n1";
-  n1.run.world_size = 1;
-  n1.workload.world_size = 1;
-  n1.workload.global_batch = 32;
-  n1.summary.throughput = 32 / 0.040;
-  n1.summary.step_time_ns = 40.0 * kMs;
-  const Report n2 = TwoRankReport();
-  const Result<ScalingTable> table = ComputeScaling(std::vector<const Report*>{&n1, &n2});
+  const Result<ScalingTable> table = OneAndTwoRanks();
   ASSERT_TRUE(table.ok()) << table.status().message();
   nlohmann::json edited = nlohmann::json::parse(ScalingToJson(*table, "test"));
   std::reverse(edited["runs"].begin(), edited["runs"].end());

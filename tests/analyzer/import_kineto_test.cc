@@ -50,13 +50,6 @@ void WriteText(const fs::path& path, const std::string& text) {
   ASSERT_TRUE(out.good()) << path;
 }
 
-std::string Head(const fs::path& path, size_t bytes) {
-  std::ifstream in(path, std::ios::binary);
-  std::string head(bytes, '\0');
-  in.read(head.data(), static_cast<std::streamsize>(bytes));
-  head.resize(static_cast<size_t>(std::max<std::streamsize>(in.gcount(), 0)));
-  return head;
-}
 
 // `text` as a gzip file (zlib's deflate with the gzip wrapper).
 std::string Gzip(const std::string& text) {
@@ -641,7 +634,7 @@ TEST_F(EveryCategoryTest, AnalyzerFindsProfilerSteps) {
 TEST(KinetoImportTest, GzippedTraceImportsTheSame) {
   TempDir dir;
   WriteText(dir / "trace.json.gz", Gzip(kEveryCategory));
-  ASSERT_EQ(Head(dir / "trace.json.gz", 2), "\x1f\x8b");
+  ASSERT_EQ(import::Head(dir / "trace.json.gz", 2), "\x1f\x8b");
   const ImportResult imported = ImportOk({dir / "trace.json.gz"}, dir / "run");
   ASSERT_EQ(imported.rank_files.size(), 1u);
   const trace::RankTrace rank = Load(imported.rank_files[0]);

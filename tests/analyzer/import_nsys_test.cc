@@ -1044,10 +1044,9 @@ TEST(NsysImportTest, KernelsWithoutStringIdsAreAnError) {
   const fs::path path = dir / "no_strings.sqlite";
   {
     NsysFile f(path);
-    f.Exec("CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INTEGER, \"end\" INTEGER, deviceId INTEGER, "
-           "streamId INTEGER, globalPid INTEGER, demangledName INTEGER)");
-    f.Exec("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (1000, 2000, 0, 7, " + std::to_string(GlobalPid(5)) +
-           ", 1)");
+    f.Exec(kKernelDdl);  // and no kStringIdsDdl
+    f.Exec("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL (start, \"end\", deviceId, streamId, globalPid, demangledName) "
+           "VALUES (1000, 2000, 0, 7, " + std::to_string(GlobalPid(5)) + ", 1)");
   }
   ExpectOneLineError(Import(path, dir).status(), path, "no StringIds table");
   EXPECT_FALSE(fs::exists(dir / "run" / "rank-0.sqlite"));
