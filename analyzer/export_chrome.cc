@@ -254,9 +254,25 @@ struct RankInfo {
   std::vector<trace::DropRecord> drops;
 };
 
+// Whole seconds at or below the run's first event, so that no event gets a negative ts
+// (Perfetto drops those). With no events anywhere, the first rank's clock start.
+Result<int64_t> ExportBaseTime(const std::vector<fs::path>& ranks) {
+  std::optional<int64_t> first, clock_start;
+  for (const fs::path& path : ranks) {
+    RS_ASSIGN_OR_RETURN(std::unique_ptr<trace::TraceReader> reader, trace::TraceReader::Open(path));
+    RS_ASSIGN_OR_RETURN(std::optional<int64_t> t, reader->FirstEventTime());
+    if (t) first = first ? std::min(*first, *t) : *t;
+    if (!clock_start && reader->meta().clock_start) clock_start = reader->meta().clock_start->realtime_ns;
+  }
+  const int64_t t = first ? *first : clock_start.value_or(0);
+  // Floor division: toward minus infinity for times before 1970 too.
+  return (t / kNsPerSecond - (t % kNsPerSecond < 0 ? 1 : 0)) * kNsPerSecond;
+}
+
 class Exporter {
  public:
-  Exporter(OutputFile& out, std::string run_id) : out_(out), run_id_(std::move(run_id)) {}
+  Exporter(OutputFile& out, std::string run_id, int64_t base_ns)
+      : out_(out), run_id_(std::move(run_id)), base_(base_ns) {}
 
   Status Begin() { return out_.Write("{\"traceEvents\":["); }
 
@@ -266,7 +282,6 @@ class Exporter {
     RS_ASSIGN_OR_RETURN(trace::RankTrace rank, reader->LoadAll());
     trace_ = &rank;
     pid_ = pid;
-    if (!base_) base_ = BaseTime(rank);
     RS_RETURN_IF_ERROR(WriteProcess());
     RS_RETURN_IF_ERROR(WriteEvents());
     infos_.push_back(RankInfo{pid, path, std::move(rank.meta), std::move(rank.lanes), std::move(rank.drops)});
@@ -281,7 +296,7 @@ class Exporter {
     std::string head = header.dump(-1, ' ', false, Json::error_handler_t::replace);
     head.pop_back();  // the closing brace: "ranks" follows
     RS_RETURN_IF_ERROR(out_.Write(fmt::format(
-        "\n],\"displayTimeUnit\":\"ns\",\"baseTimeNanoseconds\":{},\"rankscope\":{},\"ranks\":[", base_.value_or(0),
+        "\n],\"displayTimeUnit\":\"ns\",\"baseTimeNanoseconds\":{},\"rankscope\":{},\"ranks\":[", base_,
         head)));
     for (size_t i = 0; i < infos_.size(); ++i) {
       RS_ASSIGN_OR_RETURN(std::unique_ptr<trace::TraceReader> reader, trace::TraceReader::Open(infos_[i].path));
@@ -296,29 +311,6 @@ class Exporter {
 
  private:
   // Whole seconds at or below the rank's earliest time (its clock start without events).
-  static int64_t BaseTime(const trace::RankTrace& rank) {
-    std::optional<int64_t> first;
-    auto see = [&](int64_t t) { first = first ? std::min(*first, t) : t; };
-    auto scan = [&](const auto& table) {
-      for (const auto& event : table) see(event.start_ns);
-    };
-    scan(rank.events.kernels);
-    scan(rank.events.memcpys);
-    scan(rank.events.memsets);
-    scan(rank.events.api_calls);
-    scan(rank.events.syncs);
-    scan(rank.events.nvtx_ranges);
-    scan(rank.events.nvtx_marks);
-    scan(rank.events.collectives);
-    scan(rank.events.collective_parts);
-    scan(rank.events.overheads);
-    for (const trace::CounterSample& sample : rank.events.counter_samples) see(sample.ts_ns);
-    if (!first && rank.meta.clock_start) first = rank.meta.clock_start->realtime_ns;
-    const int64_t t = first.value_or(0);
-    // Floor division: toward minus infinity for times before 1970 too.
-    return (t / kNsPerSecond - (t % kNsPerSecond < 0 ? 1 : 0)) * kNsPerSecond;
-  }
-
   static std::string Dump(const Json& value) { return value.dump(-1, ' ', false, Json::error_handler_t::replace); }
 
   Status Emit(const Json& event) {
@@ -333,7 +325,7 @@ class Exporter {
   // An event's start: `ts`, and whether `ts` gives it back exactly.
   std::pair<double, bool> Ts(int64_t ns) const {
     int64_t offset = 0;
-    if (__builtin_sub_overflow(ns, *base_, &offset)) return {0.0, false};
+    if (__builtin_sub_overflow(ns, base_, &offset)) return {0.0, false};
     return Micros(offset);
   }
 
@@ -687,7 +679,7 @@ class Exporter {
 
   OutputFile& out_;
   std::string run_id_;
-  std::optional<int64_t> base_;
+  const int64_t base_;  // the file's baseTimeNanoseconds; every ts is relative to it
   bool first_event_ = true;
   uint64_t next_id_ = 1;
   ChromeExportResult result_;
@@ -702,8 +694,12 @@ class Exporter {
 
 Result<ChromeExportResult> ExportChromeTrace(const fs::path& run, const fs::path& out) {
   RS_ASSIGN_OR_RETURN(trace::Run opened, trace::OpenRun(run));
+  std::vector<fs::path> paths;
+  for (const trace::RunFile& rank : opened.ranks) paths.push_back(rank.path);
+  for (const trace::RunFile& unranked : opened.unranked) paths.push_back(unranked.path);
+  RS_ASSIGN_OR_RETURN(const int64_t base_ns, ExportBaseTime(paths));
   RS_ASSIGN_OR_RETURN(std::unique_ptr<OutputFile> file, OutputFile::Create(out));
-  Exporter exporter(*file, opened.run_id);
+  Exporter exporter(*file, opened.run_id, base_ns);
   RS_RETURN_IF_ERROR(exporter.Begin());
   int ranks = 0;
   for (const trace::RunFile& rank : opened.ranks) {

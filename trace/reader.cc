@@ -264,6 +264,31 @@ Result<EventTables> TraceReader::ReadLaneRange(LaneId lane, TimestampNs t0, Time
   return out;
 }
 
+Result<std::optional<TimestampNs>> TraceReader::FirstEventTime() const {
+  std::optional<TimestampNs> first;
+  Status status;
+  EventTables none;
+  codec::ForEachTable(none, [&](std::string_view name, const auto&) {
+    if (!status.ok() || !impl_->HasTable(name)) return;
+    const char* start = FindTable(name)->is_event_table ? "start_ns" : "ts_ns";
+    Result<sql::Statement> query =
+        sql::Statement::Prepare(impl_->db_.get(), fmt::format("SELECT MIN({}) FROM {}", start, name));
+    if (!query.ok()) {
+      status = query.status();
+      return;
+    }
+    const int rc = sqlite3_step(query->get());
+    if (rc == SQLITE_ROW && sqlite3_column_type(query->get(), 0) != SQLITE_NULL) {
+      const TimestampNs t = query->ColumnInt(0);
+      first = first ? std::min(*first, t) : t;
+    } else if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+      status = sql::FromSqlite(impl_->db_.get(), rc, fmt::format("reading {}", name));
+    }
+  });
+  if (!status.ok()) return impl_->Fail(status);
+  return first;
+}
+
 namespace {
 
 // The row ids of one event table that fall in one block of kBlockRows ids: the unit of

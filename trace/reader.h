@@ -111,6 +111,9 @@ class TraceReader {
   // live file may be growing).
   Status Stream(SpanVisitor& visitor, StreamOptions options = {}) const;
 
+  // The earliest start (or instant) of any event in the file; nullopt when it has none.
+  Result<std::optional<TimestampNs>> FirstEventTime() const;
+
   // Loads everything into memory, reading the tables in row-id chunks on several threads.
   Result<RankTrace> LoadAll(LoadOptions options = {}) const;
 

@@ -50,6 +50,7 @@ using testing::TraceBuilder;
 constexpr uint64_t kWorld = 0xC0FFEE0123456789;  // above 2^63: exercises unsigned ids
 // Rank r's clock: an ordinary epoch time with nanoseconds that 3 decimals of µs must keep.
 constexpr int64_t kT0 = 1'712'345'678'901'234'567;
+constexpr int64_t kNsPerSecond = 1'000'000'000;
 constexpr int64_t kDayNs = 86'400'000'000'000;
 const char* const kNcclKernel = "ncclDevKernel_AllReduce_Sum_f32_RING_LL";
 
@@ -792,6 +793,28 @@ TEST_P(ChromeRoundTripTest, AnalysisOfTheImportIsTheSame) {
 
 INSTANTIATE_TEST_SUITE_P(PlainAndGzip, ChromeRoundTripTest, ::testing::Values("trace.json", "trace.json.gz"),
                          [](const auto& param) { return param.param.ends_with(".gz") ? "Gzip" : "Plain"; });
+
+// The base time is the run's, not the first rank's: a rank whose events start seconds
+// earlier must not get negative ts, which Perfetto drops.
+TEST_F(ChromeExportTest, ARankThatStartsEarlierGetsNoNegativeTs) {
+  TempDir other;
+  rankscope::testing::WriteRankTraceFile(BuildRank(0), other.path() / trace::RankFileName(0));
+  TraceBuilder early(1, 2);
+  early.RunId("chrome-run");
+  early.Kernel(early.GpuStream(0), "early_gemm", kT0 - 5 * kNsPerSecond + 250, kT0 - 5 * kNsPerSecond + 900);
+  rankscope::testing::WriteRankTraceFile(early.Build(), other.path() / trace::RankFileName(1));
+  const fs::path exported = other.path() / "trace.json";
+  ASSERT_TRUE(ExportChromeTrace(other.path(), exported).ok());
+  json trace = ParseFile(exported);
+  const int64_t base = trace["baseTimeNanoseconds"].get<int64_t>();
+  EXPECT_LE(base, kT0 - 5 * kNsPerSecond + 250);
+  EXPECT_GT(base, kT0 - 6 * kNsPerSecond);
+  for (const json& event : trace["traceEvents"]) {
+    if (event.contains("ts")) {
+      EXPECT_GE(event["ts"].get<double>(), 0.0) << event.dump();
+    }
+  }
+}
 
 TEST_F(ChromeExportTest, AProcessWithoutAHostNamesItsPidAlone) {
   TempDir other;

@@ -471,6 +471,41 @@ TEST(RoundTrip, LaneRangeQueryReturnsOverlappingEvents) {
   EXPECT_FALSE((*reader)->ReadLaneRange(a, 10, 5).ok());
 }
 
+// The earliest event of any table: here a counter sample (ts_ns) before every span.
+TEST(RoundTrip, FirstEventTimeLooksAtEveryTable) {
+  TempDir dir;
+  testing::WriteRankFile(dir / "rank-0.sqlite", MakeIdentity("r", 0, 1), 3);  // kernels from 0
+  {
+    auto reader = TraceReader::Open(dir / "rank-0.sqlite");
+    ASSERT_TRUE(reader.ok());
+    EXPECT_EQ(*(*reader)->FirstEventTime(), std::optional<TimestampNs>(0));
+  }
+  auto writer = MustCreate(dir / "rank-1.sqlite", MakeIdentity("r", 1, 2));
+  ASSERT_NE(writer, nullptr);
+  Lane lane;
+  lane.kind = LaneKind::kCounter;
+  const LaneId id = writer->AddLane(lane);
+  EventTables batch;
+  KernelEvent k;
+  k.lane = id;
+  k.start_ns = 50;
+  k.end_ns = 60;
+  batch.kernels.push_back(k);
+  batch.counter_samples.push_back({id, -7, 1.0});
+  ASSERT_TRUE(writer->Submit(std::move(batch)));
+  ASSERT_TRUE(writer->Close().ok());
+  auto reader = TraceReader::Open(dir / "rank-1.sqlite");
+  ASSERT_TRUE(reader.ok());
+  EXPECT_EQ(*(*reader)->FirstEventTime(), std::optional<TimestampNs>(-7));
+
+  auto empty_writer = MustCreate(dir / "rank-2.sqlite", MakeIdentity("r", 2, 3));
+  ASSERT_NE(empty_writer, nullptr);
+  ASSERT_TRUE(empty_writer->Close().ok());
+  auto empty = TraceReader::Open(dir / "rank-2.sqlite");
+  ASSERT_TRUE(empty.ok());
+  EXPECT_EQ(*(*empty)->FirstEventTime(), std::nullopt);
+}
+
 // The version 2 tables and api_calls.external_id through the range query. The long event
 // on each lane is found only if the writer counted it in the lane's max_duration_ns.
 TEST(RoundTrip, LaneRangeQueryCoversTheVersion2Tables) {
