@@ -310,7 +310,6 @@ class Exporter {
   const ChromeExportResult& result() const { return result_; }
 
  private:
-  // Whole seconds at or below the rank's earliest time (its clock start without events).
   static std::string Dump(const Json& value) { return value.dump(-1, ' ', false, Json::error_handler_t::replace); }
 
   Status Emit(const Json& event) {

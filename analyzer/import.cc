@@ -45,7 +45,6 @@ constexpr uint64_t kMaxBacklog = 512 * 1024;
 
 std::string Quoted(const fs::path& path) { return Printable(path.string(), 200); }
 
-
 bool IsGzip(std::string_view head) {
   return head.size() >= 2 && static_cast<unsigned char>(head[0]) == kGzipMagic[0] &&
          static_cast<unsigned char>(head[1]) == kGzipMagic[1];

@@ -96,7 +96,6 @@ std::optional<double> Plottable(std::optional<double> value) {
   return value;
 }
 
-
 std::string FormatPercentValue(double percent) { return fmt::format("{:.1f}%", percent); }
 
 // About three significant digits, short enough to sit over a marker.

@@ -165,14 +165,13 @@ Result<RunStats> CollectRunStats(const fs::path& run_dir) {
     const RankFileStats& rank = stats.ranks.back();
     if (!rank.rank) continue;
     if (rank.cupti_status == "on") stats.cupti_on.push_back(*rank.rank);
-    // "off: not selected (--trace)" is what the user asked for: no news.
-    if (rank.cupti_status.starts_with("off: ") && !rank.cupti_status.starts_with("off: not selected")) {
-      stats.cupti_off[rank.cupti_status.substr(5)].push_back(*rank.rank);
-    }
-    // CUDA never started (no driver, or a CPU-only program): the one line that says so.
-    constexpr std::string_view kNotStarted = "not started: ";
-    if (rank.cupti_status.starts_with(kNotStarted)) {
-      stats.cupti_off[rank.cupti_status.substr(kNotStarted.size())].push_back(*rank.rank);
+    // Why CUDA activity is missing: CUPTI turned off ("off: ...") or never started, as without
+    // a driver ("not started: ..."). "off: not selected (--trace)" is the user's choice: no news.
+    if (rank.cupti_status.starts_with("off: not selected")) continue;
+    for (const std::string_view prefix : {"off: ", "not started: "}) {
+      if (rank.cupti_status.starts_with(prefix)) {
+        stats.cupti_off[rank.cupti_status.substr(prefix.size())].push_back(*rank.rank);
+      }
     }
   }
   for (const trace::RunFile& file : run.unranked) stats.unranked.push_back(CountFile(file, stats.drops_by_reason));

@@ -86,7 +86,8 @@ Status CuptiSession::Configure() {
   params.subscriberName = "rankscope";
   params.oldSubscriberName = other;
   params.oldSubscriberSize = sizeof(other);
-  const CUptiResult subscribed = api_.Subscribe_v2(&subscriber_, &NoThrow<&CuptiSession::OnCallback>::Call, this, &params);
+  const CUptiResult subscribed =
+      api_.Subscribe_v2(&subscriber_, &NoThrow<&CuptiSession::OnCallback>::Call, this, &params);
   if (subscribed != CUPTI_SUCCESS) {
     subscriber_ = nullptr;
     if (subscribed == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {

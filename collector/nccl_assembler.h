@@ -8,8 +8,9 @@
 // `idle_limit` (graph-captured work, or parts NCCL never reports); at the end, whatever is
 // left. An operation with a part still running (a long send) waits longer, up to
 // `stall_limit` without news; past that, a part NCCL never stops (a lost record, an aborted
-// communicator) no longer holds its operation, nor does an unattached one stay open. Its times are its kernel channels' GPU times when NCCL gives them, else its host
-// times (start, and the last stop of it or its parts).
+// communicator) no longer holds its operation, nor does an unattached one stay open. Its
+// times are its kernel channels' GPU times when NCCL gives them, else its host times
+// (start, and the last stop of it or its parts).
 //
 // GPU times come from %globaltimer. The offset to the host clock is estimated as the
 // smallest (host time of the callback - GPU time it reports) over the recent kernel channel

@@ -800,7 +800,8 @@ Status Recorder::Finish(EndReason reason, int signal_number) {
       status_known = status_known || device_status_known_;
     }
     if (!status_known) {
-      d.writer->SetMeta("cupti.status", options_.config.trace.cuda ? CudaNotStartedReason() : "off: not selected (--trace)");
+      d.writer->SetMeta("cupti.status",
+                        options_.config.trace.cuda ? CudaNotStartedReason() : "off: not selected (--trace)");
     }
     int64_t now = RealtimeNowNs();
     // Ranges still open: written with the close time as their end, flagged unfinished.
