@@ -14,8 +14,11 @@ CLI::Option* AddChoice(CLI::App& app, const std::string& name, Enum& target,
                        const std::map<std::string, Enum>& choices, const std::string& help) {
   std::string names;
   for (const auto& [text, value] : choices) names += (names.empty() ? "" : "|") + text;
+  // The help names the choices itself: CLI11's own text would print the enum's values,
+  // which for a one-byte enum are control characters.
   return app.add_option(name, target, help + " (" + names + ")")
-      ->transform(CLI::CheckedTransformer(choices, CLI::ignore_case));
+      ->transform(CLI::CheckedTransformer(choices, CLI::ignore_case))
+      ->option_text("ENUM");
 }
 
 Status Validate(const TrainerOptions& o) {

@@ -309,6 +309,19 @@ TEST(TrainerProcess, BadArgumentsGiveOneLineAndExitTwo) {
   }
 }
 
+// CLI11 printed one-byte enums' values as control characters ("{adamw->^A,sgd->^@}").
+TEST(TrainerProcess, HelpIsPrintableAndNamesEveryChoice) {
+  ChildProcess trainer(TrainerArgv({"--help"}), RankEnvironment(0, 1));
+  const ProcessResult result = trainer.Wait();
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  for (const char c : result.out) {
+    ASSERT_TRUE(c == '\n' || (c >= ' ' && c < 127)) << "byte " << static_cast<int>(c) << " in:\n" << result.out;
+  }
+  for (const char* choices : {"(adamw|sgd)", "(auto|gloo|nccl)", "(bf16|fp32)"}) {
+    EXPECT_NE(result.out.find(choices), std::string::npos) << choices << " missing from:\n" << result.out;
+  }
+}
+
 TEST(TrainerProcess, ADamagedCheckpointIsBadInput) {
   TempDir dir;
   {
