@@ -7,7 +7,10 @@
 // cuBLAS element), as a check that the timed kernels compute the same thing.
 //
 //   gpu_gemm_bench
-// Exits 2 with one line "gpu_gemm_bench: no usable GPU (...)" when there is no GPU.
+// Exits 1 when the bf16 GEMM's geometric mean over the shapes is below kTargetBf16Ratio of
+// cuBLAS, or when a result differs from cuBLAS's by more than kMaxDifference (a wrong
+// kernel is off by O(1), rounding by about 1e-5); 2 with one line "gpu_gemm_bench: no
+// usable GPU (...)" when there is no GPU.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -30,6 +33,8 @@ using kernels::Transpose;
 
 constexpr double kTargetMilliseconds = 100.0;  // per measurement, after warm-up
 constexpr int kWarmup = 3;
+constexpr double kTargetBf16Ratio = 0.6;
+constexpr double kMaxDifference = 1e-2;
 
 struct Shape {
   std::string name;
@@ -181,6 +186,7 @@ int main(int argc, char** argv) {
   double log_ratio_sum = 0.0;
   int bf16_shapes = 0;
   int bf16_at_target = 0;
+  int wrong_results = 0;
   uint32_t seed = 1;
   for (const Shape& s : TrainerShapes()) {
     const size_t a_count = static_cast<size_t>(s.m) * s.k;
@@ -247,7 +253,10 @@ int main(int argc, char** argv) {
     const double bf16_ratio = bf16.own_tflops / bf16.cublas_tflops;
     log_ratio_sum += std::log(bf16_ratio);
     ++bf16_shapes;
-    if (bf16_ratio >= 0.6) ++bf16_at_target;
+    if (bf16_ratio >= kTargetBf16Ratio) ++bf16_at_target;
+    for (const double difference : {fp32.difference, bf16.difference}) {
+      if (!(difference <= kMaxDifference)) ++wrong_results;  // NaN counts as wrong
+    }
 
     for (void* p : {static_cast<void*>(a), static_cast<void*>(b), static_cast<void*>(a16),
                     static_cast<void*>(b16), static_cast<void*>(c_own),
@@ -255,9 +264,15 @@ int main(int argc, char** argv) {
       Check(cudaFree(p), "cudaFree");
     }
   }
-  fmt::print("bf16 own/cuBLAS: geometric mean {:.0f}%, {} of {} shapes at >= 60%\n",
-             100.0 * std::exp(log_ratio_sum / bf16_shapes), bf16_at_target, bf16_shapes);
   Check(cublasDestroy(handle), "cublasDestroy");
   Check(cudaStreamDestroy(stream), "cudaStreamDestroy");
-  return 0;
+  const double geometric_mean = std::exp(log_ratio_sum / bf16_shapes);
+  const bool met = geometric_mean >= kTargetBf16Ratio && wrong_results == 0;
+  fmt::print("bf16 own/cuBLAS: geometric mean {:.0f}% (target >= {:.0f}%), {} of {} shapes at target{}: {}\n",
+             100.0 * geometric_mean, 100.0 * kTargetBf16Ratio, bf16_at_target, bf16_shapes,
+             wrong_results == 0 ? ""
+                                : fmt::format(", {} results differ from cuBLAS by more than {:g}",
+                                              wrong_results, kMaxDifference),
+             met ? "PASS" : "FAIL");
+  return met ? 0 : 1;
 }

@@ -24,7 +24,8 @@ import subprocess
 import sys
 import tempfile
 
-from bench_env import clean_environment, free_port
+from bench_env import RunFailed, SelfTest, clean_environment, existing_directory, find_program, free_port, \
+    gzip_copy, hand_made_rank_file, profile_ranks, why_failed
 
 
 def rankscope_kernels(rank_file):
@@ -77,31 +78,22 @@ def compare(ours, theirs, time_tolerance_percent):
 
 def self_test() -> int:
     """The readers and the comparison on a rank file's tables and a Kineto trace made by hand."""
-    failures = []
-
-    def expect(condition, what):
-        if not condition:
-            failures.append(what)
-
+    test = SelfTest("torch_compare.py")
+    expect = test.expect
     with tempfile.TemporaryDirectory() as tmp:
         rank_file = os.path.join(tmp, "rank-0.sqlite")
-        db = sqlite3.connect(rank_file)
-        db.executescript(
-            "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);"
-            "CREATE TABLE strings(id INTEGER PRIMARY KEY, value TEXT NOT NULL);"
+        hand_made_rank_file(
+            rank_file,
             "CREATE TABLE nvtx_ranges(id INTEGER PRIMARY KEY, name INTEGER, start_ns INTEGER, end_ns INTEGER);"
             "CREATE TABLE api_calls(id INTEGER PRIMARY KEY, correlation_id INTEGER, start_ns INTEGER, end_ns INTEGER);"
             "CREATE TABLE kernels(id INTEGER PRIMARY KEY, name INTEGER, correlation_id INTEGER, start_ns INTEGER, "
             "end_ns INTEGER);"
-            "INSERT INTO meta VALUES('cupti.status', 'on');"
             "INSERT INTO strings VALUES(1, 'measured'), (2, 'gemm'), (3, 'relu');"
             "INSERT INTO nvtx_ranges VALUES(1, 1, 1000, 9000);"
             # Launched before the range (warm-up), inside it (two threads), and executing after it.
             "INSERT INTO api_calls VALUES(1, 7, 500, 600), (2, 8, 1200, 1300), (3, 9, 2000, 2100), (4, 10, 8000, 8100);"
             "INSERT INTO kernels VALUES(1, 2, 7, 700, 900), (2, 2, 8, 1400, 2400), (3, 3, 9, 2500, 3000), "
             "(4, 2, 10, 8200, 9800);")
-        db.commit()
-        db.close()
         ours = rankscope_kernels(rank_file)
         expect(ours == (collections.Counter({"gemm": 2, "relu": 1}), 1000 + 500 + 1600),
                f"rankscope_kernels read {ours}")
@@ -120,20 +112,19 @@ def self_test() -> int:
                "a kernel count that differs passes")
         expect(not compare((ours[0], int(ours[1] * 1.03)), theirs, 2.0)[1], "3% more kernel time passes")
         expect(compare((ours[0], int(ours[1] * 1.015)), theirs, 2.0)[1], "1.5% more kernel time fails")
-    for failure in failures:
-        print(f"torch_compare.py --self-test: {failure}", file=sys.stderr)
-    print("torch_compare.py --self-test: " + ("FAIL" if failures else "PASS"))
-    return 1 if failures else 0
+    return test.finish()
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--build-dir", default="build/release")
+    parser.add_argument("--build-dir", default="build/release", help="a build tree or a GPU bundle")
     parser.add_argument("--script", default=os.path.join(os.path.dirname(__file__), "..", "samples", "pytorch",
                                                          "ddp_train.py"))
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--python", default=sys.executable)
     parser.add_argument("--time-tolerance-percent", type=float, default=2.0)
+    parser.add_argument("--keep", metavar="DIR", type=existing_directory,
+                        help="keep both runs' traces here, gzipped (the real-trace test data)")
     parser.add_argument("--self-test", action="store_true", help="check the comparison on hand-made inputs")
     args = parser.parse_args()
     if args.self_test:
@@ -145,7 +136,7 @@ def main() -> int:
         print("torch_compare.py: needs PyTorch with a usable CUDA GPU "
               f"({'no PyTorch' if probe.returncode else 'torch.cuda.is_available() is False'})", file=sys.stderr)
         return 2
-    rankscope = os.path.join(args.build_dir, "cli", "rankscope")
+    rankscope = find_program(args.build_dir, "rankscope")
     if not os.path.exists(rankscope):
         print(f"torch_compare.py: {rankscope} is missing (build the release preset first)", file=sys.stderr)
         return 2
@@ -153,27 +144,31 @@ def main() -> int:
     script = [args.python, os.path.abspath(args.script), "--steps", str(args.steps)]
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = os.path.join(tmp, "run")
-        profiled = subprocess.run([rankscope, "profile", "-n", "1", "-o", run_dir, "--", *script],
-                                  env=clean_environment(), capture_output=True, text=True)
-        if profiled.returncode != 0:
-            print(f"torch_compare.py: the profiled run failed: {profiled.stderr.strip()[-800:]}", file=sys.stderr)
+        try:
+            profile_ranks(rankscope, script, run_dir)
+        except RunFailed as error:
+            print(error.output.rstrip(), file=sys.stderr)
+            print(f"torch_compare.py: the profiled run failed ({error})", file=sys.stderr)
             return 2
         trace_file = os.path.join(tmp, "torch.json")
         env = dict(clean_environment(), RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
                    MASTER_PORT=str(free_port()))
         torch_run = subprocess.run([*script, "--torch-profile", trace_file], env=env, capture_output=True, text=True)
         if torch_run.returncode != 0:
-            print(f"torch_compare.py: the torch.profiler run failed: {torch_run.stderr.strip()[-800:]}",
-                  file=sys.stderr)
+            print(torch_run.stderr.rstrip(), file=sys.stderr)
+            print(f"torch_compare.py: the torch.profiler run failed ({why_failed(torch_run)})", file=sys.stderr)
             return 2
+        rank_file = os.path.join(run_dir, "rank-0.sqlite")
+        if args.keep:
+            gzip_copy(trace_file, os.path.join(args.keep, "torch-profiler-ddp-nccl-1rank.json.gz"))
+            gzip_copy(rank_file, os.path.join(args.keep, "rankscope-ddp-nccl-1rank-rank0.sqlite.gz"))
         try:
-            lines, ok = compare(rankscope_kernels(os.path.join(run_dir, "rank-0.sqlite")), torch_kernels(trace_file),
-                                args.time_tolerance_percent)
+            lines, ok = compare(rankscope_kernels(rank_file), torch_kernels(trace_file), args.time_tolerance_percent)
         except (RuntimeError, KeyError, ValueError) as error:
             print(f"torch_compare.py: {error}", file=sys.stderr)
             return 2
-    print("\n".join(lines))
-    print("PASS" if ok else "FAIL")
+    print("\n".join(lines[:-2]))
+    print(f"{lines[-2]}; {lines[-1]}: {'PASS' if ok else 'FAIL'}")
     return 0 if ok else 1
 
 

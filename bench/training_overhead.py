@@ -28,7 +28,7 @@ import subprocess
 import sys
 import tempfile
 
-from bench_env import clean_environment, free_port
+from bench_env import clean_environment, find_program, launch_ranks
 
 
 def slowest_median_ms(metrics_dir, ranks):
@@ -42,18 +42,9 @@ def slowest_median_ms(metrics_dir, ranks):
 def run_bare(trainer, trainer_args, ranks, work):
     """The ranks without any injection, started the way torchrun would."""
     os.makedirs(work)
-    env = clean_environment()
-    port = free_port()
-    processes = []
-    for rank in range(ranks):
-        rank_env = dict(env, RANK=str(rank), WORLD_SIZE=str(ranks), LOCAL_RANK=str(rank),
-                        LOCAL_WORLD_SIZE=str(ranks), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-        cmd = [trainer, *trainer_args, "--quiet", "--rdzv", f"file:{work}/rendezvous",
-               "--metrics-out", os.path.join(work, "m-{rank}.json")]
-        processes.append(subprocess.Popen(cmd, env=rank_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                          text=True))
-    failed = [(p.wait(), p.stderr.read()) for p in processes]
-    for code, err in failed:
+    cmd = [trainer, *trainer_args, "--quiet", "--rdzv", f"file:{work}/rendezvous",
+           "--metrics-out", os.path.join(work, "m-{rank}.json")]
+    for code, err in launch_ranks(lambda rank: cmd, ranks, clean_environment()):
         if code != 0:
             raise RuntimeError(f"bare trainer failed with exit code {code}: {err.strip()[-500:]}")
     return slowest_median_ms(work, ranks)
@@ -88,7 +79,7 @@ def describe_run(run_dir, ranks):
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--build-dir", default="build/release")
+    parser.add_argument("--build-dir", default="build/release", help="a build tree or a GPU bundle")
     parser.add_argument("--ranks", type=int, default=1)
     parser.add_argument("--pairs", type=int, default=5)
     parser.add_argument("--trainer-args", default="--steps 60",
@@ -102,8 +93,8 @@ def main() -> int:
         print("training_overhead.py: --ranks and --pairs must be at least 1", file=sys.stderr)
         return 2
 
-    trainer = os.path.join(args.build_dir, "trainer", "rankscope-trainer")
-    rankscope = os.path.join(args.build_dir, "cli", "rankscope")
+    trainer = find_program(args.build_dir, "rankscope-trainer")
+    rankscope = find_program(args.build_dir, "rankscope")
     for path in (trainer, rankscope):
         if not os.path.exists(path):
             print(f"training_overhead.py: {path} is missing (build first: cmake --preset release && "

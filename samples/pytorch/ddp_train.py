@@ -4,10 +4,14 @@
     rankscope profile -n 2 -- python3 samples/pytorch/ddp_train.py --steps 50
     torchrun --nproc-per-node 8 samples/pytorch/ddp_train.py          # the same, unprofiled
 
-An MLP on a fixed random batch, DistributedDataParallel over NCCL on GPUs (Gloo on CPUs).
-After --warmup steps, the measured steps run inside one NVTX range named "measured" (which
-rankscope records), or, with --torch-profile FILE, inside torch.profiler instead, whose
-Chrome trace goes to FILE: bench/torch_compare.py runs both and compares their kernels.
+An MLP on a fixed random batch, DistributedDataParallel over NCCL on GPUs (Gloo on CPUs;
+`--backend gloo` on GPUs too, with CUDA tensors). Ranks share the GPUs when there are more
+ranks than GPUs (rank r uses GPU LOCAL_RANK mod the GPU count), which only Gloo allows.
+After --warmup steps, the measured steps run inside one NVTX range named "measured", each
+step in a range named "step" (which rankscope records), or, with --torch-profile FILE,
+inside torch.profiler instead (one ProfilerStep#N per step), whose Chrome trace goes to
+FILE: bench/torch_compare.py runs both and compares their kernels. With several ranks, FILE
+must contain {rank}, which becomes each rank's number.
 """
 import argparse
 import os
@@ -25,11 +29,17 @@ def parse_args():
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--width", type=int, default=1024)
     parser.add_argument("--depth", type=int, default=4)
+    parser.add_argument("--backend", choices=("auto", "nccl", "gloo"), default="auto",
+                        help="NCCL on GPUs and Gloo on CPUs with auto (default: %(default)s)")
     parser.add_argument("--torch-profile", metavar="TRACE.json",
-                        help="profile the measured steps with torch.profiler and write its Chrome trace here")
+                        help="profile the measured steps with torch.profiler and write its Chrome trace here "
+                             "({rank} in the name becomes the rank)")
     args = parser.parse_args()
     if args.steps < 1 or args.warmup < 0 or args.batch < 1 or args.width < 1 or args.depth < 1:
         parser.error("--steps, --batch, --width and --depth must be positive, --warmup not negative")
+    if args.torch_profile and int(os.environ.get("WORLD_SIZE", "1")) > 1 and "{rank}" not in args.torch_profile:
+        parser.error("--torch-profile needs {rank} in the file name when there are several ranks "
+                     "(each rank writes its own trace)")
     return args
 
 
@@ -41,17 +51,21 @@ def main():
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     os.environ.setdefault("MASTER_PORT", "29517")
     use_cuda = torch.cuda.is_available()
-    device = torch.device("cuda", local_rank) if use_cuda else torch.device("cpu")
+    device = torch.device("cuda", local_rank % torch.cuda.device_count()) if use_cuda else torch.device("cpu")
+    backend = args.backend if args.backend != "auto" else ("nccl" if use_cuda else "gloo")
+    if backend == "nccl" and (not use_cuda or world_size > torch.cuda.device_count()):
+        sys.exit(f"ddp_train.py: error: NCCL needs a GPU per rank ({world_size} rank(s), "
+                 f"{torch.cuda.device_count() if use_cuda else 0} GPU(s)); use --backend gloo")
     if use_cuda:
         torch.cuda.set_device(device)
-    dist.init_process_group("nccl" if use_cuda else "gloo", rank=rank, world_size=world_size)
+    dist.init_process_group(backend, rank=rank, world_size=world_size)
 
     torch.manual_seed(0)
     layers = []
     for _ in range(args.depth):
         layers += [torch.nn.Linear(args.width, args.width), torch.nn.ReLU()]
     model = torch.nn.Sequential(*layers, torch.nn.Linear(args.width, 16)).to(device)
-    ddp = DistributedDataParallel(model, device_ids=[local_rank] if use_cuda else None)
+    ddp = DistributedDataParallel(model, device_ids=[device.index] if use_cuda else None)
     optimizer = torch.optim.SGD(ddp.parameters(), lr=0.01)
     loss_fn = torch.nn.CrossEntropyLoss()
     inputs = torch.randn(args.batch, args.width, device=device)
@@ -77,19 +91,25 @@ def main():
         with torch.profiler.profile(activities=activities) as profiler:
             for _ in range(args.steps):
                 step()
+                profiler.step()
             synchronize()
-        profiler.export_chrome_trace(args.torch_profile)
+        profiler.export_chrome_trace(args.torch_profile.replace("{rank}", str(rank)))
     else:
         if use_cuda:
             torch.cuda.nvtx.range_push("measured")
         for _ in range(args.steps):
+            if use_cuda:
+                torch.cuda.nvtx.range_push("step")
             step()
+            if use_cuda:
+                torch.cuda.nvtx.range_pop()
         synchronize()
         if use_cuda:
             torch.cuda.nvtx.range_pop()
     dist.destroy_process_group()
     if rank == 0:
-        print(f"ddp_train.py: {args.steps} measured steps on {world_size} rank(s), {device.type}", file=sys.stderr)
+        print(f"ddp_train.py: {args.steps} measured steps on {world_size} rank(s), {device.type}, {backend}",
+              file=sys.stderr)
 
 
 if __name__ == "__main__":
