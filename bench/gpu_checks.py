@@ -1,121 +1,442 @@
 #!/usr/bin/env python3
-"""The collector's GPU checks (issue "Collector II"), on a machine with an NVIDIA GPU.
+"""Every GPU check in one run, each within its own time budget (scripts/gpu/run-checks.sh
+runs this from a GPU bundle; it also runs from a build tree).
 
-1. The reference trainer on one GPU under `rankscope profile`: kernels, copies and NCCL
-   collectives recorded (CUPTI and the NCCL profiler plugin), the trainer's kernel names
-   among them, no events dropped, and `rankscope analyze` reporting a utilization between
-   1% and 100%.
-2. bench/torch_compare.py: kernel counts per name against torch.profiler, total kernel time
-   within 2% (needs PyTorch with CUDA; reported as not run without it).
-3. bench/training_overhead.py: step time with and without the collector, median <= 3%.
+  cuda-kernels   the CUDA kernels against the CPU reference (kernels_cuda_tests)
+  gemm           own fp32/bf16 GEMMs against cuBLAS (gpu_gemm_bench; bf16 >= 60%)
+  trainer        the reference trainer on one GPU under `rankscope profile`: kernels, copies
+                 and NCCL collectives (CUPTI, the NCCL plugin), the trainer's kernel names,
+                 no drops, a utilization between 1% and 100% from `rankscope analyze`
+  cupti-timing   CUPTI's kernel times against CUDA events and the host clock
+                 (cupti_timing_check.py)
+  torch-compare  a 1-rank NCCL DDP job (samples/pytorch/ddp_train.py): kernel counts per
+                 name against torch.profiler (exact), total kernel time within 2%
+                 (torch_compare.py)
+  ddp-gloo-cuda  the same job with 2 ranks on one GPU over Gloo with CUDA tensors, under
+                 `rankscope profile` and analyzed; and under torch.profiler, whose traces
+                 `rankscope analyze` reads too
+  overhead       the collector's cost on the trainer's median step time, <= 3%
+                 (training_overhead.py)
 
-Prints every figure and one verdict line per check; exits 1 when a check fails, 2 when the
-machine cannot run them (no GPU: the trainer falls back to the CPU).
+With --out DIR: each check's output in DIR/<check>.log, the verdicts in DIR/results.json,
+a report in DIR/summary.md (the shape of bench/results/gpu-<date>.md), and the real traces
+of the profiled jobs, gzipped, in DIR/traces/ (torch.profiler's and rankscope's of the same
+jobs: test data). Exits 0 when every check passes, 1 when one does not (failed, ran past its
+budget, or could not run), 2 when there is no GPU or the arguments are wrong.
 """
 import argparse
+import datetime
 import json
 import os
+import signal
 import sqlite3
 import subprocess
 import sys
 import tempfile
+import time
+import xml.etree.ElementTree
+
+from bench_env import BudgetExceeded, RunFailed, clean_environment, find_program, gzip_copy, launch_ranks, \
+    profile_ranks, run, why_failed
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 # Kernels of kernels/cuda/ that any fp32 SGD training step launches.
 TRAINER_KERNELS = ("SgemmKernel", "BiasActivationForwardKernel", "BiasActivationBackwardKernel",
                    "SoftmaxCrossEntropyForwardKernel", "SoftmaxCrossEntropyBackwardKernel", "SgdKernel")
+TRACE_LIMIT_BYTES = 5 * 1000 * 1000
+# Marks every process a check starts, so that one which outlives its check can be found.
+TAG_VARIABLE = "GPU_CHECK_TAG"
 
 
-def check_trainer(build, steps):
-    rankscope = os.path.join(build, "cli", "rankscope")
-    trainer = os.path.join(build, "trainer", "rankscope-trainer")
-    with tempfile.TemporaryDirectory() as tmp:
-        run_dir = os.path.join(tmp, "run")
-        done = subprocess.run([rankscope, "profile", "-n", "1", "-o", run_dir, "--", trainer, "--steps", str(steps),
-                               "--backend", "nccl"], capture_output=True, text=True)
-        print(done.stderr.strip())
-        if done.returncode != 0:
-            return None, "the profiled trainer failed"
-        db = sqlite3.connect(f"file:{os.path.join(run_dir, 'rank-0.sqlite')}?mode=ro", uri=True)
+def ddp_train_script():
+    """samples/pytorch/ddp_train.py in a source tree, or beside this file in a bundle."""
+    for path in (os.path.join(HERE, "ddp_train.py"), os.path.join(HERE, "..", "samples", "pytorch", "ddp_train.py")):
+        if os.path.exists(path):
+            return os.path.abspath(path)
+    return os.path.join(HERE, "ddp_train.py")
+
+
+class Check:
+    """What a check gets: the programs, a deadline that every command it runs obeys, and
+    where its traces go."""
+
+    def __init__(self, tree, deadline, traces_dir, tag, extra_library_dirs):
+        self.tree = tree
+        self.deadline = deadline
+        self.traces_dir = traces_dir
+        self.env = dict(clean_environment(), **{TAG_VARIABLE: tag})
+        self.extra_library_dirs = extra_library_dirs
+        self.lines = []
+
+    def program(self, name):
+        return find_program(self.tree, name)
+
+    def say(self, text):
+        self.lines.append(text)
+
+    def run(self, cmd, env=None):
+        return run(cmd, deadline=self.deadline, env=env or self.env)
+
+    def profile(self, command, run_dir, ranks=1):
+        """The command's ranks under `rankscope profile`; rankscope's summary said."""
+        done = profile_ranks(self.program("rankscope"), command, run_dir, ranks=ranks, env=self.env,
+                             deadline=self.deadline)
+        self.say(done.stderr.rstrip())
+
+    def keep(self, source, name):
+        """Keeps a real trace, gzipped, when --out was given."""
+        if self.traces_dir and os.path.exists(source):
+            gzip_copy(source, os.path.join(self.traces_dir, name))
+
+    def script(self, name, *args, env=None):
+        """(verdict, headline) of a bench script: exit 0 PASS, 1 FAIL, 2 NOT RUN; its last
+        output line is the headline."""
+        done = self.run([sys.executable, os.path.join(HERE, name), "--build-dir", self.tree, *args], env=env)
+        self.say(done.stdout.rstrip())
+        if done.stderr.strip():
+            self.say(done.stderr.rstrip())
+        out_lines = [line for line in done.stdout.splitlines() if line.strip()]
+        # The script's own message on stderr says why it did not pass.
+        own = [line for line in done.stderr.splitlines() if line.startswith(name + ":")]
+        verdict = {0: "PASS", 1: "FAIL", 2: "NOT RUN"}.get(done.returncode, "ERROR")
+        if verdict in ("PASS", "FAIL") and out_lines and not own:
+            return verdict, out_lines[-1]
+        return verdict, own[-1] if own else why_failed(done)
+
+
+def rank_file_summary(path):
+    """meta, row counts, drops and kernel names of one rank file."""
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
         meta = dict(db.execute("SELECT key, value FROM meta"))
-        count = lambda table: db.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
-        counts = {t: count(t) for t in ("kernels", "memcpys", "memsets", "api_calls", "syncs", "collectives",
-                                        "collective_parts", "overheads", "nvtx_ranges")}
+        counts = {t: db.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+                  for t in ("kernels", "memcpys", "memsets", "api_calls", "syncs", "collectives", "collective_parts",
+                            "overheads", "nvtx_ranges")}
         names = db.execute("SELECT s.value, count(*), sum(k.end_ns - k.start_ns) FROM kernels k JOIN strings s "
                            "ON s.id = k.name GROUP BY k.name ORDER BY 3 DESC").fetchall()
         collectives = db.execute("SELECT e.name, count(*), sum(c.bytes) FROM collectives c JOIN enums e "
                                  "ON e.type = 'collective_op' AND e.value = c.op GROUP BY c.op").fetchall()
         drops = db.execute("SELECT source, reason, sum(count) FROM drops GROUP BY source, reason").fetchall()
+    finally:
         db.close()
-        analysis = subprocess.run([rankscope, "analyze", run_dir, "--format", "json"], capture_output=True, text=True)
-        report = json.loads(analysis.stdout) if analysis.returncode in (0, 1) else None
-        text = subprocess.run([rankscope, "analyze", run_dir], capture_output=True, text=True).stdout
+    return {"meta": meta, "counts": counts, "names": names, "collectives": collectives, "drops": drops}
 
-    print(f"cupti: {meta.get('cupti.status')} (version {meta.get('cupti.version')}, clock {meta.get('cupti.clock')}, "
-          f"kinds {meta.get('cupti.kinds')}); nccl plugin: {meta.get('nccl.profiler', 'not loaded')}")
-    print("rows: " + ", ".join(f"{table} {n}" for table, n in counts.items()))
-    print("top kernels (count, total ms):")
-    for name, n, total in names[:12]:
-        print(f"  {n:7d} {total / 1e6:10.3f}  {name[:110]}")
-    print("collectives: " + (", ".join(f"{op} x{n} ({(b or 0) / 2**20:.1f} MiB)" for op, n, b in collectives) or "none"))
-    print("drops: " + (", ".join(f"{s}: {r} {n}" for s, r, n in drops) or "none"))
-    print(text)
+
+def describe_rank(check, label, summary):
+    meta = summary["meta"]
+    check.say(f"{label}: cupti {meta.get('cupti.status')} (version {meta.get('cupti.version')}, clock "
+              f"{meta.get('cupti.clock')}); nccl plugin: {meta.get('nccl.profiler', 'not loaded')}")
+    check.say("  rows: " + ", ".join(f"{table} {n}" for table, n in summary["counts"].items()))
+    check.say("  top kernels (count, total ms):")
+    for name, n, total in summary["names"][:8]:
+        check.say(f"  {n:7d} {total / 1e6:10.3f}  {name[:110]}")
+    check.say("  collectives: " + (", ".join(f"{op} x{n} ({(b or 0) / 2**20:.1f} MiB)"
+                                             for op, n, b in summary["collectives"]) or "none"))
+    check.say("  drops: " + (", ".join(f"{s}: {r} {n}" for s, r, n in summary["drops"]) or "none"))
+
+
+def analyze(check, target):
+    """(exit code, JSON report or None) of `rankscope analyze target`, its text report said."""
+    rankscope = check.program("rankscope")
+    text = check.run([rankscope, "analyze", target])
+    check.say(text.stdout.rstrip())
+    if text.stderr.strip():
+        check.say(text.stderr.rstrip())
+    done = check.run([rankscope, "analyze", target, "--format", "json"])
+    report = json.loads(done.stdout) if done.returncode in (0, 1) and done.stdout.strip() else None
+    return done.returncode, report
+
+
+def utilization_problems(report, what):
     problems = []
-    if meta.get("cupti.status") != "on":
-        problems.append(f"CUPTI not on ({meta.get('cupti.status')})")
+    for rank in report["ranks"]:
+        value = rank["totals"].get("utilization_pct")
+        if value is None or not 1.0 <= value <= 100.0:
+            problems.append(f"{what}: rank {rank['rank']} utilization {value} is not realistic")
+    return problems
+
+
+def verdict_of(problems, headline):
+    return ("PASS", headline) if not problems else ("FAIL", "; ".join(problems))
+
+
+# ---- the checks ------------------------------------------------------------------------
+
+
+def check_cuda_kernels(check):
+    with tempfile.TemporaryDirectory() as tmp:
+        xml_path = os.path.join(tmp, "tests.xml")
+        done = check.run([check.program("kernels_cuda_tests"), f"--gtest_output=xml:{xml_path}"])
+        check.say(done.stdout.rstrip())
+        if not os.path.exists(xml_path):
+            return "ERROR", f"kernels_cuda_tests wrote no report ({why_failed(done)})"
+        suite = xml.etree.ElementTree.parse(xml_path).getroot()
+    tests, failures, errors = (int(suite.get(key, 0)) for key in ("tests", "failures", "errors"))
+    skipped = sum(1 for case in suite.iter("testcase") if case.find("skipped") is not None)
+    headline = f"{tests} tests, {failures + errors} failed, {skipped} skipped"
+    if done.returncode != 0 or failures or errors:
+        return "FAIL", headline
+    if tests == 0 or skipped:
+        return "FAIL", headline + " (on a GPU machine nothing may skip)"
+    return "PASS", headline
+
+
+def check_gemm(check):
+    env = dict(check.env)
+    if check.extra_library_dirs:
+        env["LD_LIBRARY_PATH"] = ":".join([*check.extra_library_dirs, env.get("LD_LIBRARY_PATH", "")]).rstrip(":")
+    done = check.run([check.program("gpu_gemm_bench")], env=env)
+    check.say(done.stdout.rstrip())
+    if done.stderr.strip():
+        check.say(done.stderr.rstrip())
+    verdict = {0: "PASS", 1: "FAIL", 2: "NOT RUN"}.get(done.returncode, "ERROR")
+    return verdict, why_failed(done) if verdict != "PASS" else done.stdout.strip().splitlines()[-1]
+
+
+def check_trainer(check, steps=50):
+    with tempfile.TemporaryDirectory() as tmp:
+        run_dir = os.path.join(tmp, "run")
+        try:
+            check.profile([check.program("rankscope-trainer"), "--steps", str(steps), "--backend", "nccl"], run_dir)
+        except RunFailed as error:
+            check.say(error.output)
+            return "FAIL", f"the profiled trainer failed ({error})"
+        rank_file = os.path.join(run_dir, "rank-0.sqlite")
+        check.keep(rank_file, "rankscope-trainer-nccl-1rank-rank0.sqlite.gz")
+        summary = rank_file_summary(rank_file)
+        describe_rank(check, "rank 0", summary)
+        code, report = analyze(check, run_dir)
+    problems = []
+    if summary["meta"].get("cupti.status") != "on":
+        problems.append(f"CUPTI not on ({summary['meta'].get('cupti.status')})")
     for table in ("kernels", "memcpys", "collectives"):
-        if counts[table] == 0:
+        if summary["counts"][table] == 0:
             problems.append(f"no {table}")
     # Demangled names carry namespaces and template arguments around the function's name.
-    missing = [k for k in TRAINER_KERNELS if not any(k in name for name, _, _ in names)]
+    missing = [k for k in TRAINER_KERNELS if not any(k in name for name, _, _ in summary["names"])]
     if missing:
         problems.append("trainer kernels missing from the names: " + ", ".join(missing))
-    if any(n for _, _, n in drops):
+    if any(n for _, _, n in summary["drops"]):
         problems.append("events dropped")
-    utilization = None
-    if report is not None:
-        utilization = report["ranks"][0]["totals"].get("utilization_pct")
-        print(f"utilization (rankscope analyze, whole trace): {utilization}")
-        if utilization is None or not 1.0 <= utilization <= 100.0:
-            problems.append(f"utilization {utilization} is not realistic")
+    if report is None:
+        problems.append(f"rankscope analyze failed (exit code {code})")
     else:
-        problems.append("rankscope analyze failed")
-    return problems, None
+        problems += utilization_problems(report, "rankscope analyze")
+    utilization = report["ranks"][0]["totals"].get("utilization_pct") if report else None
+    return verdict_of(problems, f"{summary['counts']['kernels']} kernels, {summary['counts']['collectives']} "
+                                f"collectives, 0 dropped, utilization {utilization}%")
 
 
-def main() -> int:
+def check_cupti_timing(check):
+    return check.script("cupti_timing_check.py", *(["--keep", check.traces_dir] if check.traces_dir else []))
+
+
+def check_torch_compare(check):
+    return check.script("torch_compare.py", "--script", ddp_train_script(),
+                        *(["--keep", check.traces_dir] if check.traces_dir else []))
+
+
+def check_ddp_gloo_cuda(check, ranks=2, steps=20):
+    """2 ranks on one GPU over Gloo with CUDA tensors (NCCL refuses two ranks on one GPU)."""
+    job = [sys.executable, ddp_train_script(), "--backend", "gloo", "--steps", str(steps), "--warmup", "3"]
+    problems = []
+    with tempfile.TemporaryDirectory() as tmp:
+        run_dir = os.path.join(tmp, "run")
+        try:
+            check.profile(job, run_dir, ranks=ranks)
+        except RunFailed as error:
+            check.say(error.output)
+            return "FAIL", f"the profiled job failed ({error})"
+        for rank in range(ranks):
+            rank_file = os.path.join(run_dir, f"rank-{rank}.sqlite")
+            check.keep(rank_file, f"rankscope-ddp-gloo-cuda-{ranks}rank-rank{rank}.sqlite.gz")
+            summary = rank_file_summary(rank_file)
+            describe_rank(check, f"rank {rank}", summary)
+            if summary["meta"].get("cupti.status") != "on":
+                problems.append(f"rank {rank}: CUPTI not on ({summary['meta'].get('cupti.status')})")
+            # Gloo reduces CUDA tensors through host memory: the copies must be there.
+            for table in ("kernels", "memcpys"):
+                if summary["counts"][table] == 0:
+                    problems.append(f"rank {rank}: no {table}")
+            if any(n for _, _, n in summary["drops"]):
+                problems.append(f"rank {rank}: events dropped")
+        code, report = analyze(check, run_dir)
+        if code != 0 or report is None:
+            problems.append(f"rankscope analyze of the profiled run exited {code}")
+        else:
+            problems += utilization_problems(report, "rankscope analyze")
+
+        check.say(f"== the same job under torch.profiler ({ranks} ranks)")
+        traces = os.path.join(tmp, "torch")
+        os.makedirs(traces)
+        pattern = os.path.join(traces, "rank{rank}.json")
+        results = launch_ranks(lambda rank: [*job, "--torch-profile", pattern], ranks, check.env,
+                               deadline=check.deadline)
+        for rank, (code, err) in enumerate(results):
+            if code != 0:
+                problems.append(f"torch.profiler rank {rank} failed (exit code {code}): {err.strip()[-300:]}")
+        if all(code == 0 for code, _ in results):
+            for rank in range(ranks):
+                check.keep(pattern.replace("{rank}", str(rank)),
+                           f"torch-profiler-ddp-gloo-cuda-{ranks}rank-rank{rank}.json.gz")
+            code, _ = analyze(check, traces)
+            if code != 0:
+                problems.append(f"rankscope analyze of the torch.profiler traces exited {code}")
+    utilization = ", ".join(f"{r['totals'].get('utilization_pct', 0):.1f}%" for r in report["ranks"]) \
+        if report else "?"
+    return verdict_of(problems, f"{ranks} ranks profiled and analyzed (utilization {utilization}); "
+                                f"torch.profiler traces analyzed too")
+
+
+def check_overhead(check):
+    return check.script("training_overhead.py", "--pairs", "5")
+
+
+CHECKS = (
+    ("cuda-kernels", "CUDA kernels against the CPU reference", 45, check_cuda_kernels),
+    ("gemm", "own GEMMs against cuBLAS (bf16 >= 60%)", 60, check_gemm),
+    ("trainer", "the trainer on one GPU under rankscope profile", 45, check_trainer),
+    ("cupti-timing", "CUPTI's kernel times against CUDA events and the host clock", 30, check_cupti_timing),
+    ("torch-compare", "1-rank NCCL DDP: kernels against torch.profiler", 90, check_torch_compare),
+    ("ddp-gloo-cuda", "2-rank DDP on one GPU over Gloo, profiled and analyzed", 120, check_ddp_gloo_cuda),
+    ("overhead", "the collector's overhead on the trainer's step time (<= 3%)", 120, check_overhead),
+)
+
+
+def stop_tagged_processes(tag):
+    """Kills what a check left running (ranks in process groups of their own, say)."""
+    needle = f"{TAG_VARIABLE}={tag}".encode()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                if needle in f.read().split(b"\0"):
+                    os.kill(int(entry), signal.SIGKILL)
+        except OSError:
+            continue
+
+
+def gpu_description():
+    try:
+        done = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
+                              capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return None, str(error)
+    if done.returncode != 0 or not done.stdout.strip():
+        return None, (done.stderr.strip() or done.stdout.strip() or f"exit code {done.returncode}").splitlines()[0]
+    return done.stdout.strip().splitlines()[0], None
+
+
+def torch_description():
+    code = ("import torch; print(f'torch {torch.__version__} (CUDA {torch.version.cuda}, NCCL '"
+            "f'{\".\".join(map(str, torch.cuda.nccl.version())) if torch.cuda.is_available() else \"-\"})')")
+    try:
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        return "torch: import timed out"
+    return done.stdout.strip() if done.returncode == 0 else "no PyTorch in " + sys.executable
+
+
+def write_reports(out, header, results, traces_dir):
+    traces = []
+    if traces_dir:
+        for name in sorted(os.listdir(traces_dir)):
+            traces.append({"file": f"traces/{name}", "bytes": os.path.getsize(os.path.join(traces_dir, name))})
+    with open(os.path.join(out, "results.json"), "w") as f:
+        json.dump(dict(header, checks=[{k: v for k, v in r.items() if k != "output"} for r in results],
+                       traces=traces), f, indent=1)
+        f.write("\n")
+    lines = [f"# GPU checks, {header['date']}", ""]
+    lines += [f"- {key}: {header[key]}" for key in ("device", "software", "bundle", "command") if header.get(key)]
+    lines += ["", "| check | verdict | result | seconds (budget) |", "|---|---|---|---|"]
+    for r in results:
+        result = r["headline"].replace("|", "\\|")
+        lines.append(f"| {r['name']}: {r['title']} | {r['verdict']} | {result} | {r['seconds']:.0f} ({r['budget_s']}) |")
+    if traces:
+        lines += ["", "Real traces (gzipped; torch.profiler's and rankscope's of the same jobs):", "",
+                  "| file | bytes |", "|---|---|"]
+        for trace in traces:
+            over = " (over the 5 MB limit for test data)" if trace["bytes"] > TRACE_LIMIT_BYTES else ""
+            lines.append(f"| {trace['file']} | {trace['bytes']}{over} |")
+    for r in results:
+        lines += ["", f"## {r['name']}: {r['verdict']}", "", "```text", r["output"].rstrip(), "```"]
+    with open(os.path.join(out, "summary.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--build-dir", default="build/release")
-    parser.add_argument("--steps", type=int, default=50)
+    parser.add_argument("--build-dir", default="build/release", help="a build tree or a GPU bundle")
+    parser.add_argument("--out", metavar="DIR", help="logs, results.json, summary.md and traces/ (a folder "
+                                                     "without an earlier report)")
+    parser.add_argument("--only", metavar="NAMES", help="comma-separated checks to run (default: all)")
+    parser.add_argument("--library-dir", action="append", default=[], metavar="DIR",
+                        help="where the host's cuBLAS is, for gpu_gemm_bench (repeatable)")
+    parser.add_argument("--command", default="", help="the command line to name in summary.md")
+    parser.add_argument("--budget", type=float, metavar="S", help="give every check S seconds instead (tests)")
     args = parser.parse_args()
-    probe = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True) if any(
-        os.access(os.path.join(p, "nvidia-smi"), os.X_OK) for p in os.environ.get("PATH", "").split(":")) else None
-    if probe is None or probe.returncode != 0:
-        print("gpu_checks.py: no NVIDIA GPU here (nvidia-smi -L failed or is missing)", file=sys.stderr)
+    names = [c[0] for c in CHECKS]
+    selected = args.only.split(",") if args.only else names
+    unknown = [n for n in selected if n not in names]
+    if unknown:
+        print(f"gpu_checks.py: error: unknown check(s) {', '.join(unknown)}; the checks are {', '.join(names)}",
+              file=sys.stderr)
         return 2
-    print(probe.stdout.strip())
-    failed = False
+    earlier = [n for n in ("results.json", "summary.md", "traces") if args.out and os.path.exists(os.path.join(args.out, n))]
+    if args.out and (earlier or (os.path.exists(args.out) and not os.path.isdir(args.out))):
+        print(f"gpu_checks.py: error: --out {args.out} holds an earlier report ({', '.join(earlier) or 'not a folder'});"
+              " name a new folder", file=sys.stderr)
+        return 2
+    device, why_not = gpu_description()
+    if device is None:
+        print(f"gpu_checks.py: no NVIDIA GPU here (nvidia-smi: {why_not})", file=sys.stderr)
+        return 2
+    traces_dir = None
+    if args.out:
+        traces_dir = os.path.join(args.out, "traces")
+        os.makedirs(traces_dir)
+        with open(os.path.join(args.out, "nvidia-smi.txt"), "w") as f:
+            f.write(subprocess.run(["nvidia-smi"], capture_output=True, text=True).stdout)
+    header = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+              "device": device, "software": torch_description(), "command": args.command}
+    manifest = os.path.join(args.build_dir, "MANIFEST.txt")
+    if os.path.exists(manifest):
+        with open(manifest) as f:
+            header["bundle"] = f.readline().strip()
+    print(f"device: {device}\nsoftware: {header['software']}", flush=True)
 
-    print("== check 1: the reference trainer on one GPU under rankscope profile")
-    problems, error = check_trainer(args.build_dir, args.steps)
-    if error:
-        print(f"check 1: FAIL ({error})")
-        failed = True
-    else:
-        print("check 1: " + ("PASS" if not problems else "FAIL (" + "; ".join(problems) + ")"))
-        failed |= bool(problems)
-
-    print("== check 2: kernels against torch.profiler")
-    code = subprocess.run([sys.executable, os.path.join(HERE, "torch_compare.py"), "--build-dir", args.build_dir]).returncode
-    print("check 2: " + {0: "PASS", 1: "FAIL"}.get(code, "NOT RUN (see above)"))
-    failed |= code == 1
-
-    print("== check 3: the collector's overhead on the trainer's step time")
-    code = subprocess.run([sys.executable, os.path.join(HERE, "training_overhead.py"), "--build-dir",
-                           args.build_dir]).returncode
-    print("check 3: " + {0: "PASS", 1: "FAIL"}.get(code, "NOT RUN (see above)"))
-    failed |= code == 1
-    return 1 if failed else 0
+    results = []
+    for name, title, budget, function in CHECKS:
+        if name not in selected:
+            continue
+        budget = args.budget if args.budget is not None else budget
+        print(f"== {name}: {title} (budget {budget:g} s)", flush=True)
+        tag = f"{os.getpid()}-{name}"
+        check = Check(args.build_dir, time.monotonic() + budget, traces_dir, tag, args.library_dir)
+        started = time.monotonic()
+        try:
+            verdict, headline = function(check)
+        except BudgetExceeded as error:
+            verdict, headline = "TIMEOUT", str(error)
+        except (OSError, RuntimeError, ValueError, KeyError, sqlite3.Error) as error:
+            verdict, headline = "ERROR", f"{type(error).__name__}: {error}"
+        stop_tagged_processes(tag)
+        seconds = time.monotonic() - started
+        output = "\n".join(line for line in check.lines if line)
+        print(output, flush=True)
+        print(f"{name}: {verdict} ({headline}) in {seconds:.0f} s", flush=True)
+        if args.out:
+            with open(os.path.join(args.out, f"{name}.log"), "w") as f:
+                f.write(output + "\n")
+        results.append({"name": name, "title": title, "verdict": verdict, "headline": headline,
+                        "seconds": round(seconds, 1), "budget_s": budget, "output": output})
+    if args.out:
+        write_reports(args.out, header, results, traces_dir)
+    passed = sum(r["verdict"] == "PASS" for r in results)
+    print(f"gpu_checks.py: {passed} of {len(results)} checks passed" +
+          (f"; report in {os.path.join(args.out, 'summary.md')}" if args.out else ""))
+    return 0 if passed == len(results) else 1
 
 
 if __name__ == "__main__":
