@@ -21,6 +21,7 @@ packages=(
   qt6-base-dev qt6-charts-dev qt6-svg-dev libqt6opengl6-dev  # the viewer (gui/); Qt Charts needs OpenGL's CMake files
   libcairo2-dev      # the scaling report's PNG chart (analyzer/)
   fonts-dejavu-core  # a font for the viewer's offscreen screenshots and tests
+  patchelf           # scripts/gpu/bundle.sh: bundled programs find their libraries by RPATH
 )
 
 missing=()
