@@ -10,6 +10,7 @@ import socket
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
 
 # Where each program lies in a build tree; a GPU bundle (scripts/gpu/bundle.sh) has them all
@@ -58,58 +59,109 @@ def rank_environment(env, rank, ranks, port):
 
 
 class BudgetExceeded(RuntimeError):
-    """A command ran past the time it was given; it and its process group were killed."""
+    """A command ran past the time it was given and was stopped; `output` holds what it had
+    printed by then."""
+
+    def __init__(self, message, output=""):
+        super().__init__(message)
+        self.output = output
 
 
-def _stop_group(process):
-    """SIGTERM to the command's process group (rankscope profile forwards it to its ranks),
-    then SIGKILL to whatever is left after 10 s."""
+def kill_tagged(tag_variable, tag):
+    """SIGKILLs every process whose environment holds TAG_VARIABLE=TAG (what a stopped
+    command left running in process groups of their own, such as rankscope's ranks), and
+    waits up to 5 s for them to go."""
+    needle = f"{tag_variable}={tag}".encode()
+    killed = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                if needle in f.read().split(b"\0"):
+                    os.kill(int(entry), signal.SIGKILL)
+                    killed.append(entry)
+        except OSError:
+            continue
+    give_up = time.monotonic() + 5
+    while killed and time.monotonic() < give_up:
+        killed = [pid for pid in killed if os.path.exists(f"/proc/{pid}")]
+        time.sleep(0.05)
+
+
+def _stop(process, tag):
+    """SIGTERM to the process's group (rankscope profile forwards it to its ranks), SIGKILL
+    to what is left after 10 s, then to every process carrying the tag."""
     for sig, wait_s in ((signal.SIGTERM, 10), (signal.SIGKILL, 5)):
         try:
             os.killpg(process.pid, sig)
         except ProcessLookupError:
-            return
+            break
         try:
             process.wait(timeout=wait_s)
-            return
+            break
         except subprocess.TimeoutExpired:
             continue
+    if tag:
+        kill_tagged(*tag)
 
 
-def run(cmd, *, deadline=None, env=None, cwd=None):
-    """Runs cmd to completion, its output captured as text, in a process group of its own;
-    stops it and raises BudgetExceeded when time.monotonic() passes `deadline`."""
-    process = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               start_new_session=True)
-    try:
-        timeout = None if deadline is None else max(deadline - time.monotonic(), 0.1)
-        out, err = process.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        _stop_group(process)
-        process.communicate()
-        raise BudgetExceeded(f"{os.path.basename(cmd[0])} ran past its time budget and was stopped")
+def _read_back(files):
+    texts = []
+    for f in files:
+        f.seek(0)
+        texts.append(f.read().decode(errors="replace"))
+    return texts
+
+
+def run(cmd, *, deadline=None, env=None, cwd=None, tag=None):
+    """Runs cmd to completion, its output captured as text, in a process group of its own.
+    Past time.monotonic() `deadline` it is stopped (with every process whose environment
+    holds the (variable, value) pair `tag`) and BudgetExceeded raised with its output so far.
+    Output goes through temporary files, so a descendant holding a pipe open cannot hang us."""
+    with tempfile.TemporaryFile() as out_file, tempfile.TemporaryFile() as err_file:
+        process = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=out_file, stderr=err_file, start_new_session=True)
+        try:
+            process.wait(timeout=None if deadline is None else max(deadline - time.monotonic(), 0.1))
+        except subprocess.TimeoutExpired:
+            _stop(process, tag)
+            out, err = _read_back((out_file, err_file))
+            raise BudgetExceeded(f"{os.path.basename(cmd[0])} ran past its time budget and was stopped",
+                                 (out + err).rstrip())
+        out, err = _read_back((out_file, err_file))
     return subprocess.CompletedProcess(cmd, process.returncode, out, err)
 
 
-def launch_ranks(cmd_of_rank, ranks, env, *, deadline=None):
+def launch_ranks(cmd_of_rank, ranks, env, *, deadline=None, tag=None, grace_s=15):
     """Starts `ranks` local ranks with torchrun's variables (cmd_of_rank(rank) is each one's
-    command) and waits for all; returns [(exit code, stderr)] in rank order. Past the
-    deadline every rank is stopped and BudgetExceeded raised."""
+    command) and waits for all; returns [(exit code, stderr)] in rank order. When a rank
+    fails, the others get `grace_s` seconds before they are stopped (a survivor would wait
+    for it in a collective). Past the deadline every rank is stopped and BudgetExceeded
+    raised with their stderr so far."""
     port = free_port()
-    processes = [subprocess.Popen(cmd_of_rank(rank), env=rank_environment(env, rank, ranks, port),
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                                  start_new_session=True) for rank in range(ranks)]
-    results = []
+    err_files = [tempfile.TemporaryFile() for _ in range(ranks)]
     try:
-        for process in processes:
-            timeout = None if deadline is None else max(deadline - time.monotonic(), 0.1)
-            _, err = process.communicate(timeout=timeout)
-            results.append((process.returncode, err))
-    except subprocess.TimeoutExpired:
-        for process in processes:
-            _stop_group(process)
-        raise BudgetExceeded(f"{ranks} ranks of {os.path.basename(cmd_of_rank(0)[0])} ran past their time budget")
-    return results
+        processes = [subprocess.Popen(cmd_of_rank(rank), env=rank_environment(env, rank, ranks, port),
+                                      stdout=subprocess.DEVNULL, stderr=err_files[rank], start_new_session=True)
+                     for rank in range(ranks)]
+        stop_at = deadline
+        while any(p.poll() is None for p in processes):
+            now = time.monotonic()
+            if any(p.returncode not in (None, 0) for p in processes):
+                stop_at = min(stop_at or now + grace_s, now + grace_s)
+            if stop_at is not None and now >= stop_at:
+                for process in processes:
+                    if process.poll() is None:
+                        _stop(process, tag)
+                if deadline is not None and now >= deadline:
+                    errs = _read_back(err_files)
+                    raise BudgetExceeded(f"{ranks} ranks of {os.path.basename(cmd_of_rank(0)[0])} ran past their "
+                                         "time budget", "\n".join(e.rstrip() for e in errs))
+            time.sleep(0.05)
+        return [(process.returncode, err) for process, err in zip(processes, _read_back(err_files))]
+    finally:
+        for f in err_files:
+            f.close()
 
 
 def gzip_copy(source, destination):
@@ -136,11 +188,11 @@ class RunFailed(RuntimeError):
         self.output = output
 
 
-def profile_ranks(rankscope, command, run_dir, *, ranks=1, env=None, deadline=None):
+def profile_ranks(rankscope, command, run_dir, *, ranks=1, env=None, deadline=None, tag=None):
     """`rankscope profile -n RANKS -o RUN_DIR -- COMMAND`; returns the finished process, or
     raises RunFailed (or BudgetExceeded past the deadline)."""
     done = run([rankscope, "profile", "-n", str(ranks), "-o", run_dir, "--", *command],
-               env=env if env is not None else clean_environment(), deadline=deadline)
+               env=env if env is not None else clean_environment(), deadline=deadline, tag=tag)
     if done.returncode != 0:
         raise RunFailed(why_failed(done), done.stderr)
     return done

@@ -4,13 +4,15 @@
 Runs bench/cupti_timing (spin kernels of 10 us to 20 ms; launch i has i + 1 blocks) under
 `rankscope profile` and compares each kernel the collector recorded with what the program
 measured itself:
-- duration against CUDA events around the launch on the same stream:
-  |rankscope - events| <= 0.5% + 10 us (the events also hold the launch's gap of a few us;
-  timestamps in TSC ticks rather than ns would be off by the TSC's GHz, 2-4x);
-- duration against the kernel's own global-timer reading: rankscope >= it - 1 us;
+- duration between two bounds: at most the CUDA events' time around the launch on the same
+  stream (+2 us of event resolution: the events bracket the kernel, and also hold the
+  launch's own gap, a few us to tens of us), at least the kernel's own global-timer reading
+  (-2 us: that timer ticks coarsely). Timestamps in TSC ticks taken for ns would be 2-4x too
+  long, ns taken for ticks too short;
 - placement on the rank file's clock: the kernel's start and end lie between the program's
   CLOCK_REALTIME readings before the launch and after the synchronization, within
-  --clock-slack-us (20): the collector's conversion of CUPTI's timestamps to CLOCK_REALTIME.
+  --clock-slack-us (50): the collector's conversion of CUPTI's timestamps to CLOCK_REALTIME.
+The events' margin over the recorded time is reported, not judged.
 
 Exits 0 when every launch passes, 1 when one misses, 2 when it cannot run. --self-test
 checks the reading and comparing on hand-made inputs (ctest runs it; no GPU needed).
@@ -25,9 +27,8 @@ import tempfile
 from bench_env import BudgetExceeded, RunFailed, SelfTest, existing_directory, find_program, gzip_copy, \
     hand_made_rank_file, profile_ranks
 
-EVENT_TOLERANCE_FRACTION = 0.005
-EVENT_TOLERANCE_NS = 10_000
-GPU_TIMER_SLACK_NS = 1_000
+EVENT_SLACK_NS = 2_000
+GPU_TIMER_SLACK_NS = 2_000
 
 
 def recorded_spins(rank_file, kernel_name):
@@ -50,7 +51,7 @@ def recorded_spins(rank_file, kernel_name):
 def compare(program, spins, clock_slack_ns):
     """(lines, ok): one line per launch that misses, then the summary lines."""
     lines = []
-    worst_duration_pct = 0.0
+    margins = []
     worst_outside_ns = 0
     ours_total = events_total = 0
     for launch in program["launches"]:
@@ -65,15 +66,15 @@ def compare(program, spins, clock_slack_ns):
         ours_total += ours
         events_total += events
         problems = []
-        if abs(ours - events) > EVENT_TOLERANCE_FRACTION * events + EVENT_TOLERANCE_NS:
-            problems.append(f"{ours} ns recorded, {events} ns by CUDA events")
+        if ours > events + EVENT_SLACK_NS:
+            problems.append(f"{ours} ns recorded, longer than the {events} ns between the CUDA events around it")
         if ours < gpu - GPU_TIMER_SLACK_NS:
             problems.append(f"{ours} ns recorded, shorter than the {gpu} ns the kernel spun")
         outside = max(launch["host_before_ns"] - start, end - launch["host_after_ns"], 0)
         if outside > clock_slack_ns:
             problems.append(f"{outside / 1e3:.1f} us outside the host's CLOCK_REALTIME bracket "
                             f"[{launch['host_before_ns']}, {launch['host_after_ns']}] of [{start}, {end}]")
-        worst_duration_pct = max(worst_duration_pct, abs(100.0 * (ours - events) / events) if events else 0.0)
+        margins.append(events - ours)
         worst_outside_ns = max(worst_outside_ns, outside)
         if problems:
             lines.append(f"  launch {index} ({launch['target_ns'] / 1e3:g} us): " + "; ".join(problems))
@@ -82,8 +83,11 @@ def compare(program, spins, clock_slack_ns):
     lines.append(f"{launches} spin kernels of 10 us to 20 ms on {program.get('device', '?')}: total "
                  f"{ours_total / 1e6:.3f} ms recorded, {events_total / 1e6:.3f} ms by CUDA events "
                  f"(ratio {ours_total / events_total if events_total else float('nan'):.4f})")
-    lines.append(f"worst duration difference {worst_duration_pct:.2f}%, worst placement outside the host clock's "
-                 f"bracket {worst_outside_ns / 1e3:.1f} us (slack {clock_slack_ns / 1e3:g} us)")
+    margins.sort()
+    margin = (f"events minus recorded: median {margins[len(margins) // 2] / 1e3:.1f} us, max {margins[-1] / 1e3:.1f} us"
+              if margins else "no kernel matched")
+    lines.append(f"{margin}; worst placement outside the host clock's bracket {worst_outside_ns / 1e3:.1f} us "
+                 f"(slack {clock_slack_ns / 1e3:g} us)")
     return lines, ok
 
 
@@ -115,22 +119,25 @@ def self_test():
                f"recorded_spins read {spins}")
 
         def verdict(changed):
-            return compare(program, changed, 20_000)[1]
+            return compare(program, changed, 50_000)[1]
 
         expect(verdict(spins), "matching kernels fail")
         # Raw TSC ticks at 2.4 GHz taken for nanoseconds: every duration 2.4x too long.
         ticks = {b: [(s, s + int((e - s) * 2.4)) for s, e in v] for b, v in spins.items()}
         expect(not verdict(ticks), "durations 2.4x too long pass")
-        # The right durations on a clock 100 us late.
-        late = {b: [(s + 100_000, e + 100_000) for s, e in v] for b, v in spins.items()}
-        expect(not verdict(late), "kernels 100 us outside the host's bracket pass")
+        # The right durations on a clock 200 us late: launch 0 ends 121 us after its bracket.
+        late = {b: [(s + 200_000, e + 200_000) for s, e in v] for b, v in spins.items()}
+        expect(not verdict(late), "kernels 121 us outside the host's bracket pass")
+        # 40 us late: 21 us outside the bracket, within the slack.
+        expect(verdict({b: [(s + 40_000, e + 40_000) for s, e in v] for b, v in spins.items()}),
+               "kernels 21 us outside the host's bracket fail")
         shorter = {**spins, 2: [(2010000, 2010000 + 19_990_000)]}
         expect(not verdict(shorter), "a kernel shorter than it spun passes")
         expect(not verdict({1: spins[1]}), "a launch with no kernel passes")
         expect(not verdict({**spins, 1: spins[1] * 2}), "two kernels for one launch pass")
-        # 0.5% + 10 us of the 20 ms launch is 110 us: 100 us more passes, 120 us fails.
-        expect(verdict({**spins, 2: [(2010000, 22011000 + 100_000)]}), "100 us more than events fails")
-        expect(not verdict({**spins, 2: [(2010000, 22011000 + 120_000)]}), "120 us more than events passes")
+        # The 20 ms launch's events span 20.003 ms: 1 us more is event resolution, 3 us is not.
+        expect(verdict({**spins, 2: [(2010000, 2010000 + 20_004_000)]}), "1 us more than the events fails")
+        expect(not verdict({**spins, 2: [(2010000, 2010000 + 20_006_000)]}), "3 us more than the events passes")
         db = sqlite3.connect(rank_file)
         db.execute("UPDATE meta SET value = 'off: hand-made' WHERE key = 'cupti.status'")
         db.commit()
@@ -146,7 +153,7 @@ def self_test():
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--build-dir", default="build/release", help="a build tree or a GPU bundle")
-    parser.add_argument("--clock-slack-us", type=float, default=20.0)
+    parser.add_argument("--clock-slack-us", type=float, default=50.0)
     parser.add_argument("--repeats", type=int, default=3, help="launches of each length (1-5)")
     parser.add_argument("--keep", metavar="DIR", type=existing_directory,
                         help="keep the rank file and the program's timings here, gzipped")

@@ -4,25 +4,29 @@ runs this from a GPU bundle; it also runs from a build tree).
 
   cuda-kernels   the CUDA kernels against the CPU reference (kernels_cuda_tests)
   gemm           own fp32/bf16 GEMMs against cuBLAS (gpu_gemm_bench; bf16 >= 60%)
-  trainer        the reference trainer on one GPU under `rankscope profile`: kernels, copies
-                 and NCCL collectives (CUPTI, the NCCL plugin), the trainer's kernel names,
-                 no drops, a utilization between 1% and 100% from `rankscope analyze`
+  trainer        the reference trainer on one GPU with NCCL under `rankscope profile`:
+                 kernels and copies (CUPTI), the NCCL profiler plugin loaded, the trainer's
+                 kernel names, no drops, a utilization between 1% and 100% from `analyze`
+                 (NCCL shows its profiler no collective of a 1-rank communicator, and
+                 refuses two ranks on one GPU: collectives need a machine with two GPUs)
   cupti-timing   CUPTI's kernel times against CUDA events and the host clock
                  (cupti_timing_check.py)
   torch-compare  a 1-rank NCCL DDP job (samples/pytorch/ddp_train.py): kernel counts per
                  name against torch.profiler (exact), total kernel time within 2%
                  (torch_compare.py)
   ddp-gloo-cuda  the same job with 2 ranks on one GPU over Gloo with CUDA tensors, under
-                 `rankscope profile` and analyzed; and under torch.profiler, whose traces
-                 `rankscope analyze` reads too
+                 `rankscope profile` and analyzed (every step found); and under
+                 torch.profiler, whose traces `rankscope analyze` reads too
   overhead       the collector's cost on the trainer's median step time, <= 3%
                  (training_overhead.py)
 
 With --out DIR: each check's output in DIR/<check>.log, the verdicts in DIR/results.json,
 a report in DIR/summary.md (the shape of bench/results/gpu-<date>.md), and the real traces
 of the profiled jobs, gzipped, in DIR/traces/ (torch.profiler's and rankscope's of the same
-jobs: test data). Exits 0 when every check passes, 1 when one does not (failed, ran past its
-budget, or could not run), 2 when there is no GPU or the arguments are wrong.
+jobs: test data), rewritten after every check. No check runs past --total-budget (540 s);
+SIGTERM ends the current check and keeps the reports. Exits 0 when every check passes, 1
+when one does not (failed, ran past its budget, or could not run), 2 when there is no GPU
+or the arguments are wrong.
 """
 import argparse
 import datetime
@@ -34,10 +38,11 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 import xml.etree.ElementTree
 
-from bench_env import BudgetExceeded, RunFailed, clean_environment, find_program, gzip_copy, launch_ranks, \
-    profile_ranks, run, why_failed
+from bench_env import BudgetExceeded, RunFailed, clean_environment, find_program, gzip_copy, kill_tagged, \
+    launch_ranks, profile_ranks, run, why_failed
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 # Kernels of kernels/cuda/ that any fp32 SGD training step launches.
@@ -64,6 +69,7 @@ class Check:
         self.tree = tree
         self.deadline = deadline
         self.traces_dir = traces_dir
+        self.tag = (TAG_VARIABLE, tag)
         self.env = dict(clean_environment(), **{TAG_VARIABLE: tag})
         self.extra_library_dirs = extra_library_dirs
         self.lines = []
@@ -75,13 +81,16 @@ class Check:
         self.lines.append(text)
 
     def run(self, cmd, env=None):
-        return run(cmd, deadline=self.deadline, env=env or self.env)
+        return run(cmd, deadline=self.deadline, env=env or self.env, tag=self.tag)
 
-    def profile(self, command, run_dir, ranks=1):
+    def profile(self, command, run_dir, ranks=1, env=None):
         """The command's ranks under `rankscope profile`; rankscope's summary said."""
-        done = profile_ranks(self.program("rankscope"), command, run_dir, ranks=ranks, env=self.env,
-                             deadline=self.deadline)
+        done = profile_ranks(self.program("rankscope"), command, run_dir, ranks=ranks, env=env or self.env,
+                             deadline=self.deadline, tag=self.tag)
         self.say(done.stderr.rstrip())
+
+    def launch(self, cmd_of_rank, ranks, env=None):
+        return launch_ranks(cmd_of_rank, ranks, env or self.env, deadline=self.deadline, tag=self.tag)
 
     def keep(self, source, name):
         """Keeps a real trace, gzipped, when --out was given."""
@@ -190,7 +199,8 @@ def check_gemm(check):
     if done.stderr.strip():
         check.say(done.stderr.rstrip())
     verdict = {0: "PASS", 1: "FAIL", 2: "NOT RUN"}.get(done.returncode, "ERROR")
-    return verdict, why_failed(done) if verdict != "PASS" else done.stdout.strip().splitlines()[-1]
+    last = (done.stdout.strip().splitlines() or ["no output"])[-1]
+    return verdict, last if verdict == "PASS" else why_failed(done)
 
 
 def check_trainer(check, steps=50):
@@ -207,11 +217,17 @@ def check_trainer(check, steps=50):
         describe_rank(check, "rank 0", summary)
         code, report = analyze(check, run_dir)
     problems = []
-    if summary["meta"].get("cupti.status") != "on":
-        problems.append(f"CUPTI not on ({summary['meta'].get('cupti.status')})")
-    for table in ("kernels", "memcpys", "collectives"):
+    meta = summary["meta"]
+    if meta.get("cupti.status") != "on":
+        problems.append(f"CUPTI not on ({meta.get('cupti.status')})")
+    for table in ("kernels", "memcpys"):
         if summary["counts"][table] == 0:
             problems.append(f"no {table}")
+    # NCCL returns before its profiler sees a collective of a 1-rank communicator
+    # (ncclLaunchOneRank), and refuses two ranks on one GPU: with one GPU, that the plugin
+    # was loaded is what can be checked; collectives recorded are a bonus.
+    if not meta.get("nccl.profiler", "").startswith("v"):
+        problems.append(f"NCCL profiler plugin not loaded ({meta.get('nccl.profiler', 'no nccl.profiler meta')})")
     # Demangled names carry namespaces and template arguments around the function's name.
     missing = [k for k in TRAINER_KERNELS if not any(k in name for name, _, _ in summary["names"])]
     if missing:
@@ -222,9 +238,11 @@ def check_trainer(check, steps=50):
         problems.append(f"rankscope analyze failed (exit code {code})")
     else:
         problems += utilization_problems(report, "rankscope analyze")
-    utilization = report["ranks"][0]["totals"].get("utilization_pct") if report else None
-    return verdict_of(problems, f"{summary['counts']['kernels']} kernels, {summary['counts']['collectives']} "
-                                f"collectives, 0 dropped, utilization {utilization}%")
+    utilization = report["ranks"][0]["totals"].get("utilization_pct") if report and report["ranks"] else None
+    return verdict_of(problems, f"{summary['counts']['kernels']} kernels, {summary['counts']['memcpys']} copies, "
+                                f"NCCL plugin {meta.get('nccl.profiler')} (NCCL {meta.get('nccl.version')}; "
+                                f"{summary['counts']['collectives']} collectives: 1 rank), 0 dropped, "
+                                f"utilization {utilization}%")
 
 
 def check_cupti_timing(check):
@@ -236,14 +254,21 @@ def check_torch_compare(check):
                         *(["--keep", check.traces_dir] if check.traces_dir else []))
 
 
+def steps_problems(report, steps, what):
+    found = report.get("steps", {}).get("steps_found")
+    return [] if found == steps else [f"{what}: {found} steps found, {steps} expected "
+                                      f"({report.get('steps', {}).get('source')})"]
+
+
 def check_ddp_gloo_cuda(check, ranks=2, steps=20):
     """2 ranks on one GPU over Gloo with CUDA tensors (NCCL refuses two ranks on one GPU)."""
     job = [sys.executable, ddp_train_script(), "--backend", "gloo", "--steps", str(steps), "--warmup", "3"]
+    env = dict(check.env, GLOO_SOCKET_IFNAME="lo")  # the machine may have no other network
     problems = []
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = os.path.join(tmp, "run")
         try:
-            check.profile(job, run_dir, ranks=ranks)
+            check.profile(job, run_dir, ranks=ranks, env=env)
         except RunFailed as error:
             check.say(error.output)
             return "FAIL", f"the profiled job failed ({error})"
@@ -265,13 +290,13 @@ def check_ddp_gloo_cuda(check, ranks=2, steps=20):
             problems.append(f"rankscope analyze of the profiled run exited {code}")
         else:
             problems += utilization_problems(report, "rankscope analyze")
+            problems += steps_problems(report, steps, "rankscope analyze")
 
         check.say(f"== the same job under torch.profiler ({ranks} ranks)")
         traces = os.path.join(tmp, "torch")
         os.makedirs(traces)
         pattern = os.path.join(traces, "rank{rank}.json")
-        results = launch_ranks(lambda rank: [*job, "--torch-profile", pattern], ranks, check.env,
-                               deadline=check.deadline)
+        results = check.launch(lambda rank: [*job, "--torch-profile", pattern], ranks, env=env)
         for rank, (code, err) in enumerate(results):
             if code != 0:
                 problems.append(f"torch.profiler rank {rank} failed (exit code {code}): {err.strip()[-300:]}")
@@ -279,17 +304,19 @@ def check_ddp_gloo_cuda(check, ranks=2, steps=20):
             for rank in range(ranks):
                 check.keep(pattern.replace("{rank}", str(rank)),
                            f"torch-profiler-ddp-gloo-cuda-{ranks}rank-rank{rank}.json.gz")
-            code, _ = analyze(check, traces)
-            if code != 0:
+            code, kineto_report = analyze(check, traces)
+            if code != 0 or kineto_report is None:
                 problems.append(f"rankscope analyze of the torch.profiler traces exited {code}")
-    utilization = ", ".join(f"{r['totals'].get('utilization_pct', 0):.1f}%" for r in report["ranks"]) \
+            else:
+                problems += steps_problems(kineto_report, steps, "the torch.profiler traces")
+    utilization = ", ".join(f"{r['totals'].get('utilization_pct') or 0:.1f}%" for r in report["ranks"]) \
         if report else "?"
     return verdict_of(problems, f"{ranks} ranks profiled and analyzed (utilization {utilization}); "
                                 f"torch.profiler traces analyzed too")
 
 
 def check_overhead(check):
-    return check.script("training_overhead.py", "--pairs", "5")
+    return check.script("training_overhead.py", "--pairs", "5", "--require-cupti")
 
 
 CHECKS = (
@@ -303,18 +330,12 @@ CHECKS = (
 )
 
 
-def stop_tagged_processes(tag):
-    """Kills what a check left running (ranks in process groups of their own, say)."""
-    needle = f"{TAG_VARIABLE}={tag}".encode()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as f:
-                if needle in f.read().split(b"\0"):
-                    os.kill(int(entry), signal.SIGKILL)
-        except OSError:
-            continue
+class Stopped(BaseException):
+    """SIGTERM arrived (the machine's time is up): the current check ends, the reports stay."""
+
+
+def stop_on_sigterm(signum, frame):
+    raise Stopped()
 
 
 def gpu_description():
@@ -329,13 +350,15 @@ def gpu_description():
 
 
 def torch_description():
-    code = ("import torch; print(f'torch {torch.__version__} (CUDA {torch.version.cuda}, NCCL '"
+    code = ("import sys, torch; print(f'{sys.executable}: torch {torch.__version__} (CUDA {torch.version.cuda}, NCCL '"
             "f'{\".\".join(map(str, torch.cuda.nccl.version())) if torch.cuda.is_available() else \"-\"})')")
     try:
-        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     except subprocess.TimeoutExpired:
-        return "torch: import timed out"
-    return done.stdout.strip() if done.returncode == 0 else "no PyTorch in " + sys.executable
+        return f"{sys.executable}: importing torch took over 60 s"
+    if done.returncode != 0:
+        return f"{sys.executable}: no usable PyTorch ({(done.stderr.strip().splitlines() or ['?'])[-1]})"
+    return done.stdout.strip()
 
 
 def write_reports(out, header, results, traces_dir):
@@ -352,7 +375,8 @@ def write_reports(out, header, results, traces_dir):
     lines += ["", "| check | verdict | result | seconds (budget) |", "|---|---|---|---|"]
     for r in results:
         result = r["headline"].replace("|", "\\|")
-        lines.append(f"| {r['name']}: {r['title']} | {r['verdict']} | {result} | {r['seconds']:.0f} ({r['budget_s']}) |")
+        lines.append(f"| {r['name']}: {r['title']} | {r['verdict']} | {result} | "
+                     f"{r['seconds']:.0f} ({r['budget_s']:g}) |")
     if traces:
         lines += ["", "Real traces (gzipped; torch.profiler's and rankscope's of the same jobs):", "",
                   "| file | bytes |", "|---|---|"]
@@ -375,6 +399,8 @@ def main():
                         help="where the host's cuBLAS is, for gpu_gemm_bench (repeatable)")
     parser.add_argument("--command", default="", help="the command line to name in summary.md")
     parser.add_argument("--budget", type=float, metavar="S", help="give every check S seconds instead (tests)")
+    parser.add_argument("--total-budget", type=float, default=540, metavar="S",
+                        help="seconds for the whole run; a check never runs past it (default: %(default)s)")
     args = parser.parse_args()
     names = [c[0] for c in CHECKS]
     selected = args.only.split(",") if args.only else names
@@ -383,11 +409,13 @@ def main():
         print(f"gpu_checks.py: error: unknown check(s) {', '.join(unknown)}; the checks are {', '.join(names)}",
               file=sys.stderr)
         return 2
-    earlier = [n for n in ("results.json", "summary.md", "traces") if args.out and os.path.exists(os.path.join(args.out, n))]
+    earlier = [n for n in ("results.json", "summary.md", "traces")
+               if args.out and os.path.exists(os.path.join(args.out, n))]
     if args.out and (earlier or (os.path.exists(args.out) and not os.path.isdir(args.out))):
-        print(f"gpu_checks.py: error: --out {args.out} holds an earlier report ({', '.join(earlier) or 'not a folder'});"
-              " name a new folder", file=sys.stderr)
+        print(f"gpu_checks.py: error: --out {args.out} holds an earlier report "
+              f"({', '.join(earlier) or 'not a folder'}); name a new folder", file=sys.stderr)
         return 2
+    end_of_run = time.monotonic() + args.total_budget
     device, why_not = gpu_description()
     if device is None:
         print(f"gpu_checks.py: no NVIDIA GPU here (nvidia-smi: {why_not})", file=sys.stderr)
@@ -406,38 +434,51 @@ def main():
             header["bundle"] = f.readline().strip()
     print(f"device: {device}\nsoftware: {header['software']}", flush=True)
 
+    signal.signal(signal.SIGTERM, stop_on_sigterm)
     results = []
+    stopped = False
     for name, title, budget, function in CHECKS:
         if name not in selected:
             continue
         budget = args.budget if args.budget is not None else budget
-        print(f"== {name}: {title} (budget {budget:g} s)", flush=True)
+        left = end_of_run - time.monotonic()
+        if stopped or left < 10:
+            why = "stopped by SIGTERM" if stopped else f"the run's {args.total_budget:g} s were spent"
+            results.append({"name": name, "title": title, "verdict": "NOT RUN", "headline": why, "seconds": 0,
+                            "budget_s": budget, "output": ""})
+            continue
+        print(f"== {name}: {title} (budget {min(budget, left):.0f} s)", flush=True)
         tag = f"{os.getpid()}-{name}"
-        check = Check(args.build_dir, time.monotonic() + budget, traces_dir, tag, args.library_dir)
+        check = Check(args.build_dir, time.monotonic() + min(budget, left), traces_dir, tag, args.library_dir)
         started = time.monotonic()
         try:
             verdict, headline = function(check)
         except BudgetExceeded as error:
             verdict, headline = "TIMEOUT", str(error)
-        except (OSError, RuntimeError, ValueError, KeyError, sqlite3.Error) as error:
+            check.say(error.output)
+        except Stopped:
+            verdict, headline, stopped = "STOPPED", "stopped by SIGTERM (the machine's time ran out)", True
+        except Exception as error:  # a check's bug must not cost the other checks
             verdict, headline = "ERROR", f"{type(error).__name__}: {error}"
-        stop_tagged_processes(tag)
+            check.say(traceback.format_exc())
+        kill_tagged(TAG_VARIABLE, tag)
         seconds = time.monotonic() - started
         output = "\n".join(line for line in check.lines if line)
         print(output, flush=True)
         print(f"{name}: {verdict} ({headline}) in {seconds:.0f} s", flush=True)
-        if args.out:
-            with open(os.path.join(args.out, f"{name}.log"), "w") as f:
-                f.write(output + "\n")
         results.append({"name": name, "title": title, "verdict": verdict, "headline": headline,
                         "seconds": round(seconds, 1), "budget_s": budget, "output": output})
+        if args.out:  # after every check, so that a run cut short keeps what it found
+            with open(os.path.join(args.out, f"{name}.log"), "w") as f:
+                f.write(output + "\n")
+            write_reports(args.out, header, results, traces_dir)
     if args.out:
         write_reports(args.out, header, results, traces_dir)
     passed = sum(r["verdict"] == "PASS" for r in results)
+    print("verdicts: " + ", ".join(f"{r['name']} {r['verdict']}" for r in results))
     print(f"gpu_checks.py: {passed} of {len(results)} checks passed" +
           (f"; report in {os.path.join(args.out, 'summary.md')}" if args.out else ""))
     return 0 if passed == len(results) else 1
-
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -24,11 +24,10 @@ import os
 import shlex
 import sqlite3
 import statistics
-import subprocess
 import sys
 import tempfile
 
-from bench_env import clean_environment, find_program, launch_ranks
+from bench_env import RunFailed, clean_environment, find_program, launch_ranks, profile_ranks
 
 
 def slowest_median_ms(metrics_dir, ranks):
@@ -53,18 +52,19 @@ def run_bare(trainer, trainer_args, ranks, work):
 def run_profiled(rankscope, trainer, trainer_args, ranks, work):
     """The same ranks under `rankscope profile` with everything traced."""
     run_dir = os.path.join(work, "run")
-    cmd = [rankscope, "profile", "-o", run_dir, "-n", str(ranks), "--", trainer, *trainer_args, "--quiet",
-           "--metrics-out", os.path.join(work, "m-{rank}.json")]
     os.makedirs(work)
-    done = subprocess.run(cmd, env=clean_environment(), capture_output=True, text=True)
-    if done.returncode != 0:
-        raise RuntimeError(f"rankscope profile failed with exit code {done.returncode}: {done.stderr.strip()[-500:]}")
+    try:
+        metrics = os.path.join(work, "m-{rank}.json")
+        profile_ranks(rankscope, [trainer, *trainer_args, "--quiet", "--metrics-out", metrics], run_dir, ranks=ranks)
+    except RunFailed as error:
+        raise RuntimeError(f"rankscope profile failed ({error})") from error
     return slowest_median_ms(work, ranks), run_dir
 
 
 def describe_run(run_dir, ranks):
-    """What the collector recorded: CUPTI status, kernels, collectives, drops per rank."""
-    lines = []
+    """What the collector recorded: CUPTI status, kernels, collectives, drops per rank; and
+    what makes the run no measure of the GPU path (CUPTI off, no kernels, drops)."""
+    lines, problems = [], []
     for rank in range(ranks):
         db = sqlite3.connect(f"file:{os.path.join(run_dir, f'rank-{rank}.sqlite')}?mode=ro", uri=True)
         meta = dict(db.execute("SELECT key, value FROM meta"))
@@ -73,8 +73,11 @@ def describe_run(run_dir, ranks):
         lines.append(f"  rank {rank}: cupti {meta.get('cupti.status', '?')}; {count('kernels')} kernels, "
                      f"{count('memcpys')} copies, {count('api_calls')} API calls, {count('collectives')} collectives, "
                      f"{count('nvtx_ranges')} NVTX ranges; {dropped} dropped")
+        if meta.get("cupti.status") != "on" or count("kernels") == 0 or dropped:
+            problems.append(f"rank {rank} recorded with CUPTI {meta.get('cupti.status', '?')}, {count('kernels')} "
+                            f"kernels, {dropped} dropped")
         db.close()
-    return "\n".join(lines)
+    return "\n".join(lines), problems
 
 
 def main() -> int:
@@ -86,6 +89,8 @@ def main() -> int:
                         help="arguments for rankscope-trainer (default: %(default)s)")
     parser.add_argument("--target-percent", type=float, default=3.0)
     parser.add_argument("--smoke", action="store_true")
+    parser.add_argument("--require-cupti", action="store_true",
+                        help="fail unless every profiled rank recorded kernels through CUPTI with nothing dropped")
     args = parser.parse_args()
     if args.smoke:
         args.pairs, args.trainer_args = 1, "--steps 4 --width 64 --depth 2 --batch 16"
@@ -118,7 +123,11 @@ def main() -> int:
             print(f"training_overhead.py: {error}", file=sys.stderr)
             return 2
         print(f"recorded in the last profiled run ({args.ranks} rank{'s' if args.ranks > 1 else ''}):")
-        print(describe_run(last_run, args.ranks))
+        description, problems = describe_run(last_run, args.ranks)
+        print(description)
+    if args.require_cupti and problems:
+        print(f"training_overhead.py: not a measure of the GPU path: {'; '.join(problems)}", file=sys.stderr)
+        return 1
 
     median = statistics.median(overheads)
     print(f"median step time without the collector {statistics.median(bare):.3f} ms, with it "

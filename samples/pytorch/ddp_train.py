@@ -88,10 +88,11 @@ def main():
         activities = [torch.profiler.ProfilerActivity.CPU]
         if use_cuda:
             activities.append(torch.profiler.ProfilerActivity.CUDA)
+        # Without a schedule torch.profiler records no steps of its own: name them as it would.
         with torch.profiler.profile(activities=activities) as profiler:
-            for _ in range(args.steps):
-                step()
-                profiler.step()
+            for number in range(args.steps):
+                with torch.profiler.record_function(f"ProfilerStep#{number}"):
+                    step()
             synchronize()
         profiler.export_chrome_trace(args.torch_profile.replace("{rank}", str(rank)))
     else:

@@ -16,9 +16,10 @@
 #   run-checks.sh, check_bundle.py, MANIFEST.txt (commit, toolkit, files)
 # Programs find lib/ through an $ORIGIN-relative RPATH (patchelf), so nothing else in the
 # host's processes sees our libraries. --from-build packages an existing build tree
-# instead of building (the CI test uses the dev tree). The bundle must stay under 60 MiB;
-# check_bundle.py verifies it and every library's resolution before the bundle replaces
-# an earlier one. Exits 1 with one line on any failure.
+# instead of building (the CI test uses the dev tree). The bundle must stay under 56 MiB
+# (the device tool carries 64 MiB with the repository); check_bundle.py verifies that and
+# every library's resolution before the bundle replaces an earlier one, and DIR is replaced
+# only when it is an earlier bundle. Exits 1 with one line on any failure.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$(pwd)
@@ -38,6 +39,9 @@ fail() { echo "bundle.sh: error: $*" >&2; exit 1; }
 for tool in patchelf readelf strip ldd python3; do
   command -v "$tool" >/dev/null || fail "$tool is missing: run scripts/install-deps.sh"
 done
+if [ -e "$out" ] && [ ! -f "$out/MANIFEST.txt" ]; then
+  fail "$out exists and is not a GPU bundle: name a new folder (nothing was replaced)"
+fi
 
 programs=(rankscope rankscope-trainer kernels_cuda_tests gpu_gemm_bench cupti_timing)
 if [ -z "$build" ]; then
@@ -75,6 +79,7 @@ out_parent=$(dirname "$out")
 mkdir -p "$out_parent"
 staging=$(mktemp -d "$out_parent/.gpu-bundle-staging.XXXXXX")
 trap 'rm -rf "$staging"' EXIT
+chmod 755 "$staging"
 mkdir -p "$staging/bin" "$staging/lib" "$staging/py"
 
 for program in "${programs[@]}"; do
@@ -89,11 +94,13 @@ strip --strip-unneeded "$staging"/bin/* "$staging/lib/librankscope_collector.so"
 host_provided='^(linux-vdso\.so\.1|ld-linux-x86-64\.so\.2|libc\.so\.6|libm\.so\.6|libdl\.so\.2|libpthread\.so\.0|librt\.so\.1|libresolv\.so\.2|libutil\.so\.1|libstdc\+\+\.so\.6|libgcc_s\.so\.1|libcuda\.so\.1|libnccl\.so\.2|libcublas\.so\.13|libcublasLt\.so\.13)$'
 for file in "$staging"/bin/* "$staging"/lib/*; do
   ldd "$file" | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' || true
-done | sort -u | while read -r soname path; do
+done | sort -u >"$staging/needed.txt"
+while read -r soname path; do
   if ! [[ "$soname" =~ $host_provided ]] && [ ! -e "$staging/lib/$soname" ]; then
-    cp -L "$path" "$staging/lib/$soname"
+    cp -L "$path" "$staging/lib/$soname" || fail "cannot copy $path into the bundle"
   fi
-done
+done <"$staging/needed.txt"
+rm "$staging/needed.txt"
 
 # Our programs look in ../lib, libraries beside themselves; DT_RPATH (not RUNPATH) also
 # covers the libraries' own dependencies and comes before LD_LIBRARY_PATH.

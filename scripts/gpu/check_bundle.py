@@ -6,7 +6,7 @@ run-checks.sh finds in torch's site-packages), and the dynamic loader, asked thr
 with a clean environment, must resolve every bundled name to the bundle's own copy, with no
 "not found" and no missing symbol version.
 
-  check_bundle.py BUNDLE [--host-lib-dir DIR]... [--require-host-libs] [--max-mib 60]
+  check_bundle.py BUNDLE [--host-lib-dir DIR]... [--require-host-libs] [--max-mib 56]
 
 --host-lib-dir adds where the host's NCCL or cuBLAS lie; --require-host-libs (on the GPU
 machine) makes a host library that ldd cannot find a problem too. Prints one line per
@@ -16,6 +16,7 @@ arguments.
 import argparse
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -103,14 +104,16 @@ def check(bundle, host_dirs, require_host, max_mib):
         problems.append("lib/ has no libcupti.so.N (the collector loads CUPTI from there)")
     files = elf_files(bundle)
     host_needed, versions = set(), set()
+    # Without binutils (a bare GPU machine may lack it) ldd's answer alone is checked.
+    have_readelf = shutil.which("readelf") is not None
     for path in files:
         name = os.path.relpath(path, bundle)
-        for soname in needed(path):
+        for soname in needed(path) if have_readelf else []:
             if soname in HOST_PROVIDED:
                 host_needed.add(soname)
             elif soname not in bundled and soname not in HOST_BASE:
                 problems.append(f"{name} needs {soname}, which is neither in lib/ nor provided by the host")
-        versions |= versions_needed(path)
+        versions |= versions_needed(path) if have_readelf else set()
         resolved, complaints = resolve(path, host_dirs)
         problems += [f"{name}: {complaint}" for complaint in complaints]
         for soname, target in resolved.items():
@@ -125,6 +128,8 @@ def check(bundle, host_dirs, require_host, max_mib):
     if size > max_mib * 2**20:
         problems.append(f"the bundle is {size / 2**20:.1f} MiB, over its {max_mib:g} MiB limit")
     requirements = ", ".join(v for v in (newest(versions, "GLIBC"), newest(versions, "GLIBCXX")) if v)
+    if not have_readelf:
+        requirements = "(no readelf here: NEEDED entries and versions unread, ldd checked)"
     summary = (f"check_bundle: {bundle}: {len(files)} ELF files, {len(bundled)} in lib/, {size / 2**20:.1f} MiB; "
                f"needs {requirements or 'no versioned glibc'} and from the host "
                f"{', '.join(sorted(host_needed)) or 'nothing else'}")
@@ -136,7 +141,8 @@ def main():
     parser.add_argument("bundle")
     parser.add_argument("--host-lib-dir", action="append", default=[], metavar="DIR")
     parser.add_argument("--require-host-libs", action="store_true")
-    parser.add_argument("--max-mib", type=float, default=60.0)
+    # 60 MiB by the issue; the device tool carries at most 64 MiB with the repository (~4 MiB).
+    parser.add_argument("--max-mib", type=float, default=56.0)
     args = parser.parse_args()
     if not os.path.isdir(args.bundle):
         print(f"check_bundle: error: {args.bundle} is not a directory", file=sys.stderr)

@@ -10,10 +10,12 @@ nvidia-smi, reports each check's verdict, its files and a budget it ran past.
 import json
 import os
 import shutil
+import signal
 import stat
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 BUILD_DIR = SOURCE_DIR = ""
@@ -106,17 +108,26 @@ class BundleTest(unittest.TestCase):
         self.assertEqual(done.returncode, 1)
         self.assertIn("over its 1 MiB limit", done.stderr)
 
-    def test_a_failed_check_keeps_the_earlier_bundle(self):
-        out = os.path.join(self.tmp, "kept")
-        os.makedirs(os.path.join(out, "bin"))
-        with open(os.path.join(out, "bin", "marker"), "w") as f:
-            f.write("earlier bundle")
-        done = run(["bash", os.path.join(SOURCE_DIR, "scripts/gpu/bundle.sh"), "--from-build", "/nonexistent",
-                    "--out", out])
-        self.assertEqual(done.returncode, 1)
-        self.assertEqual(len(lines(done.stderr)), 1, done.stderr)
-        self.assertTrue(done.stderr.startswith("bundle.sh: error: "), done.stderr)
-        self.assertTrue(os.path.exists(os.path.join(out, "bin", "marker")))
+    def test_a_failed_bundle_keeps_the_earlier_one_and_a_folder_not_a_bundle_is_never_replaced(self):
+        earlier = os.path.join(self.tmp, "kept")
+        os.makedirs(os.path.join(earlier, "bin"))
+        for name in ("MANIFEST.txt", "bin/marker"):
+            with open(os.path.join(earlier, name), "w") as f:
+                f.write("earlier bundle")
+        other = os.path.join(self.tmp, "not-a-bundle")
+        os.makedirs(other)
+        with open(os.path.join(other, "notes.txt"), "w") as f:
+            f.write("keep me")
+        for out, build, message in ((earlier, "/nonexistent", "/nonexistent is not a configured build tree"),
+                                    (other, BUILD_DIR, "exists and is not a GPU bundle")):
+            done = run(["bash", os.path.join(SOURCE_DIR, "scripts/gpu/bundle.sh"), "--from-build", build,
+                        "--out", out])
+            self.assertEqual(done.returncode, 1, done.stdout + done.stderr)
+            self.assertEqual(len(lines(done.stderr)), 1, done.stderr)
+            self.assertTrue(done.stderr.startswith("bundle.sh: error: "), done.stderr)
+            self.assertIn(message, done.stderr)
+        self.assertTrue(os.path.exists(os.path.join(earlier, "bin", "marker")))
+        self.assertEqual(os.listdir(other), ["notes.txt"])
 
     def run_checks(self, *args, env=None):
         return run(["bash", os.path.join(self.bundle, "run-checks.sh"), *args], env=env)
@@ -141,13 +152,30 @@ class BundleTest(unittest.TestCase):
         self.assertIn("run-checks: the bundle does not load here: check_bundle: bin/rankscope needs libsqlite3.so.0",
                       done.stderr)
 
+    def test_with_a_gpu_the_checks_run_from_the_bundle_and_report(self):
+        """The path of the real run: run-checks.sh's GPU branch and the bundle's own programs
+        and scripts (a stand-in nvidia-smi; the checks then find no GPU and say so)."""
+        out = os.path.join(self.tmp, "run-checks-out")
+        done = self.run_checks("--only", "cuda-kernels,trainer,cupti-timing", self.bundle, out,
+                               env=stand_in_nvidia_smi(os.path.join(self.tmp, "gpu")))
+        self.assertEqual(done.returncode, 1, done.stdout + done.stderr)
+        with open(os.path.join(out, "results.json")) as f:
+            results = json.load(f)
+        self.assertEqual([(c["name"], c["verdict"]) for c in results["checks"]],
+                         [("cuda-kernels", "FAIL"), ("trainer", "FAIL"), ("cupti-timing", "NOT RUN")])
+        self.assertIn("cupti_timing: no usable GPU", results["checks"][2]["headline"])
+        self.assertTrue(results["bundle"].startswith("rankscope GPU bundle: commit "), results)
+        for name in ("environment.txt", "checks.log", "summary.md", "nvidia-smi.txt", "trainer.log"):
+            self.assertTrue(os.path.exists(os.path.join(out, name)), name)
+        self.assertIn("run-checks: exit 1; the report is", done.stdout)
+
     def test_bad_arguments_are_one_line_and_exit_two(self):
         out = os.path.join(self.tmp, "not-empty")
         os.makedirs(out, exist_ok=True)
         with open(os.path.join(out, "earlier.txt"), "w") as f:
             f.write("keep me")
         for args in ([], [self.bundle], ["--frobnicate", self.bundle, "x"], [self.tmp, os.path.join(self.tmp, "o")],
-                     [self.bundle, out]):
+                     [self.bundle, out], ["--only"]):
             done = self.run_checks(*args)
             self.assertEqual(done.returncode, 2, f"{args}: {done.stderr}")
             self.assertEqual(len(lines(done.stderr)), 1, f"{args}: {done.stderr}")
@@ -156,19 +184,24 @@ class BundleTest(unittest.TestCase):
             self.assertEqual(f.read(), "keep me")
 
 
+def stand_in_nvidia_smi(folder):
+    """An environment whose PATH starts with a stand-in nvidia-smi that reports one GPU."""
+    fake = os.path.join(folder, "bin", "nvidia-smi")
+    os.makedirs(os.path.dirname(fake))
+    with open(fake, "w") as f:
+        f.write("#!/bin/sh\ncase \"$1\" in -L) echo 'GPU 0: Stand-in (UUID: GPU-0)';;\n"
+                "--query-gpu=*) echo 'Stand-in, 0.0, 0 MiB';; *) echo stand-in;; esac\n")
+    os.chmod(fake, stat.S_IRWXU)
+    return dict(os.environ, PATH=os.path.dirname(fake) + ":" + os.environ["PATH"])
+
+
 class GpuChecksWithoutGpuTest(unittest.TestCase):
     """bench/gpu_checks.py's bookkeeping, with a stand-in nvidia-smi: the checks themselves
     find no GPU and fail or do not run, and must say so."""
 
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="gpu-checks-test-")
-        fake = os.path.join(self.tmp, "bin", "nvidia-smi")
-        os.makedirs(os.path.dirname(fake))
-        with open(fake, "w") as f:
-            f.write("#!/bin/sh\ncase \"$1\" in -L) echo 'GPU 0: Stand-in (UUID: GPU-0)';;\n"
-                    "--query-gpu=*) echo 'Stand-in, 0.0, 0 MiB';; *) echo stand-in;; esac\n")
-        os.chmod(fake, stat.S_IRWXU)
-        self.env = dict(os.environ, PATH=os.path.dirname(fake) + ":" + os.environ["PATH"])
+        self.env = stand_in_nvidia_smi(self.tmp)
 
     def tearDown(self):
         shutil.rmtree(self.tmp, ignore_errors=True)
@@ -192,7 +225,8 @@ class GpuChecksWithoutGpuTest(unittest.TestCase):
         self.assertEqual(results["device"], "Stand-in, 0.0, 0 MiB")
         with open(os.path.join(out, "summary.md")) as f:
             summary = f.read()
-        self.assertIn("| cupti-timing: CUPTI's kernel times against CUDA events and the host clock | NOT RUN |", summary)
+        self.assertIn("| cupti-timing: CUPTI's kernel times against CUDA events and the host clock | NOT RUN |",
+                      summary)
         for name in ("cuda-kernels.log", "trainer.log", "cupti-timing.log", "nvidia-smi.txt"):
             self.assertTrue(os.path.exists(os.path.join(out, name)), name)
         again = self.gpu_checks("--only", "trainer", "--out", out)
@@ -217,6 +251,23 @@ class GpuChecksWithoutGpuTest(unittest.TestCase):
             except OSError:
                 continue
         self.assertEqual(survivors, [], "processes outlived the check")
+
+    def test_sigterm_ends_the_current_check_and_keeps_the_reports(self):
+        """What happens when the machine's time runs out mid-run (`timeout` sends SIGTERM)."""
+        out = os.path.join(self.tmp, "out")
+        checks = subprocess.Popen([sys.executable, os.path.join(SOURCE_DIR, "bench/gpu_checks.py"), "--build-dir",
+                                   BUILD_DIR, "--only", "cupti-timing,overhead", "--out", out], env=self.env,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 60
+        while not os.path.exists(os.path.join(out, "cupti-timing.log")) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(1.0)  # the overhead check is running its trainers now
+        checks.send_signal(signal.SIGTERM)
+        out_text, err_text = checks.communicate(timeout=60)
+        self.assertEqual(checks.returncode, 1, out_text + err_text)
+        with open(os.path.join(out, "results.json")) as f:
+            verdicts = {c["name"]: c["verdict"] for c in json.load(f)["checks"]}
+        self.assertEqual(verdicts, {"cupti-timing": "NOT RUN", "overhead": "STOPPED"})
 
     def test_no_gpu_and_an_unknown_check_exit_two(self):
         done = run([sys.executable, os.path.join(SOURCE_DIR, "bench/gpu_checks.py"), "--build-dir", BUILD_DIR],
