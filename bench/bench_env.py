@@ -232,3 +232,21 @@ def hand_made_rank_file(path, script):
                      "INSERT INTO meta VALUES('cupti.status', 'on');" + script)
     db.commit()
     db.close()
+
+
+def rank_file_summary(path):
+    """meta, row counts, drops and kernel names of one rank file."""
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        meta = dict(db.execute("SELECT key, value FROM meta"))
+        counts = {t: db.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+                  for t in ("kernels", "memcpys", "memsets", "api_calls", "syncs", "collectives", "collective_parts",
+                            "overheads", "nvtx_ranges")}
+        names = db.execute("SELECT s.value, count(*), sum(k.end_ns - k.start_ns) FROM kernels k JOIN strings s "
+                           "ON s.id = k.name GROUP BY k.name ORDER BY 3 DESC").fetchall()
+        collectives = db.execute("SELECT e.name, count(*), sum(c.bytes) FROM collectives c JOIN enums e "
+                                 "ON e.type = 'collective_op' AND e.value = c.op GROUP BY c.op").fetchall()
+        drops = db.execute("SELECT source, reason, sum(count) FROM drops GROUP BY source, reason").fetchall()
+    finally:
+        db.close()
+    return {"meta": meta, "counts": counts, "names": names, "collectives": collectives, "drops": drops}

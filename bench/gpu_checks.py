@@ -33,7 +33,6 @@ import datetime
 import json
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -42,7 +41,7 @@ import traceback
 import xml.etree.ElementTree
 
 from bench_env import BudgetExceeded, RunFailed, clean_environment, find_program, gzip_copy, kill_tagged, \
-    launch_ranks, profile_ranks, run, why_failed
+    launch_ranks, profile_ranks, rank_file_summary, run, why_failed
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 # Kernels of kernels/cuda/ that any fp32 SGD training step launches.
@@ -111,24 +110,6 @@ class Check:
         if verdict in ("PASS", "FAIL") and out_lines and not own:
             return verdict, out_lines[-1]
         return verdict, own[-1] if own else why_failed(done)
-
-
-def rank_file_summary(path):
-    """meta, row counts, drops and kernel names of one rank file."""
-    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        meta = dict(db.execute("SELECT key, value FROM meta"))
-        counts = {t: db.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
-                  for t in ("kernels", "memcpys", "memsets", "api_calls", "syncs", "collectives", "collective_parts",
-                            "overheads", "nvtx_ranges")}
-        names = db.execute("SELECT s.value, count(*), sum(k.end_ns - k.start_ns) FROM kernels k JOIN strings s "
-                           "ON s.id = k.name GROUP BY k.name ORDER BY 3 DESC").fetchall()
-        collectives = db.execute("SELECT e.name, count(*), sum(c.bytes) FROM collectives c JOIN enums e "
-                                 "ON e.type = 'collective_op' AND e.value = c.op GROUP BY c.op").fetchall()
-        drops = db.execute("SELECT source, reason, sum(count) FROM drops GROUP BY source, reason").fetchall()
-    finally:
-        db.close()
-    return {"meta": meta, "counts": counts, "names": names, "collectives": collectives, "drops": drops}
 
 
 def describe_rank(check, label, summary):

@@ -25,7 +25,7 @@ import sys
 import tempfile
 
 from bench_env import RunFailed, SelfTest, clean_environment, existing_directory, find_program, free_port, \
-    gzip_copy, hand_made_rank_file, profile_ranks, why_failed
+    gzip_copy, hand_made_rank_file, profile_ranks, rank_environment, why_failed
 
 
 def rankscope_kernels(rank_file):
@@ -151,8 +151,7 @@ def main() -> int:
             print(f"torch_compare.py: the profiled run failed ({error})", file=sys.stderr)
             return 2
         trace_file = os.path.join(tmp, "torch.json")
-        env = dict(clean_environment(), RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
-                   MASTER_PORT=str(free_port()))
+        env = rank_environment(clean_environment(), 0, 1, free_port())
         torch_run = subprocess.run([*script, "--torch-profile", trace_file], env=env, capture_output=True, text=True)
         if torch_run.returncode != 0:
             print(torch_run.stderr.rstrip(), file=sys.stderr)

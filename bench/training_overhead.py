@@ -22,12 +22,11 @@ import argparse
 import json
 import os
 import shlex
-import sqlite3
 import statistics
 import sys
 import tempfile
 
-from bench_env import RunFailed, clean_environment, find_program, launch_ranks, profile_ranks
+from bench_env import RunFailed, clean_environment, find_program, launch_ranks, profile_ranks, rank_file_summary
 
 
 def slowest_median_ms(metrics_dir, ranks):
@@ -66,17 +65,14 @@ def describe_run(run_dir, ranks):
     what makes the run no measure of the GPU path (CUPTI off, no kernels, drops)."""
     lines, problems = [], []
     for rank in range(ranks):
-        db = sqlite3.connect(f"file:{os.path.join(run_dir, f'rank-{rank}.sqlite')}?mode=ro", uri=True)
-        meta = dict(db.execute("SELECT key, value FROM meta"))
-        count = lambda table: db.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
-        dropped = db.execute("SELECT coalesce(sum(count), 0) FROM drops").fetchone()[0]
-        lines.append(f"  rank {rank}: cupti {meta.get('cupti.status', '?')}; {count('kernels')} kernels, "
-                     f"{count('memcpys')} copies, {count('api_calls')} API calls, {count('collectives')} collectives, "
-                     f"{count('nvtx_ranges')} NVTX ranges; {dropped} dropped")
-        if meta.get("cupti.status") != "on" or count("kernels") == 0 or dropped:
-            problems.append(f"rank {rank} recorded with CUPTI {meta.get('cupti.status', '?')}, {count('kernels')} "
-                            f"kernels, {dropped} dropped")
-        db.close()
+        summary = rank_file_summary(os.path.join(run_dir, f"rank-{rank}.sqlite"))
+        cupti, counts = summary["meta"].get("cupti.status", "?"), summary["counts"]
+        dropped = sum(n for _, _, n in summary["drops"])
+        lines.append(f"  rank {rank}: cupti {cupti}; {counts['kernels']} kernels, {counts['memcpys']} copies, "
+                     f"{counts['api_calls']} API calls, {counts['collectives']} collectives, "
+                     f"{counts['nvtx_ranges']} NVTX ranges; {dropped} dropped")
+        if cupti != "on" or counts["kernels"] == 0 or dropped:
+            problems.append(f"rank {rank} recorded with CUPTI {cupti}, {counts['kernels']} kernels, {dropped} dropped")
     return "\n".join(lines), problems
 
 

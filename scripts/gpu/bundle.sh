@@ -28,8 +28,10 @@ out=.gpu-bundle
 build=""
 while (($#)); do
   case "$1" in
-    --out) out="${2:?--out needs a directory}"; shift 2 ;;
-    --from-build) build="${2:?--from-build needs a build directory}"; shift 2 ;;
+    --out|--from-build)
+      [ -n "${2:-}" ] || { echo "bundle.sh: error: $1 needs a directory (see --help)" >&2; exit 2; }
+      if [ "$1" = --out ]; then out=$2; else build=$2; fi
+      shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "bundle.sh: error: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -61,18 +63,17 @@ gpu_code=$(grep -o -- '--generate-code=[^ ]*\|-arch[= ][^ ]*' <<<"$cuda_command"
 cupti=$(sed -n 's/^RANKSCOPE_CUPTI_LIBRARY:[A-Z]*=//p' "$build/CMakeCache.txt")
 [ -n "$cupti" ] && [ -e "$cupti" ] || fail "$build found no libcupti (RANKSCOPE_CUPTI_LIBRARY): install CUPTI"
 
-# Where each program lies in the build tree (bench/bench_env.py holds the same table).
-declare -A path_of=(
-  [rankscope]=cli/rankscope
-  [rankscope-trainer]=trainer/rankscope-trainer
-  [kernels_cuda_tests]=tests/kernels/kernels_cuda_tests
-  [gpu_gemm_bench]=bench/gpu_gemm_bench
-  [cupti_timing]=bench/cupti_timing
-)
+# Where each program lies in the build tree: bench/bench_env.py's table, which the check
+# scripts use too.
+declare -A path_of=()
+while read -r name path; do
+  path_of[$name]=$path
+done < <(python3 -c 'import sys; sys.path.insert(0, "bench"); from bench_env import BUILD_TREE_PATHS as p
+for name, path in p.items(): print(name, path)')
 for program in "${programs[@]}"; do
   [ -x "$build/${path_of[$program]}" ] || fail "$build/${path_of[$program]} is missing: build it first"
 done
-[ -f "$build/collector/librankscope_collector.so" ] || fail "$build/collector/librankscope_collector.so is missing"
+[ -f "$build/${path_of[librankscope_collector.so]}" ] || fail "$build/${path_of[librankscope_collector.so]} is missing"
 
 # Assembled beside the destination, and moved there only once it passes its check.
 out_parent=$(dirname "$out")
@@ -85,18 +86,20 @@ mkdir -p "$staging/bin" "$staging/lib" "$staging/py"
 for program in "${programs[@]}"; do
   cp "$build/${path_of[$program]}" "$staging/bin/$program"
 done
-cp "$build/collector/librankscope_collector.so" "$staging/lib/"
+cp "$build/${path_of[librankscope_collector.so]}" "$staging/lib/"
 cupti_soname=$(readelf -d "$cupti" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
 cp -L "$cupti" "$staging/lib/${cupti_soname:-$(basename "$cupti")}"  # dlopen'ed by the collector
 strip --strip-unneeded "$staging"/bin/* "$staging/lib/librankscope_collector.so"
 
 # Every library the loader finds for our files, except what the host provides.
-host_provided='^(linux-vdso\.so\.1|ld-linux-x86-64\.so\.2|libc\.so\.6|libm\.so\.6|libdl\.so\.2|libpthread\.so\.0|librt\.so\.1|libresolv\.so\.2|libutil\.so\.1|libstdc\+\+\.so\.6|libgcc_s\.so\.1|libcuda\.so\.1|libnccl\.so\.2|libcublas\.so\.13|libcublasLt\.so\.13)$'
+mapfile -t host_sonames < <(python3 scripts/gpu/check_bundle.py --host-sonames)
+declare -A from_host=()
+for soname in "${host_sonames[@]}"; do from_host[$soname]=1; done
 for file in "$staging"/bin/* "$staging"/lib/*; do
   ldd "$file" | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' || true
 done | sort -u >"$staging/needed.txt"
 while read -r soname path; do
-  if ! [[ "$soname" =~ $host_provided ]] && [ ! -e "$staging/lib/$soname" ]; then
+  if [ -z "${from_host[$soname]:-}" ] && [ ! -e "$staging/lib/$soname" ]; then
     cp -L "$path" "$staging/lib/$soname" || fail "cannot copy $path into the bundle"
   fi
 done <"$staging/needed.txt"

@@ -7,6 +7,8 @@ with a clean environment, must resolve every bundled name to the bundle's own co
 "not found" and no missing symbol version.
 
   check_bundle.py BUNDLE [--host-lib-dir DIR]... [--require-host-libs] [--max-mib 56]
+  check_bundle.py --host-sonames      the libraries the host provides, one per line
+                                      (bundle.sh copies every other one)
 
 --host-lib-dir adds where the host's NCCL or cuBLAS lie; --require-host-libs (on the GPU
 machine) makes a host library that ldd cannot find a problem too. Prints one line per
@@ -138,14 +140,18 @@ def check(bundle, host_dirs, require_host, max_mib):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("bundle")
+    parser.add_argument("bundle", nargs="?")
+    parser.add_argument("--host-sonames", action="store_true")
     parser.add_argument("--host-lib-dir", action="append", default=[], metavar="DIR")
     parser.add_argument("--require-host-libs", action="store_true")
     # 60 MiB by the issue; the device tool carries at most 64 MiB with the repository (~4 MiB).
     parser.add_argument("--max-mib", type=float, default=56.0)
     args = parser.parse_args()
-    if not os.path.isdir(args.bundle):
-        print(f"check_bundle: error: {args.bundle} is not a directory", file=sys.stderr)
+    if args.host_sonames:
+        print("\n".join(sorted(HOST_BASE | set(HOST_PROVIDED))))
+        return 0
+    if not args.bundle or not os.path.isdir(args.bundle):
+        print(f"check_bundle: error: {args.bundle or 'no bundle named'}: name a bundle's directory", file=sys.stderr)
         return 2
     problems, summary = check(args.bundle, args.host_lib_dir, args.require_host_libs, args.max_mib)
     for problem in problems:

@@ -127,6 +127,11 @@ class BundleTest(unittest.TestCase):
             self.assertTrue(done.stderr.startswith("bundle.sh: error: "), done.stderr)
             self.assertIn(message, done.stderr)
         self.assertTrue(os.path.exists(os.path.join(earlier, "bin", "marker")))
+        for args in (["--out"], ["--from-build"], ["--frobnicate"]):
+            done = run(["bash", os.path.join(SOURCE_DIR, "scripts/gpu/bundle.sh"), *args])
+            self.assertEqual(done.returncode, 2, f"{args}: {done.stderr}")
+            self.assertEqual(len(lines(done.stderr)), 1, f"{args}: {done.stderr}")
+            self.assertTrue(done.stderr.startswith("bundle.sh: error: "), done.stderr)
         self.assertEqual(os.listdir(other), ["notes.txt"])
 
     def run_checks(self, *args, env=None):
