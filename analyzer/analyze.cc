@@ -25,7 +25,7 @@ std::string JoinRanks(const std::vector<int>& ranks) {
   return fmt::format("{}", fmt::join(ranks, ", "));
 }
 
-// Which of a rank's steps enter the aggregates (METRICS.md §2).
+// Which of a rank's steps enter the aggregates (docs/metrics.md §2).
 std::vector<bool> AggregatedSteps(const std::vector<StepRange>& steps, const AnalyzeOptions& options,
                                   bool* skipped_everything) {
   std::vector<bool> aggregated(steps.size());
@@ -127,7 +127,7 @@ Result<std::vector<RankResult>> MeasureAll(const std::vector<Source>& sources, c
 
 // The communication backend when the rank files do not name one (the collector cannot
 // always tell): NCCL when its plugin or its kernels recorded collectives, "cpu" when every
-// device is the CPU backend's (METRICS.md §1), else unknown.
+// device is the CPU backend's (docs/metrics.md §1), else unknown.
 std::string InferBackend(const std::vector<RankResult>& ranks) {
   bool any_device = false;
   bool only_cpu = true;

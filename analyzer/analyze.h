@@ -1,7 +1,7 @@
 // Analyzing a run: load every rank (in parallel, streaming), classify, find steps, compute
-// METRICS.md §3–§5 per device, per step, across ranks and per run, into a Report.
+// docs/metrics.md §3–§5 per device, per step, across ranks and per run, into a Report.
 //
-// Rules where METRICS.md leaves a choice (docs/report-json.md repeats them for users):
+// Rules where docs/metrics.md leaves a choice (docs/report-json.md repeats them for users):
 // - Steps: NVTX ranges whose name is one of `step_names` (any case) or "ProfilerStep#N",
 //   on the thread lane that has the most of them, outermost ranges only. The number is the
 //   "step" field of the range's payload JSON, else N of ProfilerStep#N, else an integer
@@ -43,7 +43,7 @@ namespace rankscope::analyzer {
 
 struct AnalyzeOptions {
   ClassifyOptions classify;
-  // NVTX range names that mark a training step (METRICS.md §2), compared without case;
+  // NVTX range names that mark a training step (docs/metrics.md §2), compared without case;
   // "ProfilerStep#<N>" always counts, with N as the step number.
   std::vector<std::string> step_names = {"step", "train_step"};
   int skip_steps = 1;                   // warm-up steps left out of the aggregates

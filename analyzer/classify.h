@@ -1,4 +1,4 @@
-// Which device activity is compute, communication or memory (METRICS.md §1), per device.
+// Which device activity is compute, communication or memory (docs/metrics.md §1), per device.
 //   GPU: kernels whose name contains "nccl" (any case) are comm, kernels with "Memcpy" or
 //        "Memset" in the name and copy/set records are memory, other kernels compute.
 //   CPU backend: NVTX ranges in a category named "compute" or "comm" (any domain), or on a

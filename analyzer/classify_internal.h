@@ -1,4 +1,4 @@
-// Internal: the pieces of METRICS.md §1 that the rank scanner applies row by row.
+// Internal: the pieces of docs/metrics.md §1 that the rank scanner applies row by row.
 #pragma once
 
 #include <map>

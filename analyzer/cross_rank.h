@@ -1,4 +1,4 @@
-// METRICS.md §4: matching collectives across ranks, clock alignment between hosts, wait vs.
+// docs/metrics.md §4: matching collectives across ranks, clock alignment between hosts, wait vs.
 // transfer, stragglers and bus bandwidth.
 #pragma once
 

@@ -1,5 +1,5 @@
 // Interval algebra over integer nanoseconds, the arithmetic under every metric of
-// METRICS.md (|S|, ∪, ∩, \). An IntervalSet holds disjoint, non-empty, half-open intervals
+// docs/metrics.md (|S|, ∪, ∩, \). An IntervalSet holds disjoint, non-empty, half-open intervals
 // [start, end) sorted by start; touching intervals are merged. Set operations walk both
 // inputs once (linear in their sizes).
 #pragma once

@@ -1,4 +1,4 @@
-// METRICS.md §3 for any window of one device, and the aggregates over steps.
+// docs/metrics.md §3 for any window of one device, and the aggregates over steps.
 #pragma once
 
 #include <vector>
@@ -27,7 +27,7 @@ class DeviceTimeline {
   Interval extent_;
 };
 
-// Fills the ratios of a Breakdown from its times (METRICS.md §3).
+// Fills the ratios of a Breakdown from its times (docs/metrics.md §3).
 void FillRatios(Breakdown& breakdown);
 
 // The breakdown of `window` from the step breakdowns inside it, measuring only what the

@@ -1,4 +1,4 @@
-// METRICS.md §3 over any time range the viewer selects, with the range's top activities:
+// docs/metrics.md §3 over any time range the viewer selects, with the range's top activities:
 // the same classification, interval algebra and window measure as `rankscope analyze`,
 // applied to the events the viewer already holds.
 #pragma once

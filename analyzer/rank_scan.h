@@ -1,5 +1,5 @@
 // One rank's events reduced, in one streaming pass, to what the metrics need: merged
-// activity per device and class (METRICS.md §1), step windows (§2), the collectives that
+// activity per device and class (docs/metrics.md §1), step windows (§2), the collectives that
 // cross-rank matching uses (§4), time per activity name, and the workload mark (§5).
 // Files stream in through TraceReader::Stream; in-memory traces through FeedRankTrace, so
 // both take the same path.

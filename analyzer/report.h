@@ -15,7 +15,7 @@ namespace rankscope::analyzer {
 inline constexpr int kReportVersion = 1;
 inline constexpr const char* kReportFormat = "rankscope.report";
 
-// METRICS.md §3 over one window of one device. The *_only fields, overlap_ns and idle_ns
+// docs/metrics.md §3 over one window of one device. The *_only fields, overlap_ns and idle_ns
 // partition the window: compute_only + overlap + comm_only + memory_only + idle = window.
 struct Breakdown {
   int64_t window_ns = 0;        // t1 - t0

@@ -6,7 +6,7 @@
 #include <tuple>
 
 #include "analyzer/parallel_internal.h"
-#include "analyzer/report_format.h"
+#include "base/format.h"
 #include "analyzer/span_classifier.h"
 #include "trace/run_dir.h"
 #include "trace/schema.h"

@@ -1,4 +1,4 @@
-// The class METRICS.md §1 gives each streamed row, with per-name caches: one classifier
+// The class docs/metrics.md §1 gives each streamed row, with per-name caches: one classifier
 // for the rank scanner (metrics) and the viewer (colors, range statistics), so the two
 // can never disagree.
 #pragma once

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <string_view>
 
@@ -24,5 +25,8 @@ inline std::string Printable(std::string_view text, size_t max_chars = 64) {
   out += text.size() > max_chars ? "'..." : "'";
   return out;
 }
+
+// A path in a message: Printable, with room for long paths.
+inline std::string Quoted(const std::filesystem::path& path) { return Printable(path.string(), 200); }
 
 }  // namespace rankscope

@@ -34,7 +34,7 @@
 
 #include "bench/rss.h"
 #include "analyzer/analyze.h"
-#include "analyzer/report_writers.h"
+#include "report/report_writers.h"
 #include "trace/events.h"
 #include "trace/run_dir.h"
 #include "trace/writer.h"
@@ -709,7 +709,7 @@ Status RunAnalyze(const fs::path& dir, int threads) {
   const double analyzed_cpu = ProcessCpuSeconds();
   const double serial_cpu = ThreadCpuSeconds() - thread_cpu0;
   const int64_t peak_analyzed = PeakRssBytes();
-  const std::string json = analyzer::ReportToJson(*report);
+  const std::string json = report::ReportToJson(*report);
   const Clock::time_point t1 = Clock::now();
   const double cpu1 = ProcessCpuSeconds();
   auto seconds = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); };

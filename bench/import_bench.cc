@@ -3,7 +3,7 @@
 //   import_bench generate FILE [--events N] [--gzip]   a trace of about N events
 //   import_bench parse FILE    the floor: simdjson walks every event, reading the fields the
 //                              importer reads, and nothing else
-//   import_bench import FILE   analyzer::ImportTraces into a temporary run, end to end
+//   import_bench import FILE   interop::ImportTraces into a temporary run, end to end
 // parse and import print one JSON line: bytes (of JSON text), seconds, mb_per_s, events.
 #include <unistd.h>
 
@@ -23,8 +23,8 @@
 #include <nlohmann/json.hpp>
 #include <zlib.h>
 
-#include "analyzer/interop.h"
-#include "analyzer/import_internal.h"
+#include "interop/interop.h"
+#include "interop/import_internal.h"
 
 namespace {
 
@@ -139,7 +139,7 @@ void PrintRate(size_t bytes, double seconds, uint64_t events) {
 // must (category, name, timestamps, ids, args) without converting or storing anything.
 int Parse(const fs::path& file) {
   const auto start = Clock::now();
-  auto text = rankscope::analyzer::import::ReadMaybeGzip(file);
+  auto text = rankscope::interop::import::ReadMaybeGzip(file);
   if (!text.ok()) return std::fprintf(stderr, "import_bench: %s\n", text.status().message().c_str()), 1;
   simdjson::ondemand::parser parser;
   auto document = parser.iterate(text->data(), text->size(), text->capacity());
@@ -166,14 +166,14 @@ int Parse(const fs::path& file) {
 
 int Import(const fs::path& file) {
   const size_t bytes = [&] {
-    auto text = rankscope::analyzer::import::ReadMaybeGzip(file);
+    auto text = rankscope::interop::import::ReadMaybeGzip(file);
     return text.ok() ? text->size() : size_t{0};
   }();
   const fs::path run = fs::temp_directory_path() / fmt::format("rankscope-import-bench-{}", getpid());
   std::error_code ec;
   fs::remove_all(run, ec);
   const auto start = Clock::now();
-  auto imported = rankscope::analyzer::ImportTraces({file}, run);
+  auto imported = rankscope::interop::ImportTraces({file}, run);
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   fs::remove_all(run, ec);
   if (!imported.ok()) return std::fprintf(stderr, "import_bench: %s\n", imported.status().message().c_str()), 1;

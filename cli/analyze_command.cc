@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "analyzer/report_writers.h"
+#include "report/report_writers.h"
 #include "base/text.h"
 #include "cli/messages.h"
 #include "cli/output_file.h"
@@ -103,9 +103,9 @@ Result<analyzer::AnalyzeOptions> MakeAnalyzeOptions(const AnalyzeRequest& reques
   return options;
 }
 
-Result<std::unique_ptr<analyzer::ResolvedRun>> ResolveInputs(const std::vector<std::string>& inputs, std::FILE* err) {
+Result<std::unique_ptr<interop::ResolvedRun>> ResolveInputs(const std::vector<std::string>& inputs, std::FILE* err) {
   std::vector<std::filesystem::path> paths(inputs.begin(), inputs.end());
-  RS_ASSIGN_OR_RETURN(std::unique_ptr<analyzer::ResolvedRun> run, analyzer::ResolveRun(paths));
+  RS_ASSIGN_OR_RETURN(std::unique_ptr<interop::ResolvedRun> run, interop::ResolveRun(paths));
   for (const std::string& note : run->notes()) PrintNote(err, note);
   return run;
 }
@@ -133,7 +133,7 @@ int RunAnalyze(const AnalyzeRequest& request, std::FILE* out, std::FILE* err, bo
       PrintText(err, fmt::format("\rrankscope: read {}/{} rank files{}", done, total, done == total ? "\n" : ""));
     };
   }
-  Result<std::unique_ptr<analyzer::ResolvedRun>> run = ResolveInputs(request.inputs, err);
+  Result<std::unique_ptr<interop::ResolvedRun>> run = ResolveInputs(request.inputs, err);
   if (!run.ok()) {
     PrintError(err, run.status().message());
     return kExitUsage;
@@ -151,10 +151,10 @@ int RunAnalyze(const AnalyzeRequest& request, std::FILE* out, std::FILE* err, bo
 
   std::string text;
   switch (*format) {
-    case ReportFormat::kText: text = analyzer::ReportToText(*report); break;
-    case ReportFormat::kJson: text = analyzer::ReportToJson(*report); break;
-    case ReportFormat::kMarkdown: text = analyzer::ReportToMarkdown(*report); break;
-    case ReportFormat::kHtml: text = analyzer::ReportToHtml(*report); break;
+    case ReportFormat::kText: text = report::ReportToText(*report); break;
+    case ReportFormat::kJson: text = report::ReportToJson(*report); break;
+    case ReportFormat::kMarkdown: text = report::ReportToMarkdown(*report); break;
+    case ReportFormat::kHtml: text = report::ReportToHtml(*report); break;
   }
   // The text report ends with its warnings; elsewhere they go to stderr.
   const bool warnings_in_output = *format == ReportFormat::kText && request.out.empty();

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "analyzer/analyze.h"
-#include "analyzer/interop.h"
+#include "interop/interop.h"
 #include "base/status.h"
 
 namespace rankscope::cli {
@@ -38,9 +38,9 @@ Result<std::pair<std::optional<int64_t>, std::optional<int64_t>>> ParseStepRange
 // The analyzer's options for a request; errors name the bad option.
 Result<analyzer::AnalyzeOptions> MakeAnalyzeOptions(const AnalyzeRequest& request);
 
-// The run `inputs` name (analyzer::ResolveRun): foreign traces are imported into a
+// The run `inputs` name (interop::ResolveRun): foreign traces are imported into a
 // temporary run, the import's notes printed to `err`.
-Result<std::unique_ptr<analyzer::ResolvedRun>> ResolveInputs(const std::vector<std::string>& inputs, std::FILE* err);
+Result<std::unique_ptr<interop::ResolvedRun>> ResolveInputs(const std::vector<std::string>& inputs, std::FILE* err);
 
 // Analyzes, then prints the report to `out` or writes it to request.out (replaced
 // atomically: a failed run never leaves half a file). Errors go to `err` as one line.

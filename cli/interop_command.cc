@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <memory>
 
-#include "analyzer/interop.h"
+#include "interop/interop.h"
 #include "base/text.h"
 #include "cli/analyze_command.h"
 #include "cli/messages.h"
@@ -21,8 +21,8 @@ int RunImport(const ImportRequest& request, std::FILE* err) {
     return kExitUsage;
   }
   std::vector<fs::path> inputs(request.inputs.begin(), request.inputs.end());
-  Result<analyzer::ImportResult> imported =
-      analyzer::ImportTraces(inputs, request.output, analyzer::ImportOptions{.overwrite = request.force});
+  Result<interop::ImportResult> imported =
+      interop::ImportTraces(inputs, request.output, interop::ImportOptions{.overwrite = request.force});
   if (!imported.ok()) {
     PrintError(err, imported.status().message());
     return kExitUsage;
@@ -42,12 +42,12 @@ int RunExport(const ExportRequest& request, std::FILE* err) {
     PrintError(err, writable.message());
     return kExitUsage;
   }
-  Result<std::unique_ptr<analyzer::ResolvedRun>> run = ResolveInputs(request.inputs, err);
+  Result<std::unique_ptr<interop::ResolvedRun>> run = ResolveInputs(request.inputs, err);
   if (!run.ok()) {
     PrintError(err, run.status().message());
     return kExitUsage;
   }
-  Result<analyzer::ChromeExportResult> exported = analyzer::ExportChromeTrace((*run)->path(), request.chrome);
+  Result<interop::ChromeExportResult> exported = interop::ExportChromeTrace((*run)->path(), request.chrome);
   if (!exported.ok()) {
     PrintError(err, (*run)->Describe(exported.status().message()));
     return kExitUsage;

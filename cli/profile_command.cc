@@ -23,8 +23,6 @@ namespace fs = std::filesystem;
 namespace {
 
 // Paths come from users; quoted and escaped they cannot break the one-line rule.
-std::string Quoted(const fs::path& path) { return Printable(path.string(), 256); }
-
 std::string ErrnoText(int error) { return std::strerror(error); }
 
 }  // namespace

@@ -8,11 +8,11 @@
 #include <iterator>
 #include <sstream>
 
-#include "analyzer/comparable_json.h"
-#include "analyzer/interop.h"
-#include "analyzer/scaling.h"
-#include "analyzer/scaling_plot.h"
-#include "analyzer/scaling_report.h"
+#include "compare/comparable_json.h"
+#include "interop/interop.h"
+#include "compare/scaling.h"
+#include "report/scaling_plot.h"
+#include "report/scaling_report.h"
 #include "base/text.h"
 #include "cli/messages.h"
 #include "cli/output_file.h"
@@ -53,41 +53,41 @@ std::vector<std::pair<int, fs::path>> SweepRuns(const fs::path& dir) {
 }
 
 // `source` names the run in warnings and reports: the user's path, not a temporary import's.
-Result<analyzer::ComparableRun> AnalyzeToComparable(const fs::path& run, const std::string& source,
+Result<compare::ComparableRun> AnalyzeToComparable(const fs::path& run, const std::string& source,
                                                     const analyzer::AnalyzeOptions& options,
                                                     std::vector<std::string>* warnings, bool* partial) {
   Result<analyzer::Report> report = analyzer::AnalyzeRun(run, options);
   if (!report.ok()) return report.status();
   for (const std::string& warning : report->warnings) warnings->push_back(source + ": " + warning);
   if (!report->run.missing_ranks.empty() || !report->run.ranks_without_activity.empty()) *partial = true;
-  analyzer::ComparableRun comparable = analyzer::MakeComparable(*report);
+  compare::ComparableRun comparable = compare::MakeComparable(*report);
   comparable.source = source;
   return comparable;
 }
 
-Result<analyzer::ComparableSet> LoadWithPartial(const std::string& path, const analyzer::AnalyzeOptions& options,
+Result<compare::ComparableSet> LoadWithPartial(const std::string& path, const analyzer::AnalyzeOptions& options,
                                                 std::vector<std::string>* warnings, bool* partial) {
   std::error_code ec;
   const fs::file_status status = fs::status(path, ec);
   if (ec || !fs::exists(status)) return NotFound(fmt::format("{}: no such file or directory", Printable(path)));
-  analyzer::ComparableSet set;
+  compare::ComparableSet set;
   set.source = path;
   const std::vector<std::pair<int, fs::path>> sweep =
       fs::is_directory(status) && !HasRankFiles(path) ? SweepRuns(path) : std::vector<std::pair<int, fs::path>>();
   if (!sweep.empty()) {
     set.sweep = true;
     for (const auto& [size, dir] : sweep) {
-      RS_ASSIGN_OR_RETURN(analyzer::ComparableRun run, AnalyzeToComparable(dir, dir.string(), options, warnings, partial));
+      RS_ASSIGN_OR_RETURN(compare::ComparableRun run, AnalyzeToComparable(dir, dir.string(), options, warnings, partial));
       set.runs.push_back(std::move(run));
     }
     // Scaling efficiency joins the figures once there are two sizes to relate.
     if (set.runs.size() >= 2) {
-      RS_ASSIGN_OR_RETURN(analyzer::ScalingTable table, analyzer::ComputeScalingOfRuns(std::move(set.runs)));
+      RS_ASSIGN_OR_RETURN(compare::ScalingTable table, compare::ComputeScalingOfRuns(std::move(set.runs)));
       set.runs = std::move(table.runs);
     }
     return set;
   }
-  Result<analyzer::TraceFormat> format = analyzer::DetectTraceFormat(path);
+  Result<interop::TraceFormat> format = interop::DetectTraceFormat(path);
   if (!format.ok()) {
     if (!fs::is_directory(status)) return format.status();
     return InvalidArgument(fmt::format(
@@ -95,18 +95,18 @@ Result<analyzer::ComparableSet> LoadWithPartial(const std::string& path, const a
         "profiler traces",
         Printable(path)));
   }
-  if (*format == analyzer::TraceFormat::kRankscopeReport) {
+  if (*format == interop::TraceFormat::kRankscopeReport) {
     std::ifstream file(path, std::ios::binary);
     std::ostringstream text;
     text << file.rdbuf();
     if (!file && !file.eof()) return IoError(fmt::format("{}: cannot read", Printable(path)));
-    return analyzer::ParseComparableJson(text.str(), path);
+    return compare::ParseComparableJson(text.str(), path);
   }
   // A run, or another tool's traces of one run (imported for the analysis).
-  RS_ASSIGN_OR_RETURN(std::unique_ptr<analyzer::ResolvedRun> run, analyzer::ResolveRun({fs::path(path)}));
+  RS_ASSIGN_OR_RETURN(std::unique_ptr<interop::ResolvedRun> run, interop::ResolveRun({fs::path(path)}));
   for (const std::string& note : run->notes()) warnings->push_back(path + ": " + note);
   const size_t warned = warnings->size();
-  Result<analyzer::ComparableRun> comparable = AnalyzeToComparable(run->path(), path, options, warnings, partial);
+  Result<compare::ComparableRun> comparable = AnalyzeToComparable(run->path(), path, options, warnings, partial);
   for (size_t i = warned; i < warnings->size(); ++i) (*warnings)[i] = run->Describe(std::move((*warnings)[i]));
   if (!comparable.ok()) return Status(comparable.status().code(), run->Describe(comparable.status().message()));
   set.runs.push_back(std::move(*comparable));
@@ -117,12 +117,12 @@ void PrintWarnings(std::FILE* err, const std::vector<std::string>& warnings) {
   for (const std::string& warning : warnings) PrintText(err, fmt::format("rankscope: warning: {}\n", OneLine(warning)));
 }
 
-std::string FormatScaling(ReportFormat format, const analyzer::ScalingTable& table, const std::string& version) {
+std::string FormatScaling(ReportFormat format, const compare::ScalingTable& table, const std::string& version) {
   switch (format) {
-    case ReportFormat::kText: return analyzer::ScalingToText(table, version);
-    case ReportFormat::kJson: return analyzer::ScalingToJson(table, version);
-    case ReportFormat::kMarkdown: return analyzer::ScalingToMarkdown(table);
-    case ReportFormat::kHtml: return analyzer::ScalingToHtml(table, version);
+    case ReportFormat::kText: return report::ScalingToText(table, version);
+    case ReportFormat::kJson: return report::ScalingToJson(table, version);
+    case ReportFormat::kMarkdown: return report::ScalingToMarkdown(table);
+    case ReportFormat::kHtml: return report::ScalingToHtml(table, version);
   }
   return "";
 }
@@ -140,7 +140,7 @@ Status CheckOutputs(const std::vector<std::pair<std::string, std::string>>& outp
 
 fs::path SweepRunDir(const fs::path& sweep_dir, int world_size) { return sweep_dir / fmt::format("n{}", world_size); }
 
-Result<analyzer::ComparableSet> LoadComparableSet(const std::string& path, const analyzer::AnalyzeOptions& options,
+Result<compare::ComparableSet> LoadComparableSet(const std::string& path, const analyzer::AnalyzeOptions& options,
                                                   std::vector<std::string>* warnings) {
   bool partial = false;
   return LoadWithPartial(path, options, warnings, &partial);
@@ -156,20 +156,20 @@ int RunScale(const ScaleRequest& request, std::FILE* out, std::FILE* err) {
     PrintError(err, checked.message());
     return kExitUsage;
   }
-  std::vector<analyzer::ComparableRun> runs;
+  std::vector<compare::ComparableRun> runs;
   std::vector<std::string> warnings;
   bool partial = false;
   for (const std::string& path : request.runs) {
-    Result<analyzer::ComparableSet> set = LoadWithPartial(path, *options, &warnings, &partial);
+    Result<compare::ComparableSet> set = LoadWithPartial(path, *options, &warnings, &partial);
     if (!set.ok()) {
       PrintWarnings(err, warnings);
       PrintError(err, set.status().message());
       return kExitUsage;
     }
-    for (analyzer::ComparableRun& run : set->runs) runs.push_back(std::move(run));
+    for (compare::ComparableRun& run : set->runs) runs.push_back(std::move(run));
   }
   PrintWarnings(err, warnings);
-  Result<analyzer::ScalingTable> table = analyzer::ComputeScalingOfRuns(std::move(runs));
+  Result<compare::ScalingTable> table = compare::ComputeScalingOfRuns(std::move(runs));
   if (!table.ok()) {
     PrintError(err, table.status().message());
     return kExitUsage;
@@ -177,7 +177,7 @@ int RunScale(const ScaleRequest& request, std::FILE* out, std::FILE* err) {
   const std::string text = FormatScaling(*format, *table, options->tool_version);
   if (!EmitReport(out, err, request.out, text, "scaling report")) return kExitUsage;
   if (!request.plot.empty()) {
-    if (Status plotted = analyzer::WriteScalingPlotPng(*table, request.plot); !plotted.ok()) {
+    if (Status plotted = report::WriteScalingPlotPng(*table, request.plot); !plotted.ok()) {
       PrintError(err, plotted.message());
       return kExitUsage;
     }
@@ -187,16 +187,16 @@ int RunScale(const ScaleRequest& request, std::FILE* out, std::FILE* err) {
 }
 
 int RunCompare(const CompareRequest& request, std::FILE* out, std::FILE* err) {
-  analyzer::CompareOptions compare;
+  compare::CompareOptions compare;
   Status checked = Status::Ok();
-  if (Result<double> tolerance = analyzer::ParseTolerance(request.tolerance); tolerance.ok()) {
+  if (Result<double> tolerance = compare::ParseTolerance(request.tolerance); tolerance.ok()) {
     compare.tolerance = *tolerance;
   } else {
     checked = InvalidArgument("--tolerance " + tolerance.status().message());
   }
   for (const std::string& metric : request.metrics) {
     if (!checked.ok()) break;
-    Result<analyzer::MetricTolerance> parsed = analyzer::ParseMetricTolerance(metric);
+    Result<compare::MetricTolerance> parsed = compare::ParseMetricTolerance(metric);
     if (parsed.ok()) {
       compare.metrics.push_back(*parsed);
     } else {
@@ -212,26 +212,26 @@ int RunCompare(const CompareRequest& request, std::FILE* out, std::FILE* err) {
     return kExitUsage;
   }
   std::vector<std::string> warnings;
-  Result<analyzer::ComparableSet> baseline = LoadComparableSet(request.baseline, *options, &warnings);
+  Result<compare::ComparableSet> baseline = LoadComparableSet(request.baseline, *options, &warnings);
   if (!baseline.ok()) {
     PrintError(err, "--baseline " + baseline.status().message());
     return kExitUsage;
   }
-  Result<analyzer::ComparableSet> current = LoadComparableSet(request.current, *options, &warnings);
+  Result<compare::ComparableSet> current = LoadComparableSet(request.current, *options, &warnings);
   PrintWarnings(err, warnings);
   if (!current.ok()) {
     PrintError(err, current.status().message());
     return kExitUsage;
   }
-  Result<analyzer::Comparison> comparison = analyzer::CompareWithBaseline(*baseline, *current, compare);
+  Result<compare::Comparison> comparison = compare::CompareWithBaseline(*baseline, *current, compare);
   if (!comparison.ok()) {
     PrintError(err, comparison.status().message());
     return kExitUsage;
   }
-  PrintText(out, analyzer::ComparisonToText(*comparison));
+  PrintText(out, report::ComparisonToText(*comparison));
   for (const auto& [path, text] :
-       {std::pair{request.junit, analyzer::ComparisonToJUnit(*comparison)},
-        std::pair{request.markdown, analyzer::ComparisonToMarkdown(*comparison)}}) {
+       {std::pair{request.junit, report::ComparisonToJUnit(*comparison)},
+        std::pair{request.markdown, report::ComparisonToMarkdown(*comparison)}}) {
     if (path.empty()) continue;
     if (Status written = WriteFileAtomically(path, text); !written.ok()) {
       PrintError(err, written.message());
@@ -318,12 +318,12 @@ int RunSweep(const SweepRequest& request, const ProfileContext& context, std::FI
     }
   }
 
-  std::vector<analyzer::ComparableRun> runs;
+  std::vector<compare::ComparableRun> runs;
   std::vector<std::string> warnings;
   bool partial = false;
   for (const int size : *sizes) {
     const fs::path run_dir = SweepRunDir(dir, size);
-    Result<analyzer::ComparableRun> run = AnalyzeToComparable(run_dir, run_dir.string(), *options, &warnings, &partial);
+    Result<compare::ComparableRun> run = AnalyzeToComparable(run_dir, run_dir.string(), *options, &warnings, &partial);
     if (!run.ok()) {
       PrintWarnings(err, warnings);
       PrintError(err, run.status().message());
@@ -332,21 +332,21 @@ int RunSweep(const SweepRequest& request, const ProfileContext& context, std::FI
     runs.push_back(std::move(*run));
   }
   PrintWarnings(err, warnings);
-  Result<analyzer::ScalingTable> table = analyzer::ComputeScalingOfRuns(std::move(runs));
+  Result<compare::ScalingTable> table = compare::ComputeScalingOfRuns(std::move(runs));
   if (!table.ok()) {
     PrintError(err, table.status().message());
     return kExitUsage;
   }
-  PrintText(out, "\n" + analyzer::ScalingToText(*table, options->tool_version));
+  PrintText(out, "\n" + report::ScalingToText(*table, options->tool_version));
   const std::string& version = options->tool_version;
-  for (const auto& [name, text] : {std::pair{"scaling.json", analyzer::ScalingToJson(*table, version)},
-                                   std::pair{"scaling.html", analyzer::ScalingToHtml(*table, version)}}) {
+  for (const auto& [name, text] : {std::pair{"scaling.json", report::ScalingToJson(*table, version)},
+                                   std::pair{"scaling.html", report::ScalingToHtml(*table, version)}}) {
     if (Status written = WriteFileAtomically(dir / name, text); !written.ok()) {
       PrintError(err, written.message());
       return kExitUsage;
     }
   }
-  if (Status plotted = analyzer::WriteScalingPlotPng(*table, dir / "scaling.png"); !plotted.ok()) {
+  if (Status plotted = report::WriteScalingPlotPng(*table, dir / "scaling.png"); !plotted.ok()) {
     PrintError(err, plotted.message());
     return kExitUsage;
   }

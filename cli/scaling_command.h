@@ -1,5 +1,5 @@
 // `rankscope scale`, `rankscope compare` and `rankscope sweep`: the scaling study and the CI
-// regression gate (METRICS.md §6, §7). Testable without a process: streams are parameters.
+// regression gate (docs/metrics.md §6, §7). Testable without a process: streams are parameters.
 #pragma once
 
 #include <cstdio>
@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "analyzer/analyze.h"
-#include "analyzer/compare.h"
+#include "compare/compare.h"
 #include "cli/analyze_command.h"
 #include "cli/profile.h"
 
@@ -25,7 +25,7 @@ std::filesystem::path SweepRunDir(const std::filesystem::path& sweep_dir, int wo
 // or a rank file (analyzed now), a sweep directory (DIR/n<N>/ runs, each analyzed, with
 // scaling efficiency), or a JSON report (analysis or scaling, read back). Warnings about
 // partial runs go to `warnings`.
-Result<analyzer::ComparableSet> LoadComparableSet(const std::string& path, const analyzer::AnalyzeOptions& options,
+Result<compare::ComparableSet> LoadComparableSet(const std::string& path, const analyzer::AnalyzeOptions& options,
                                                   std::vector<std::string>* warnings);
 
 struct ScaleRequest {

@@ -1,4 +1,4 @@
-// Writes an in-memory rank trace (e.g. from tests/analyzer/trace_builder.h) as a closed
+// Writes an in-memory rank trace (e.g. from tests/trace_builder.h) as a closed
 // rank file, for tests that need real files on disk, and loads one back whole.
 #pragma once
 

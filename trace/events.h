@@ -31,7 +31,7 @@ enum class LaneKind : uint8_t {
 };
 
 // What device activity on a lane counts as when its events do not say so themselves
-// (METRICS.md §1, CPU backend: "a range on a compute lane / on a communication lane").
+// (docs/metrics.md §1, CPU backend: "a range on a compute lane / on a communication lane").
 enum class LaneRole : uint8_t { kNone = 0, kCompute = 1, kComm = 2, kMemory = 3 };
 
 struct Lane {

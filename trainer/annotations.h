@@ -21,7 +21,7 @@ void InitAnnotations();
 void NameThisThread(const char* name);
 
 // The run's shape, once, as a mark "workload" (payload schema "rankscope workload"): the
-// analyzer's global batch is world_size · batch · accum (METRICS.md §5).
+// analyzer's global batch is world_size · batch · accum (docs/metrics.md §5).
 struct Workload {
   uint64_t world_size = 0;
   uint64_t batch = 0;

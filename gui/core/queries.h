@@ -25,7 +25,7 @@ std::optional<size_t> NextMatch(const TimelineModel& model, const std::vector<Ev
 // rank. For an API call: the device work it launched. nullopt without correlation.
 std::optional<EventRef> CorrelatedEvent(const TimelineModel& model, const EventRef& event);
 
-// METRICS.md §3 and the top activities of [t0, t1) on the common clock, per rank and
+// docs/metrics.md §3 and the top activities of [t0, t1) on the common clock, per rank and
 // device, computed by the analyzer (analyzer/range_stats.h).
 std::vector<analyzer::RangeDeviceStats> MeasureDisplayRange(const TimelineModel& model, int64_t t0_ns, int64_t t1_ns,
                                                             size_t top);

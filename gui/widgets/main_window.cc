@@ -32,7 +32,7 @@
 #include <chrono>
 
 #include "analyzer/analyze.h"
-#include "analyzer/interop.h"
+#include "interop/interop.h"
 #include "gui/core/time_view.h"
 #include "gui/widgets/details_panel.h"
 #include "gui/widgets/event_colors.h"
@@ -56,7 +56,7 @@ struct MainWindow::LoadProgress {
 struct LoadedRun {
   // What the path resolved to: the run itself, or another tool's traces imported into a
   // temporary run that lives as long as this.
-  std::shared_ptr<const analyzer::ResolvedRun> source;
+  std::shared_ptr<const interop::ResolvedRun> source;
   std::shared_ptr<TimelineModel> model;
   OverviewData overview;
   QString error;
@@ -71,7 +71,7 @@ struct RunAnalysis {
 struct MainWindow::Run {
   uint64_t id = 0;
   QString path;
-  std::shared_ptr<const analyzer::ResolvedRun> source;  // kept while the run is open
+  std::shared_ptr<const interop::ResolvedRun> source;  // kept while the run is open
   std::shared_ptr<TimelineModel> model;
   OverviewData overview;
   double load_seconds = 0;
@@ -102,7 +102,7 @@ LoadedRun LoadModel(const QString& path, std::atomic<int>* done, std::atomic<int
       total->store(all);
     };
   }
-  auto resolved = analyzer::ResolveRun({std::filesystem::path(path.toStdString())});
+  auto resolved = interop::ResolveRun({std::filesystem::path(path.toStdString())});
   if (!resolved.ok()) {
     loaded.error = QString::fromStdString(resolved.status().message());
     return loaded;
@@ -134,7 +134,7 @@ namespace {
 
 // An imported run's report and messages name the file the user opened, not the temporary
 // run it was read through.
-RunAnalysis Analyze(const analyzer::ResolvedRun& run) {
+RunAnalysis Analyze(const interop::ResolvedRun& run) {
   RunAnalysis analysis;
   const analyzer::AnalyzeOptions options = ViewerAnalyzeOptions();
   auto report = analyzer::AnalyzeRun(run.path(), options);

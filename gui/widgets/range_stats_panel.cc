@@ -10,7 +10,7 @@
 #include <algorithm>
 #include <map>
 
-#include "analyzer/report_format.h"
+#include "report/report_format.h"
 #include "gui/core/lod.h"
 #include "gui/core/queries.h"
 #include "gui/core/time_view.h"
@@ -36,12 +36,12 @@ size_t EstimateEvents(const TimelineModel& model, int64_t t0, int64_t t1) {
 }
 
 // Breakdown numbers are formatted as `rankscope analyze` formats them.
-std::string MetricDuration(int64_t ns) { return analyzer::format::FormatDuration(static_cast<double>(ns)); }
+std::string MetricDuration(int64_t ns) { return format::FormatDuration(static_cast<double>(ns)); }
 
 QString DurationWithShare(int64_t ns, int64_t window) {
   const double pct = window > 0 ? 100.0 * static_cast<double>(ns) / static_cast<double>(window) : 0.0;
   return QStringLiteral("%1 (%2)").arg(QString::fromStdString(MetricDuration(ns)),
-                                       QString::fromStdString(analyzer::format::FormatPercent(pct)));
+                                       QString::fromStdString(format::FormatPercent(pct)));
 }
 
 QTableWidgetItem* Cell(const QString& text, bool numeric) {

@@ -1,4 +1,4 @@
-// The "Range" tab: METRICS.md §3 over the selected time range, per rank and device
+// The "Range" tab: docs/metrics.md §3 over the selected time range, per rank and device
 // (compute, comm, overlap, idle, utilization), and the range's top activities, from
 // core MeasureDisplayRange. Large ranges are measured on a worker thread.
 #pragma once

@@ -18,8 +18,8 @@
 #include <cmath>
 #include <cstring>
 
-#include "analyzer/report_format.h"
-#include "analyzer/report_writers.h"
+#include "report/report_format.h"
+#include "report/report_writers.h"
 #include "gui/widgets/event_colors.h"
 
 namespace rankscope::gui {
@@ -108,7 +108,7 @@ void BreakdownBars::paintEvent(QPaintEvent*) {
     label_font.setBold(straggler);
     p.setFont(label_font);
     p.setPen(straggler ? QColor(0xc6, 0x28, 0x28) : palette().color(QPalette::WindowText));
-    const QString label = Str(analyzer::format::DeviceLabel(device.rank, device.device)) + (straggler ? tr("  straggler") : QString());
+    const QString label = Str(report::DeviceLabel(device.rank, device.device)) + (straggler ? tr("  straggler") : QString());
     p.drawText(QRect(2, bar.top(), kLabelPx - 6, bar.height()), Qt::AlignVCenter | Qt::AlignLeft,
                QFontMetrics(label_font).elidedText(label, Qt::ElideRight, kLabelPx - 6));
     const int64_t window = std::max<int64_t>(device.totals.window_ns, 1);
@@ -156,12 +156,12 @@ bool BreakdownBars::event(QEvent* event) {
       return true;
     }
     const analyzer::DeviceReport& device = report_->ranks[index];
-    QString text = Str(analyzer::format::DeviceLabel(device.rank, device.device)) +
-                   tr(" — whole trace, %1").arg(Str(analyzer::format::FormatDuration(static_cast<double>(device.totals.window_ns))));
+    QString text = Str(report::DeviceLabel(device.rank, device.device)) +
+                   tr(" — whole trace, %1").arg(Str(format::FormatDuration(static_cast<double>(device.totals.window_ns))));
     const int64_t window = std::max<int64_t>(device.totals.window_ns, 1);
     for (const Part& part : Parts(device.totals)) {
       text += QStringLiteral("\n%1: %2 (%3%)")
-                  .arg(tr(part.name), Str(analyzer::format::FormatDuration(static_cast<double>(part.ns))))
+                  .arg(tr(part.name), Str(format::FormatDuration(static_cast<double>(part.ns))))
                   .arg(100.0 * part.ns / window, 0, 'f', 1);
     }
     text += tr("\nclick: show this rank in the timeline");
@@ -288,7 +288,7 @@ void RunPanel::Fill() {
     return;
   }
 
-  // Every line and cell comes from the analyzer's formatting (analyzer/report_format.h), so
+  // Every line and cell comes from the analyzer's formatting (report/report_format.h), so
   // the Run tab reads exactly as `rankscope analyze` prints.
   auto row = [](const QString& label, const QString& value_html) {
     return QStringLiteral(
@@ -304,18 +304,18 @@ void RunPanel::Fill() {
     return row(Str(line.substr(0, colon)), value);
   };
   QString html = QStringLiteral("<table cellspacing='1'>");
-  for (const auto& [label, value] : analyzer::format::SummaryItems(*report)) {
+  for (const auto& [label, value] : report::SummaryItems(*report)) {
     const bool headline = label == "step time" || label == "throughput";
     const QString escaped = Str(value).toHtmlEscaped();
     html += row(Str(label), headline ? QStringLiteral("<b>%1</b>").arg(escaped) : escaped);
   }
-  html += line_row(analyzer::format::CollectiveSourceLine(*report), false);
-  html += line_row(analyzer::format::ClockLine(*report), false);
-  html += line_row(analyzer::format::StragglerLine(*report), !report->cross_rank.stragglers.empty());
+  html += line_row(report::CollectiveSourceLine(*report), false);
+  html += line_row(report::ClockLine(*report), false);
+  html += line_row(report::StragglerLine(*report), !report->cross_rank.stragglers.empty());
   html += QStringLiteral("</table>");
   summary_->setText(html);
 
-  const analyzer::format::Table table = analyzer::format::RunMetricTable(*report);
+  const report::Table table = report::RunMetricTable(*report);
   const analyzer::RunSummary& summary = report->summary;
   metrics_->setRowCount(static_cast<int>(table.rows.size()));
   for (size_t i = 0; i < table.rows.size(); ++i) {
@@ -340,7 +340,7 @@ void RunPanel::Fill() {
   QString warnings;
   for (const std::string& w : report->warnings) warnings += QStringLiteral("• %1<br>").arg(Str(w).toHtmlEscaped());
   warnings_->setText(tr("<b>Warnings</b><br>") + warnings);
-  text_report_->setPlainText(Str(analyzer::ReportToText(*report)));
+  text_report_->setPlainText(Str(report::ReportToText(*report)));
 }
 
 QString RunPanel::summaryText() const {

@@ -122,7 +122,7 @@ void ScalingPanel::setReports(const std::vector<const analyzer::Report*>& report
     ShowError(tr("Scaling needs two or more analyzed runs (%1 now).").arg(reports.size()));
     return;
   }
-  auto table = analyzer::ComputeScaling(reports);
+  auto table = compare::ComputeScaling(reports);
   if (!table.ok()) {
     ShowError(tr("Scaling: %1").arg(QString::fromStdString(table.status().message())));
     return;
@@ -131,7 +131,7 @@ void ScalingPanel::setReports(const std::vector<const analyzer::Report*>& report
   has_table_ = true;
   error_.clear();
   QString text = tr("<b>Mode</b> (%1): %2")
-                     .arg(QString::fromUtf8(analyzer::ScalingModeName(table_.mode)),
+                     .arg(QString::fromUtf8(compare::ScalingModeName(table_.mode)),
                           QString::fromStdString(table_.mode_reason).toHtmlEscaped());
   for (const std::string& w : table_.warnings)
     text += QStringLiteral("<br>• %1").arg(QString::fromStdString(w).toHtmlEscaped());
@@ -158,7 +158,7 @@ void ScalingPanel::setReports(const std::vector<const analyzer::Report*>& report
   double eff_max = 1.0, thr_max = 0;
   points_->setRowCount(static_cast<int>(table_.points.size()));
   for (size_t i = 0; i < table_.points.size(); ++i) {
-    const analyzer::ScalingPoint& point = table_.points[i];
+    const compare::ScalingPoint& point = table_.points[i];
     const double n = point.world_size;
     x_min = std::min(x_min, n);
     x_max = std::max(x_max, n);

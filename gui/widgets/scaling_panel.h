@@ -1,4 +1,4 @@
-// The "Scaling" tab (two or more runs open): METRICS.md §6 via analyzer::ComputeScaling,
+// The "Scaling" tab (two or more runs open): docs/metrics.md §6 via compare::ComputeScaling,
 // as charts (efficiency against world size with the ideal 1.0; throughput against the
 // ideal) and a table of the points.
 #pragma once
@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "analyzer/report.h"
-#include "analyzer/scaling.h"
+#include "compare/scaling.h"
 
 class QLabel;
 class QTableWidget;
@@ -31,7 +31,7 @@ class ScalingPanel : public QWidget {
   void setReports(const std::vector<const analyzer::Report*>& reports);
 
   bool hasTable() const { return has_table_; }
-  const analyzer::ScalingTable& table() const { return table_; }
+  const compare::ScalingTable& table() const { return table_; }
   QString errorText() const { return error_; }
 
  private:
@@ -41,7 +41,7 @@ class ScalingPanel : public QWidget {
   QChartView* efficiency_ = nullptr;
   QChartView* throughput_ = nullptr;
   QTableWidget* points_ = nullptr;
-  analyzer::ScalingTable table_;
+  compare::ScalingTable table_;
   bool has_table_ = false;
   QString error_;
 };

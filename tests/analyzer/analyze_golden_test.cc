@@ -1,6 +1,6 @@
-// METRICS.md §1–§5 end to end, through AnalyzeTraces on hand-built traces whose answers are
+// docs/metrics.md §1–§5 end to end, through AnalyzeTraces on hand-built traces whose answers are
 // known by construction. Every expected value carries the arithmetic that yields it; the
-// rules where METRICS.md leaves a choice are those of analyzer/analyze.h.
+// rules where docs/metrics.md leaves a choice are those of analyzer/analyze.h.
 #include "analyzer/analyze.h"
 
 #include <algorithm>
@@ -16,14 +16,16 @@
 
 #include <gtest/gtest.h>
 
-#include "analyzer/report_writers.h"
+#include "report/report_writers.h"
 #include "tests/rank_file_writer.h"
 #include "tests/temp_dir.h"
 #include "trace/run_dir.h"
 #include "trace/writer.h"
-#include "tests/analyzer/trace_builder.h"
+#include "tests/trace_builder.h"
 
 namespace rankscope::analyzer {
+
+using report::ReportToJson;
 namespace {
 
 using testing::kCommCategory;

@@ -1,4 +1,4 @@
-// Field-by-field equality of two METRICS.md §3 breakdowns, for tests that compare two ways
+// Field-by-field equality of two docs/metrics.md §3 breakdowns, for tests that compare two ways
 // of computing the same window (range statistics against the analyzer's own).
 #pragma once
 

@@ -1,9 +1,9 @@
-// METRICS.md §1 on hand-built rank traces.
+// docs/metrics.md §1 on hand-built rank traces.
 #include "analyzer/classify.h"
 
 #include <gtest/gtest.h>
 
-#include "tests/analyzer/trace_builder.h"
+#include "tests/trace_builder.h"
 
 namespace rankscope::analyzer {
 namespace {

@@ -18,7 +18,7 @@ IntervalSet RandomSet(std::mt19937_64& random, int count, int64_t span) {
   return IntervalSet::FromUnsorted(std::move(intervals));
 }
 
-// The same quantities, the slow way: set algebra of METRICS.md §3, clipped to the window.
+// The same quantities, the slow way: set algebra of docs/metrics.md §3, clipped to the window.
 Breakdown ByAlgebra(const DeviceActivity& a, Interval window) {
   const IntervalSet c = a.compute.Clip(window), m = a.comm.Clip(window), y = a.memory.Clip(window);
   Breakdown b;

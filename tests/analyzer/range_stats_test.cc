@@ -1,4 +1,4 @@
-// analyzer/range_stats.h: METRICS.md §3 over any window of rows the viewer holds, and the
+// analyzer/range_stats.h: docs/metrics.md §3 over any window of rows the viewer holds, and the
 // window's top activities. Expected values are worked out by hand (overlap = |C ∩ M|,
 // exposed = |M \ C|, idle = window − |C ∪ M ∪ Y|), then cross-checked against
 // DeviceTimeline::Measure on random rows.

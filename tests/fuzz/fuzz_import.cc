@@ -10,7 +10,7 @@
 #include <fstream>
 #include <string>
 
-#include "analyzer/interop.h"
+#include "interop/interop.h"
 
 namespace {
 
@@ -41,6 +41,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const fs::path run = work / "run";
   std::error_code ec;
   fs::remove_all(run, ec);
-  (void)rankscope::analyzer::ImportTraces({input}, run);
+  (void)rankscope::interop::ImportTraces({input}, run);
   return 0;
 }

@@ -12,7 +12,7 @@
 
 #include "analyzer/analyze.h"
 #include "tests/analyzer/breakdown_expect.h"
-#include "tests/analyzer/trace_builder.h"
+#include "tests/trace_builder.h"
 #include "tests/gui/model_builder.h"
 #include "tests/rank_file_writer.h"
 #include "tests/temp_dir.h"

@@ -16,7 +16,7 @@
 
 #include <gtest/gtest.h>
 
-#include "tests/analyzer/trace_builder.h"
+#include "tests/trace_builder.h"
 #include "tests/gui/model_builder.h"
 #include "tests/rank_file_writer.h"
 #include "tests/temp_dir.h"

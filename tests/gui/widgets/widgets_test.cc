@@ -12,14 +12,14 @@
 #include <fstream>
 
 #include "analyzer/analyze.h"
-#include "analyzer/interop.h"
+#include "interop/interop.h"
 #include "gui/core/lod.h"
 #include "gui/widgets/details_panel.h"
 #include "gui/widgets/main_window.h"
 #include "gui/widgets/range_stats_panel.h"
 #include "gui/widgets/timeline_view.h"
 #include "tests/analyzer/breakdown_expect.h"
-#include "tests/analyzer/trace_builder.h"
+#include "tests/trace_builder.h"
 #include "tests/rank_file_writer.h"
 #include "tests/temp_dir.h"
 #include "trace/run_dir.h"
@@ -221,7 +221,7 @@ TEST_F(WidgetsTest, ACorruptFileShowsOneErrorAndTheWindowStaysUsable) {
 TEST_F(WidgetsTest, OpensAnotherToolsTraceDirectlyAndForgetsItsImportOnClose) {
   rankscope::testing::TempDir other;
   const std::filesystem::path exported = other / "run.json.gz";
-  ASSERT_TRUE(analyzer::ExportChromeTrace(dir_.path(), exported).ok());
+  ASSERT_TRUE(interop::ExportChromeTrace(dir_.path(), exported).ok());
   const std::filesystem::path tmp = other / "tmp";
   std::filesystem::create_directories(tmp);
   const QByteArray old_tmpdir = qgetenv("TMPDIR");

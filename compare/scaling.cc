@@ -1,0 +1,388 @@
+#include "compare/scaling.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+
+#include "analyzer/metrics.h"
+
+namespace rankscope::compare {
+
+using analyzer::ComputeStats;
+using analyzer::Report;
+namespace {
+
+std::optional<double> Value(const ComparableRun& run, std::string_view name) {
+  if (const ComparableMetric* metric = run.Find(name)) return metric->value;
+  return std::nullopt;
+}
+
+// Every run states the value, and they are all equal.
+bool AllEqual(const std::vector<std::optional<int64_t>>& values) {
+  if (values.empty() || !values.front()) return false;
+  return std::all_of(values.begin(), values.end(), [&](const std::optional<int64_t>& v) { return v == values.front(); });
+}
+
+bool NoneKnown(const std::vector<std::optional<int64_t>>& values) {
+  return std::none_of(values.begin(), values.end(), [](const auto& v) { return v.has_value(); });
+}
+
+// Efficiency of a run whose step took `step_ns` (or that moved `throughput` samples/s).
+struct EfficiencyBase {
+  ScalingMode mode = ScalingMode::kWeak;
+  double n0 = 1;
+  double t0 = 0;                    // the smallest run's median step time
+  std::optional<double> x0;         // and its throughput
+};
+
+double EfficiencyOf(const EfficiencyBase& base, double n, double step_ns, std::optional<double> throughput) {
+  if (base.mode == ScalingMode::kStrong) return base.n0 * base.t0 / (n * step_ns);
+  // X(N) / (N/N0 · X(N0)); with a fixed per-rank batch, X = N · b / T, so it is T(N0) / T(N).
+  if (throughput && base.x0) return *throughput / (n / base.n0 * *base.x0);
+  return base.t0 / step_ns;
+}
+
+// ---- the model ------------------------------------------------------------------------
+
+// The model's terms at one world size: T = c·compute + α·hops + γ·volume − H (exposed).
+struct ModelTerms {
+  double compute = 1;  // 1 (weak) or N0/N (strong)
+  double hops = 0;     // 2(N−1)
+  double volume = 0;   // 2(N−1)/N; γ = S/B
+};
+
+ModelTerms TermsAt(ScalingMode mode, int n0, int n) {
+  ModelTerms terms;
+  terms.compute = mode == ScalingMode::kWeak ? 1.0 : static_cast<double>(n0) / n;
+  terms.hops = 2.0 * (n - 1);
+  terms.volume = 2.0 * (n - 1) / n;
+  return terms;
+}
+
+using Coefficients = std::array<double, 3>;  // c, α, γ
+
+double Evaluate(const Coefficients& k, const ModelTerms& t, double hidden_ns) {
+  const double ring = k[1] * t.hops + k[2] * t.volume;
+  return k[0] * t.compute + std::max(0.0, ring - hidden_ns);
+}
+
+// Least squares of A·k = b over the columns in `free` (others 0), by the normal equations
+// with Gaussian elimination; false when they are singular. Columns are scaled to unit
+// length first, so the singularity test does not depend on the units (ns against 1/ns).
+bool SolveSubset(const std::vector<std::array<double, 3>>& a, const std::vector<double>& b,
+                 const std::array<bool, 3>& free, Coefficients& out) {
+  std::vector<int> columns;
+  std::vector<double> scale;
+  for (int c = 0; c < 3; ++c) {
+    if (!free[c]) continue;
+    double squares = 0;
+    for (const auto& row : a) squares += row[c] * row[c];
+    if (!(squares > 0)) return false;
+    columns.push_back(c);
+    scale.push_back(1.0 / std::sqrt(squares));
+  }
+  const size_t m = columns.size();
+  std::vector<std::vector<double>> normal(m, std::vector<double>(m + 1, 0.0));
+  for (size_t row = 0; row < a.size(); ++row) {
+    for (size_t i = 0; i < m; ++i) {
+      const double ai = a[row][columns[i]] * scale[i];
+      for (size_t j = 0; j < m; ++j) normal[i][j] += ai * a[row][columns[j]] * scale[j];
+      normal[i][m] += ai * b[row];
+    }
+  }
+  for (size_t i = 0; i < m; ++i) {
+    size_t pivot = i;
+    for (size_t r = i + 1; r < m; ++r) {
+      if (std::abs(normal[r][i]) > std::abs(normal[pivot][i])) pivot = r;
+    }
+    // The diagonal starts at 1; a pivot this small means dependent columns.
+    if (std::abs(normal[pivot][i]) < 1e-10) return false;
+    std::swap(normal[i], normal[pivot]);
+    for (size_t r = 0; r < m; ++r) {
+      if (r == i) continue;
+      const double factor = normal[r][i] / normal[i][i];
+      for (size_t c = i; c <= m; ++c) normal[r][c] -= factor * normal[i][c];
+    }
+  }
+  out = {0, 0, 0};
+  for (size_t i = 0; i < m; ++i) out[columns[i]] = normal[i][m] / normal[i][i] * scale[i];
+  return true;
+}
+
+// Non-negative least squares over three unknowns: the best of every subset whose
+// unconstrained solution is non-negative (exact for so few unknowns).
+bool SolveNonNegative(const std::vector<std::array<double, 3>>& a, const std::vector<double>& b, Coefficients& best) {
+  double best_error = INFINITY;
+  for (int mask = 1; mask < 8; ++mask) {
+    const std::array<bool, 3> free = {(mask & 1) != 0, (mask & 2) != 0, (mask & 4) != 0};
+    Coefficients k;
+    if (!SolveSubset(a, b, free, k)) continue;
+    if (std::any_of(k.begin(), k.end(), [](double v) { return v < 0; })) continue;
+    double error = 0;
+    for (size_t row = 0; row < a.size(); ++row) {
+      const double fitted = a[row][0] * k[0] + a[row][1] * k[1] + a[row][2] * k[2];
+      error += (fitted - b[row]) * (fitted - b[row]);
+    }
+    if (error < best_error) {
+      best_error = error;
+      best = k;
+    }
+  }
+  return std::isfinite(best_error);
+}
+
+}  // namespace
+
+const char* ScalingModeName(ScalingMode mode) { return mode == ScalingMode::kWeak ? "weak" : "strong"; }
+
+double ModelStepTime(const ScalingFit& fit, ScalingMode mode, int smallest_world_size, int world_size) {
+  const Coefficients k = {fit.compute_ns, fit.latency_ns, fit.transfer_ns};
+  return Evaluate(k, TermsAt(mode, smallest_world_size, world_size), fit.hidden_comm_ns);
+}
+
+Result<ScalingFit> FitScalingModel(const ScalingModelInput& input) {
+  const size_t count = input.world_sizes.size();
+  if (count < static_cast<size_t>(kMinSizesToProject) || input.step_time_ns.size() != count) {
+    return InvalidArgument(fmt::format("the scaling model needs {} or more world sizes", kMinSizesToProject));
+  }
+  for (size_t i = 0; i < count; ++i) {
+    if (input.world_sizes[i] <= 0 || !(input.step_time_ns[i] > 0) || !std::isfinite(input.step_time_ns[i])) {
+      return InvalidArgument("the scaling model needs a positive world size and step time at every point");
+    }
+  }
+  const int n0 = *std::min_element(input.world_sizes.begin(), input.world_sizes.end());
+  const double hidden = std::max(0.0, input.hidden_comm_ns);
+  // Which points have exposed ring time (R(N) > H) decides the linear form; start by
+  // assuming every multi-rank point does, and repeat until the fit agrees.
+  std::vector<bool> exposed(count);
+  for (size_t i = 0; i < count; ++i) exposed[i] = input.world_sizes[i] > 1;
+  Coefficients k = {0, 0, 0};
+  bool solved = false;
+  for (int round = 0; round < 8; ++round) {
+    std::vector<std::array<double, 3>> a;
+    std::vector<double> b;
+    for (size_t i = 0; i < count; ++i) {
+      const ModelTerms t = TermsAt(input.mode, n0, input.world_sizes[i]);
+      // Rows divided by the measured time: least squares on relative residuals.
+      const double w = 1.0 / input.step_time_ns[i];
+      if (exposed[i]) {
+        a.push_back({t.compute * w, t.hops * w, t.volume * w});
+        b.push_back((input.step_time_ns[i] + hidden) * w);
+      } else {
+        a.push_back({t.compute * w, 0, 0});
+        b.push_back(input.step_time_ns[i] * w);
+      }
+    }
+    if (!SolveNonNegative(a, b, k)) break;
+    solved = true;
+    bool changed = false;
+    for (size_t i = 0; i < count; ++i) {
+      const ModelTerms t = TermsAt(input.mode, n0, input.world_sizes[i]);
+      const bool now = k[1] * t.hops + k[2] * t.volume > hidden;
+      changed |= now != exposed[i];
+      exposed[i] = now;
+    }
+    if (!changed) break;
+  }
+  if (!solved) return InvalidArgument("the scaling model could not be fitted to these points");
+  // Flat points fit a ring that stays just under H at every measured size as well as no
+  // ring at all, and the two project very differently. Prefer the simpler explanation
+  // unless the communication terms really reduce the error.
+  const auto squared_error = [&](const Coefficients& candidate) {
+    double sum = 0;
+    for (size_t i = 0; i < count; ++i) {
+      const double fitted = Evaluate(candidate, TermsAt(input.mode, n0, input.world_sizes[i]), hidden);
+      const double relative = (fitted - input.step_time_ns[i]) / input.step_time_ns[i];
+      sum += relative * relative;
+    }
+    return sum;
+  };
+  {
+    std::vector<std::array<double, 3>> a;
+    std::vector<double> b;
+    for (size_t i = 0; i < count; ++i) {
+      a.push_back({TermsAt(input.mode, n0, input.world_sizes[i]).compute / input.step_time_ns[i], 0, 0});
+      b.push_back(1.0);
+    }
+    Coefficients compute_only = {0, 0, 0};
+    if (SolveSubset(a, b, {true, false, false}, compute_only) &&
+        squared_error(compute_only) <= squared_error(k) * (1 + 1e-6) + 1e-12) {
+      k = compute_only;
+    }
+  }
+
+  ScalingFit fit;
+  fit.compute_ns = k[0];
+  fit.latency_ns = k[1];
+  fit.transfer_ns = k[2];
+  fit.bytes_per_step = input.bytes_per_step;
+  fit.hidden_comm_ns = hidden;
+  if (k[2] > 0 && input.bytes_per_step > 0) fit.bus_bandwidth_bps = input.bytes_per_step / (k[2] / 1e9);
+  double squares = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const double fitted = Evaluate(k, TermsAt(input.mode, n0, input.world_sizes[i]), hidden);
+    fit.fitted_step_ns.push_back(fitted);
+    const double error = 100.0 * std::abs(fitted - input.step_time_ns[i]) / input.step_time_ns[i];
+    squares += error * error;
+    fit.max_error_pct = std::max(fit.max_error_pct, error);
+  }
+  fit.rms_error_pct = std::sqrt(squares / static_cast<double>(count));
+  return fit;
+}
+
+Result<ScalingTable> ComputeScalingOfRuns(std::vector<ComparableRun> runs) {
+  if (runs.size() < 2) return InvalidArgument("scaling needs runs at two or more world sizes");
+  std::sort(runs.begin(), runs.end(), [](const ComparableRun& a, const ComparableRun& b) {
+    return a.workload.world_size < b.workload.world_size;
+  });
+  for (size_t i = 0; i < runs.size(); ++i) {
+    if (runs[i].workload.world_size <= 0) return InvalidArgument(fmt::format("{}: no world size", runs[i].source));
+    const std::optional<double> step = Value(runs[i], "step_time_ns");
+    if (!step || !(*step > 0)) return InvalidArgument(fmt::format("{}: no step time to scale", runs[i].source));
+    if (i > 0 && runs[i].workload.world_size == runs[i - 1].workload.world_size) {
+      return Inconsistent(fmt::format("{} and {} both ran {} ranks", runs[i - 1].source, runs[i].source,
+                                      runs[i].workload.world_size));
+    }
+  }
+  // Samples per rank per step (batch · accumulation): from the workload mark, or else
+  // from the step payload's global batch over the world size.
+  std::vector<std::optional<int64_t>> per_rank, global;
+  for (const ComparableRun& run : runs) {
+    const WorkloadIdentity& w = run.workload;
+    std::optional<int64_t> samples;
+    if (w.batch_per_rank) {
+      samples = *w.batch_per_rank * w.accumulation.value_or(1);
+    } else if (w.global_batch && *w.global_batch % w.world_size == 0) {
+      samples = *w.global_batch / w.world_size;
+    }
+    per_rank.push_back(samples);
+    global.push_back(w.global_batch);
+  }
+  ScalingTable table;
+  if (AllEqual(per_rank)) {
+    table.mode = ScalingMode::kWeak;
+    table.mode_reason = fmt::format("weak scaling: every run has {} samples per rank per step", *per_rank.front());
+  } else if (AllEqual(global)) {
+    table.mode = ScalingMode::kStrong;
+    table.mode_reason = fmt::format("strong scaling: every run has a global batch of {}", *global.front());
+  } else if (NoneKnown(per_rank) && NoneKnown(global)) {
+    // DDP keeps the per-rank batch; without any batch information assume it did.
+    table.mode = ScalingMode::kWeak;
+    table.mode_reason = "weak scaling assumed: the runs record no batch sizes";
+    table.warnings.push_back("no run records its batch size: efficiency is from step times, T(N0) / T(N)");
+  } else {
+    return Inconsistent("the runs differ in both per-rank and global batch: not one workload");
+  }
+
+  const ComparableRun& smallest = runs.front();
+  EfficiencyBase base;
+  base.mode = table.mode;
+  base.n0 = smallest.workload.world_size;
+  base.t0 = *Value(smallest, "step_time_ns");
+  base.x0 = Value(smallest, "throughput");
+  for (ComparableRun& run : runs) {
+    ScalingPoint point;
+    point.world_size = run.workload.world_size;
+    point.run = run.source;
+    point.global_batch = run.workload.global_batch;
+    point.throughput = Value(run, "throughput");
+    point.step_time_ns = Value(run, "step_time_ns");
+    const double n = point.world_size;
+    point.efficiency = EfficiencyOf(base, n, *point.step_time_ns, point.throughput);
+    if (base.x0) point.ideal_throughput = n / base.n0 * *base.x0;
+    point.comm_compute_ratio = Value(run, "comm_compute_ratio");
+    point.exposed_comm_ns = Value(run, "exposed_comm_ns");
+    point.overlap_pct = Value(run, "overlap_pct");
+    point.wait_ns = Value(run, "wait_ns");
+
+    // Per-step efficiency against the smallest run's median, for compare's U test.
+    ComparableMetric efficiency{"efficiency", *point.efficiency, {}};
+    const ComparableMetric* steps = run.Find("step_time_ns");
+    const ComparableMetric* throughput = run.Find("throughput");
+    if (throughput && base.x0 && table.mode == ScalingMode::kWeak) {
+      for (const double x : throughput->samples) efficiency.samples.push_back(EfficiencyOf(base, n, 1, x));
+    } else if (steps) {
+      for (const double t : steps->samples) {
+        if (t > 0) efficiency.samples.push_back(EfficiencyOf(base, n, t, std::nullopt));
+      }
+    }
+    std::erase_if(run.metrics, [](const ComparableMetric& m) { return m.name == "efficiency"; });
+    run.metrics.push_back(std::move(efficiency));
+    table.points.push_back(std::move(point));
+  }
+
+  if (runs.size() < static_cast<size_t>(kMinSizesToProject)) {
+    table.projection_note = fmt::format(
+        "no projection: it needs runs at {} or more world sizes, and {} were measured", kMinSizesToProject,
+        runs.size());
+  } else {
+    ScalingModelInput input;
+    input.mode = table.mode;
+    std::vector<double> bytes;
+    for (const ComparableRun& run : runs) {
+      input.world_sizes.push_back(run.workload.world_size);
+      input.step_time_ns.push_back(*Value(run, "step_time_ns"));
+      if (run.allreduce_bytes_per_step) bytes.push_back(*run.allreduce_bytes_per_step);
+    }
+    input.bytes_per_step = bytes.empty() ? 0.0 : ComputeStats(bytes).median;
+    input.hidden_comm_ns = Value(runs.back(), "overlap_ns").value_or(0.0);
+    Result<ScalingFit> fit = FitScalingModel(input);
+    if (!fit.ok()) {
+      table.projection_note = "no projection: " + fit.status().message();
+    } else {
+      ScalingProjection projection;
+      projection.fit = *fit;
+      const int n0 = runs.front().workload.world_size;
+      const int largest = runs.back().workload.world_size;
+      const double model_t0 = ModelStepTime(*fit, table.mode, n0, n0);
+      for (const int factor : {2, 4}) {
+        ProjectedPoint point;
+        point.world_size = largest * factor;
+        point.step_time_ns = ModelStepTime(*fit, table.mode, n0, point.world_size);
+        // Efficiency as a ratio of model times, so the fit's error at N0 does not bias it.
+        const double n = point.world_size;
+        point.efficiency = table.mode == ScalingMode::kWeak ? model_t0 / point.step_time_ns
+                                                            : n0 * model_t0 / (n * point.step_time_ns);
+        const ComparableRun& last = runs.back();
+        if (table.mode == ScalingMode::kWeak && per_rank.back()) {
+          point.throughput = static_cast<double>(*per_rank.back()) * n / (point.step_time_ns / 1e9);
+        } else if (table.mode == ScalingMode::kStrong && last.workload.global_batch) {
+          point.throughput = static_cast<double>(*last.workload.global_batch) / (point.step_time_ns / 1e9);
+        }
+        projection.points.push_back(point);
+      }
+      std::vector<std::string> notes;
+      // Below this error the fit counts as meeting the points exactly.
+      constexpr double kExactFitPct = 0.01;
+      if (runs.size() == 3 && fit->max_error_pct < kExactFitPct) {
+        notes.push_back(
+            "3 sizes for the model's 3 parameters: the fit meets every point, so its error cannot test the "
+            "model; measure 4 or more sizes to check it");
+      } else if (runs.size() == 3) {
+        notes.push_back(fmt::format(
+            "3 sizes for the model's 3 parameters, yet the fit misses by up to {:.1f}%: the step times do not "
+            "take the model's shape (compute plus a ring all-reduce), so the projection is a rough guide",
+            fit->max_error_pct));
+      }
+      if (input.bytes_per_step <= 0) {
+        notes.push_back("the runs record no all-reduce sizes: the bandwidth term is fitted as a time, without a bandwidth");
+      }
+      table.projection_note = fmt::format("{}", fmt::join(notes, "; "));
+      table.projection = std::move(projection);
+    }
+  }
+  table.runs = std::move(runs);
+  return table;
+}
+
+Result<ScalingTable> ComputeScaling(const std::vector<const Report*>& reports) {
+  std::vector<ComparableRun> runs;
+  runs.reserve(reports.size());
+  for (const Report* report : reports) runs.push_back(MakeComparable(*report));
+  return ComputeScalingOfRuns(std::move(runs));
+}
+
+}  // namespace rankscope::compare

@@ -1,0 +1,513 @@
+// The import driver: format detection, reading (and gunzipping) input files, the rank files
+// an import writes, and temporary runs for commands that take foreign traces directly.
+#include <zlib.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "interop/import_internal.h"
+#include "base/text.h"
+#include "trace/run_dir.h"
+#include "trace/schema.h"
+#include "trace/sqlite_util.h"
+#include "trace/writer.h"
+
+namespace rankscope::interop {
+namespace fs = std::filesystem;
+
+namespace import {
+
+std::string Head(const fs::path& path, size_t bytes) {
+  std::ifstream in(path, std::ios::binary);
+  std::string head(bytes, '\0');
+  in.read(head.data(), static_cast<std::streamsize>(bytes));
+  head.resize(static_cast<size_t>(std::max<std::streamsize>(in.gcount(), 0)));
+  return head;
+}
+
+namespace {
+
+constexpr unsigned char kGzipMagic[] = {0x1f, 0x8b};
+constexpr size_t kBatchEvents = 65536;
+// Beyond this many events handed to the writer and not yet committed, the importer waits:
+// it must not outrun the writer's queue, which would drop events.
+constexpr uint64_t kMaxBacklog = 512 * 1024;
+
+bool IsGzip(std::string_view head) {
+  return head.size() >= 2 && static_cast<unsigned char>(head[0]) == kGzipMagic[0] &&
+         static_cast<unsigned char>(head[1]) == kGzipMagic[1];
+}
+
+constexpr size_t kJsonSniffBytes = size_t{1} << 20;
+
+// The first character that is not white space, or '\0'.
+char FirstCharacter(std::string_view text) {
+  const size_t first = text.find_first_not_of(" \t\r\n");
+  return first == std::string_view::npos ? '\0' : text[first];
+}
+
+// Chrome's trace formats: an object with "traceEvents" (Kineto writes it before its long
+// array of events), or the older bare array of events ("JSON Array Format").
+bool LooksLikeChromeTrace(std::string_view head) {
+  const char first = FirstCharacter(head);
+  if (first == '{') return head.find("\"traceEvents\"") != std::string_view::npos;
+  if (first != '[') return false;
+  const size_t next = head.find_first_not_of(" \t\r\n", head.find('[') + 1);
+  return next != std::string_view::npos && (head[next] == '{' || head[next] == ']') &&
+         (head[next] == ']' || head.find("\"ph\"") != std::string_view::npos);
+}
+
+// A Kineto trace in a directory of them: named like one (PyTorch writes *.pt.trace.json and
+// friends, often gzipped) and starting like JSON.
+bool IsKinetoFileName(const fs::path& path) {
+  const std::string name = path.filename().string();
+  return name.ends_with(".json") || name.ends_with(".json.gz");
+}
+
+bool LooksLikeKineto(const fs::path& path) { return LooksLikeChromeTrace(TextHead(path, kJsonSniffBytes)); }
+
+std::vector<fs::path> KinetoFilesIn(const fs::path& dir) {
+  std::vector<fs::path> files;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    if (it->is_regular_file(ec) && IsKinetoFileName(it->path()) && LooksLikeKineto(it->path())) {
+      files.push_back(it->path());
+    }
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+bool HasRankFiles(const fs::path& dir) {
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    if (trace::ParseRankFileName(it->path().filename().string()).is_rank_file) return true;
+  }
+  return false;
+}
+
+// Which SQLite file this is: a rank file (rankscope's application id) or an nsys export
+// (its metadata table: META_DATA_EXPORT from schema 3, EXPORT_META_DATA in schema 2).
+Result<TraceFormat> SqliteFormat(const fs::path& path) {
+  RS_RETURN_IF_ERROR(trace::sql::CheckFileHeader(path));
+  RS_ASSIGN_OR_RETURN(trace::sql::DbHandle db, trace::sql::OpenReadOnly(path));
+  RS_ASSIGN_OR_RETURN(trace::sql::Statement id, trace::sql::Statement::Prepare(db.get(), "PRAGMA application_id"));
+  if (sqlite3_step(id.get()) == SQLITE_ROW && id.ColumnInt(0) == trace::kApplicationId) {
+    return TraceFormat::kRankscopeFile;
+  }
+  RS_ASSIGN_OR_RETURN(trace::sql::Statement tables,
+                      trace::sql::Statement::Prepare(db.get(), "SELECT name FROM sqlite_schema WHERE type = 'table' "
+                                                               "AND name IN ('META_DATA_EXPORT', 'EXPORT_META_DATA')"));
+  const int rc = sqlite3_step(tables.get());
+  if (rc == SQLITE_ROW) return TraceFormat::kNsysSqlite;
+  if (rc != SQLITE_DONE) return trace::sql::FromSqlite(db.get(), rc, "reading the schema");
+  return Unsupported("an SQLite database, but neither a rankscope rank file nor an Nsight Systems export "
+                     "(no META_DATA_EXPORT or EXPORT_META_DATA table)");
+}
+
+}  // namespace
+
+Result<std::string> ReadMaybeGzip(const fs::path& file, size_t max_bytes) {
+  std::error_code ec;
+  if (!fs::is_regular_file(file, ec)) {
+    return fs::exists(file, ec) ? InvalidArgument(fmt::format("{}: not a regular file", Quoted(file)))
+                                : NotFound(fmt::format("{}: no such file", Quoted(file)));
+  }
+  std::ifstream in(file, std::ios::binary);
+  if (!in) return IoError(fmt::format("{}: cannot open: {}", Quoted(file), std::strerror(errno)));
+  const uintmax_t size = fs::file_size(file, ec);
+  if (ec) return IoError(fmt::format("{}: cannot read its size: {}", Quoted(file), ec.message()));
+  std::string raw;
+  raw.reserve(static_cast<size_t>(size) + kJsonPadding);
+  raw.resize(static_cast<size_t>(size));
+  in.read(raw.data(), static_cast<std::streamsize>(size));
+  if (static_cast<uintmax_t>(in.gcount()) != size) {
+    return IoError(fmt::format("{}: read {} of {} bytes", Quoted(file), in.gcount(), size));
+  }
+  if (!IsGzip(raw)) return raw;
+
+  // gzip: inflate every member (a concatenation of gzip streams is one gzip file).
+  std::string out;
+  out.reserve(std::min<size_t>(raw.size() * 4, max_bytes) + kJsonPadding);
+  z_stream zs{};
+  if (inflateInit2(&zs, 15 + 16) != Z_OK) return InternalError("zlib: inflateInit2 failed");
+  zs.next_in = reinterpret_cast<Bytef*>(raw.data());
+  const auto consumed = [&] { return static_cast<size_t>(zs.next_in - reinterpret_cast<Bytef*>(raw.data())); };
+  const auto fail = [&](Status status) {
+    inflateEnd(&zs);
+    return status;
+  };
+  std::array<char, 1 << 16> chunk{};
+  for (;;) {
+    if (zs.avail_in == 0) zs.avail_in = static_cast<uInt>(std::min<size_t>(raw.size() - consumed(), UINT32_MAX));
+    zs.next_out = reinterpret_cast<Bytef*>(chunk.data());
+    zs.avail_out = chunk.size();
+    const int rc = inflate(&zs, Z_NO_FLUSH);
+    const size_t produced = chunk.size() - zs.avail_out;
+    if (out.size() + produced > max_bytes) {
+      return fail(Unsupported(fmt::format("{}: more than {} bytes once unpacked", Quoted(file), max_bytes)));
+    }
+    out.append(chunk.data(), produced);
+    if (rc == Z_STREAM_END) {
+      // Another member may follow; zero bytes (padding) may end the file.
+      const std::string_view rest = std::string_view(raw).substr(consumed());
+      if (std::all_of(rest.begin(), rest.end(), [](char c) { return c == 0; })) break;
+      if (!IsGzip(rest)) {
+        return fail(Corrupt(fmt::format("{}: damaged gzip file: {} bytes of something else after the compressed data",
+                                        Quoted(file), rest.size())));
+      }
+      inflateReset(&zs);
+      continue;
+    }
+    if (rc == Z_OK) continue;
+    if (rc == Z_BUF_ERROR && consumed() == raw.size()) {
+      return fail(Corrupt(fmt::format("{}: truncated gzip file: the compressed data ends early", Quoted(file))));
+    }
+    return fail(Corrupt(fmt::format("{}: damaged gzip file: {}", Quoted(file),
+                                    zs.msg != nullptr ? std::string(zs.msg) : fmt::format("zlib error {}", rc))));
+  }
+  inflateEnd(&zs);
+  out.reserve(out.size() + kJsonPadding);
+  return out;
+}
+
+std::string TextHead(const fs::path& file, size_t max_bytes) {
+  const std::string head = Head(file, max_bytes);
+  if (!IsGzip(head)) return head;
+  // Inflate only as much as the head needs.
+  z_stream zs{};
+  if (inflateInit2(&zs, 15 + 16) != Z_OK) return {};
+  std::string raw = head;
+  std::string text(max_bytes, '\0');
+  zs.next_in = reinterpret_cast<Bytef*>(raw.data());
+  zs.avail_in = static_cast<uInt>(raw.size());
+  zs.next_out = reinterpret_cast<Bytef*>(text.data());
+  zs.avail_out = static_cast<uInt>(text.size());
+  inflate(&zs, Z_SYNC_FLUSH);
+  text.resize(text.size() - zs.avail_out);
+  inflateEnd(&zs);
+  return text;
+}
+
+// ---- RankFileBuilder ------------------------------------------------------------------------
+
+Result<std::unique_ptr<RankFileBuilder>> RankFileBuilder::Create(const fs::path& file, const trace::RankIdentity& who) {
+  RS_ASSIGN_OR_RETURN(std::unique_ptr<trace::TraceWriter> writer, trace::TraceWriter::Create(file, who));
+  return std::unique_ptr<RankFileBuilder>(new RankFileBuilder(file, who, std::move(writer)));
+}
+
+RankFileBuilder::RankFileBuilder(fs::path path, trace::RankIdentity identity,
+                                 std::unique_ptr<trace::TraceWriter> writer)
+    : path_(std::move(path)), identity_(std::move(identity)), writer_(std::move(writer)) {}
+
+RankFileBuilder::~RankFileBuilder() {
+  if (!closed_) (void)writer_->Close();
+}
+
+trace::LaneId RankFileBuilder::Lane(const trace::Lane& lane) {
+  for (auto& [known, id] : lanes_) {
+    if (known.SameIdentity(lane)) {
+      if (!lane.name.empty() && lane.name != known.name) {
+        known.name = lane.name;
+        writer_->AddLane(lane);  // renames it
+      }
+      return id;
+    }
+  }
+  const trace::LaneId id = writer_->AddLane(lane);
+  lanes_.emplace_back(lane, id);
+  return id;
+}
+
+trace::StringId RankFileBuilder::Intern(std::string_view text) {
+  if (text.empty()) return trace::kEmptyString;
+  auto it = strings_.find(std::string(text));
+  if (it != strings_.end()) return it->second;
+  const trace::StringId id = writer_->Intern(text);
+  strings_.emplace(std::string(text), id);
+  return id;
+}
+
+void RankFileBuilder::SetMeta(std::string_view key, std::string_view value) { writer_->SetMeta(key, value); }
+
+void RankFileBuilder::AddDrops(const trace::DropRecord& drop) { writer_->AddDrops(drop); }
+
+void RankFileBuilder::Flush(bool force) {
+  const size_t pending = batch_.size();
+  if (pending == 0 || (!force && pending < kBatchEvents)) return;
+  // The queue refuses batches it cannot hold: wait until the writer has room.
+  for (;;) {
+    const trace::WriterStats stats = writer_->stats();
+    if (stats.events_submitted - stats.events_committed <= kMaxBacklog) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  written_ += pending;
+  writer_->Submit(std::move(batch_));
+  batch_ = trace::EventTables{};
+}
+
+Status RankFileBuilder::Close() {
+  if (closed_) return Status::Ok();
+  Flush(/*force=*/true);
+  closed_ = true;
+  const trace::WriterStats before = writer_->stats();
+  RS_RETURN_IF_ERROR(writer_->Close());
+  if (before.events_dropped > 0) {
+    return InternalError(fmt::format("{}: the writer refused {} events (damaged input: events on unknown lanes "
+                                     "or ending before they start?)",
+                                     path_.string(), before.events_dropped));
+  }
+  return Status::Ok();
+}
+
+// ---- RunSink --------------------------------------------------------------------------------
+
+RunSink::RunSink(fs::path run_dir, std::string run_id) : run_dir_(std::move(run_dir)), run_id_(std::move(run_id)) {}
+
+RunSink::~RunSink() {
+  if (finished_) return;
+  // An import that failed leaves no rank files of its own behind.
+  for (auto& [rank, builder] : ranks_) {
+    const fs::path path = builder->path();
+    builder.reset();
+    std::error_code ec;
+    fs::remove(path, ec);
+  }
+}
+
+Result<RankFileBuilder*> RunSink::Rank(trace::RankIdentity who, std::string_view source, bool note_assignment) {
+  if (!who.rank) {
+    int free_rank = 0;
+    while (ranks_.contains(free_rank)) ++free_rank;
+    who.rank = free_rank;
+    if (note_assignment) notes_.push_back(fmt::format("{}: no rank recorded; imported as rank {}", source, free_rank));
+  }
+  const int rank = *who.rank;
+  if (rank < 0 || rank >= (1 << 20)) {
+    return InvalidArgument(fmt::format("{}: rank {} is out of range", source, rank));
+  }
+  if (auto taken = sources_.find(rank); taken != sources_.end()) {
+    return InvalidArgument(
+        fmt::format("{} and {} both hold rank {}: import the traces of one run at a time", taken->second, source, rank));
+  }
+  if (!who.world_size) unknown_world_size_.insert(rank);
+  who.run_id = run_id_;
+  RS_ASSIGN_OR_RETURN(std::unique_ptr<RankFileBuilder> builder,
+                      RankFileBuilder::Create(run_dir_ / trace::RankFileName(rank), who));
+  sources_.emplace(rank, std::string(source));
+  RankFileBuilder* raw = builder.get();
+  ranks_.emplace(rank, std::move(builder));
+  return raw;
+}
+
+Status RunSink::Finish(ImportResult* result) {
+  const int ranks = static_cast<int>(ranks_.size());
+  // Where a trace does not say, the world holds at least every rank imported and the highest.
+  const int assumed_world_size = ranks_.empty() ? 0 : std::max(ranks, ranks_.rbegin()->first + 1);
+  if (!unknown_world_size_.empty()) {
+    notes_.push_back(fmt::format("{} of the traces record no world size; taken as {} ({})", unknown_world_size_.size(),
+                                 assumed_world_size,
+                                 assumed_world_size == ranks ? "the ranks imported" : "the highest rank imported + 1"));
+  }
+  for (auto& [rank, builder] : ranks_) {
+    if (unknown_world_size_.contains(rank)) {
+      builder->SetMeta(trace::meta_key::kWorldSize, std::to_string(assumed_world_size));
+    }
+    const uint64_t events = builder->events_written() + builder->events().size();
+    RS_RETURN_IF_ERROR(builder->Close());
+    result->events += events;
+    result->rank_files.push_back(builder->path());
+  }
+  if (ranks == 0) return InvalidArgument("nothing to import: no input held a rank with events");
+  result->notes.insert(result->notes.end(), notes_.begin(), notes_.end());
+  finished_ = true;
+  return Status::Ok();
+}
+
+}  // namespace import
+
+// ---- formats ----------------------------------------------------------------------------------
+
+std::string_view TraceFormatName(TraceFormat format) {
+  switch (format) {
+    case TraceFormat::kRankscopeRun: return "rankscope run";
+    case TraceFormat::kRankscopeFile: return "rankscope rank file";
+    case TraceFormat::kKinetoJson: return "Kineto (PyTorch profiler) JSON";
+    case TraceFormat::kKinetoRun: return "directory of Kineto traces";
+    case TraceFormat::kNsysSqlite: return "Nsight Systems SQLite export";
+    case TraceFormat::kRankscopeReport: return "rankscope JSON report";
+  }
+  return "unknown";
+}
+
+Result<TraceFormat> DetectTraceFormat(const fs::path& path) {
+  std::error_code ec;
+  const fs::file_status status = fs::status(path, ec);
+  if (!fs::exists(status)) return NotFound(fmt::format("{}: no such file or directory", Quoted(path)));
+  if (fs::is_directory(status)) {
+    if (import::HasRankFiles(path)) return TraceFormat::kRankscopeRun;
+    if (!import::KinetoFilesIn(path).empty()) return TraceFormat::kKinetoRun;
+    return InvalidArgument(fmt::format("{}: neither a run directory (no rank-*.sqlite files) nor a directory of "
+                                       "PyTorch profiler traces (*.json, *.json.gz)",
+                                       Quoted(path)));
+  }
+  const std::string head = import::Head(path, 16);
+  if (head.empty()) return Corrupt(fmt::format("{}: empty or unreadable file", Quoted(path)));
+  if (head.starts_with(std::string_view("SQLite format 3\0", 16))) {
+    Result<TraceFormat> format = import::SqliteFormat(path);
+    if (!format.ok()) return format.status().WithContext(path.string());
+    return format;
+  }
+  const std::string text = import::TextHead(path, import::kJsonSniffBytes);
+  if (import::LooksLikeChromeTrace(text)) return TraceFormat::kKinetoJson;
+  const char first = import::FirstCharacter(text);
+  if (first != '{' && first != '[' && import::IsGzip(head)) {
+    // A gzip file whose head inflates to nothing readable: say what is wrong with the gzip.
+    Result<std::string> whole = import::ReadMaybeGzip(path);
+    if (!whole.ok()) return whole.status();
+  }
+  if (first == '{' || first == '[') {
+    // Reports are written with "format" first: {"format": "rankscope.analysis", ...
+    const size_t format = text.find("\"format\"");
+    if (first == '{' && format != std::string::npos && text.find_first_not_of(" \t\r\n{") == format &&
+        text.find("\"rankscope.", format) != std::string::npos) {
+      return TraceFormat::kRankscopeReport;
+    }
+    // Only on this slower path is the whole file read: a report whose keys were reordered
+    // (e.g. by `jq -S`), or broken JSON, or the wrong JSON.
+    Result<std::string> whole = import::ReadMaybeGzip(path);
+    if (!whole.ok()) return whole.status();
+    const nlohmann::json parsed = nlohmann::json::parse(*whole, nullptr, /*allow_exceptions=*/false);
+    if (parsed.is_discarded()) return Corrupt(fmt::format("{}: not a JSON file", Quoted(path)));
+    if (parsed.is_object()) {
+      const auto format_key = parsed.find("format");
+      if (format_key != parsed.end() && format_key->is_string() &&
+          format_key->get_ref<const std::string&>().starts_with("rankscope.")) {
+        return TraceFormat::kRankscopeReport;
+      }
+    }
+    return Unsupported(fmt::format("{}: JSON, but neither a Kineto (PyTorch profiler) trace (an object with "
+                                   "\"traceEvents\", or an array of trace events) nor a rankscope report",
+                                   Quoted(path)));
+  }
+  return Unsupported(fmt::format("{}: not a trace rankscope reads (a run directory, a rank file, a Kineto JSON trace "
+                                 "or an Nsight Systems SQLite export)",
+                                 Quoted(path)));
+}
+
+// ---- imports --------------------------------------------------------------------------------
+
+Result<ImportResult> ImportTraces(const std::vector<fs::path>& inputs, const fs::path& run_dir,
+                                  const ImportOptions& options) {
+  if (inputs.empty()) return InvalidArgument("no traces to import");
+  std::vector<std::pair<fs::path, TraceFormat>> files;
+  for (const fs::path& input : inputs) {
+    RS_ASSIGN_OR_RETURN(TraceFormat format, DetectTraceFormat(input));
+    switch (format) {
+      case TraceFormat::kKinetoJson:
+      case TraceFormat::kNsysSqlite: files.emplace_back(input, format); break;
+      case TraceFormat::kKinetoRun:
+        for (const fs::path& file : import::KinetoFilesIn(input)) files.emplace_back(file, TraceFormat::kKinetoJson);
+        break;
+      case TraceFormat::kRankscopeRun:
+      case TraceFormat::kRankscopeFile:
+      case TraceFormat::kRankscopeReport:
+        return InvalidArgument(fmt::format("{}: a {}, not another tool's trace: nothing to import",
+                                           Quoted(input), TraceFormatName(format)));
+    }
+  }
+  std::error_code ec;
+  fs::create_directories(run_dir, ec);
+  if (ec) return IoError(fmt::format("{}: cannot create the run directory: {}", Quoted(run_dir), ec.message()));
+  if (import::HasRankFiles(run_dir)) {
+    if (!options.overwrite) {
+      return AlreadyExists(fmt::format("{}: already holds rank files (use --force to replace them)",
+                                       Quoted(run_dir)));
+    }
+    for (fs::directory_iterator it(run_dir, ec), end; !ec && it != end; it.increment(ec)) {
+      if (trace::ParseRankFileName(it->path().filename().string()).is_rank_file) fs::remove(it->path(), ec);
+    }
+  }
+  const std::string run_id = options.run_id.empty() ? trace::GenerateRunId() : options.run_id;
+  import::RunSink sink(run_dir, run_id);
+  for (const auto& [file, format] : files) {
+    const Status imported =
+        format == TraceFormat::kNsysSqlite ? import::ImportNsys(file, sink) : import::ImportKineto(file, sink);
+    if (!imported.ok()) return imported;
+  }
+  ImportResult result;
+  RS_RETURN_IF_ERROR(sink.Finish(&result));
+  return result;
+}
+
+ResolvedRun::ResolvedRun(fs::path path, fs::path temporary, std::vector<std::string> notes, std::string display)
+    : path_(std::move(path)), temporary_(std::move(temporary)), notes_(std::move(notes)), display_(std::move(display)) {}
+
+std::string ResolvedRun::Describe(std::string message) const {
+  if (temporary_.empty()) return message;
+  const std::string from = temporary_.string();
+  for (size_t at = message.find(from); at != std::string::npos; at = message.find(from, at + display_.size())) {
+    message.replace(at, from.size(), display_);
+  }
+  return message;
+}
+
+ResolvedRun::~ResolvedRun() {
+  if (temporary_.empty()) return;
+  std::error_code ec;
+  fs::remove_all(temporary_, ec);
+}
+
+Result<std::unique_ptr<ResolvedRun>> ResolveRun(const std::vector<fs::path>& inputs) {
+  if (inputs.empty()) return InvalidArgument("no run given");
+  std::vector<TraceFormat> formats;
+  for (const fs::path& input : inputs) {
+    RS_ASSIGN_OR_RETURN(TraceFormat format, DetectTraceFormat(input));
+    formats.push_back(format);
+  }
+  const bool native = formats[0] == TraceFormat::kRankscopeRun || formats[0] == TraceFormat::kRankscopeFile;
+  if (inputs.size() == 1 && native) {
+    return std::make_unique<ResolvedRun>(inputs[0], fs::path(), std::vector<std::string>(), inputs[0].string());
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (formats[i] == TraceFormat::kRankscopeReport) {
+      return InvalidArgument(fmt::format("{}: a rankscope JSON report holds figures, not a trace: give the run it "
+                                         "came from", Quoted(inputs[i])));
+    }
+    if (formats[i] == TraceFormat::kRankscopeRun || formats[i] == TraceFormat::kRankscopeFile) {
+      return InvalidArgument(fmt::format("{}: a {} given with other inputs: give one run at a time",
+                                         Quoted(inputs[i]), TraceFormatName(formats[i])));
+    }
+  }
+  // A private directory for the imported run, removed with the ResolvedRun.
+  std::error_code ec;
+  const fs::path base = fs::temp_directory_path(ec);
+  if (ec) return IoError(fmt::format("no temporary directory: {}", ec.message()));
+  std::random_device random;
+  fs::path temporary;
+  for (int attempt = 0; attempt < 16 && temporary.empty(); ++attempt) {
+    const fs::path candidate = base / fmt::format("rankscope-import-{:08x}", random());
+    if (fs::create_directory(candidate, ec)) temporary = candidate;
+  }
+  if (temporary.empty()) return IoError(fmt::format("cannot create a directory in {}: {}", base.string(), ec.message()));
+  Result<ImportResult> imported = ImportTraces(inputs, temporary);
+  if (!imported.ok()) {
+    fs::remove_all(temporary, ec);
+    return imported.status();
+  }
+  std::string display;
+  for (const fs::path& input : inputs) display += (display.empty() ? "" : ", ") + input.string();
+  return std::make_unique<ResolvedRun>(temporary, temporary, std::move(imported->notes), std::move(display));
+}
+
+}  // namespace rankscope::interop

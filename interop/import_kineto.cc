@@ -1,0 +1,1268 @@
+// Kineto (PyTorch profiler) JSON traces in: one rank per file (hta.md §4 describes the format).
+//
+// simdjson On-Demand walks the text twice without building a tree: once over the top-level
+// fields (distributedInfo and baseTimeNanoseconds may come after traceEvents), then over
+// traceEvents, converting each event straight into the rank file's tables. Strings are
+// looked up in local caches, so an event costs no allocation beyond its rows.
+//
+// Mapping (ph X unless said):
+//   kernel / Kernel                 -> kernels, on GPU-stream lanes
+//   gpu_memcpy / Memcpy             -> memcpys (kinds parsed from "Memcpy HtoD (Pinned -> Device)")
+//   gpu_memset / Memset             -> memsets
+//   cuda_runtime / Runtime          -> api_calls (runtime), on CPU-thread lanes
+//   cuda_driver                     -> api_calls (driver)
+//   cuda_sync                       -> syncs, on the GPU-stream lane (stream 4294967295: none)
+//   cpu_op, user_annotation,
+//   python_function, Operator       -> push/pop NVTX ranges on their thread, domain = category
+//   gpu_user_annotation             -> NVTX ranges on the GPU-stream lane
+//   ph i / I                        -> NVTX marks
+//   ph M thread_name / process_name -> lane names
+//   ph s / f of ac2g (async_cpu_to_gpu in older traces)
+//                                   -> the correlation id of a launch call or device event that
+//                                      has no args.correlation: the flow's id, matched by pid,
+//                                      tid and ts (s at the call, f at the kernel, copy or set)
+// Everything else (the "Trace" span, counters, other categories) is counted and named in one
+// note.
+#include <simdjson.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <cstdio>
+#include <exception>
+#include <functional>
+#include <map>
+#include <new>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "interop/import_internal.h"
+#include "base/text.h"
+#include "trace/schema.h"
+
+namespace rankscope::interop::import {
+namespace {
+
+namespace fs = std::filesystem;
+namespace od = simdjson::ondemand;
+using simdjson::error_code;
+
+__extension__ using Uint128 = unsigned __int128;
+
+// Kineto writes CUPTI's "no stream" (uint32 -1) for context and device synchronisations.
+constexpr int64_t kNoStream = 4294967295;
+// Events converted between two looks at the batch size.
+constexpr uint64_t kFlushEvery = 1024;
+
+// ---- numbers, exactly, from their JSON text ---------------------------------------------------
+
+// A JSON number as sign · digits · 10^exponent.
+struct Decimal {
+  bool negative = false;
+  Uint128 digits = 0;
+  int64_t exponent = 0;  // a 4 GB token cannot take it past ±2^33
+};
+
+constexpr int kMaxDigits = 38;  // 10^38 < 2^128
+
+Uint128 Pow10(int n) {
+  Uint128 p = 1;
+  for (int i = 0; i < n; ++i) p *= 10;
+  return p;
+}
+
+bool IsJsonSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+// The number a raw JSON token holds (whitespace may follow it); nullopt when the token is
+// not a JSON number or has more than 38 significant integer digits. Fraction digits past
+// the 38th are dropped.
+std::optional<Decimal> ParseDecimal(std::string_view text) {
+  Decimal d;
+  size_t i = 0;
+  const size_t n = text.size();
+  auto is_digit = [&](size_t at) { return at < n && text[at] >= '0' && text[at] <= '9'; };
+  if (i < n && text[i] == '-') {
+    d.negative = true;
+    ++i;
+  }
+  if (!is_digit(i)) return std::nullopt;
+  int significant = 0;
+  for (; is_digit(i); ++i) {
+    const unsigned digit = static_cast<unsigned>(text[i] - '0');
+    if (significant == 0 && digit == 0) continue;
+    if (significant == kMaxDigits) return std::nullopt;
+    d.digits = d.digits * 10 + digit;
+    ++significant;
+  }
+  if (i < n && text[i] == '.') {
+    ++i;
+    if (!is_digit(i)) return std::nullopt;
+    for (; is_digit(i); ++i) {
+      const unsigned digit = static_cast<unsigned>(text[i] - '0');
+      if (significant == 0 && digit == 0) {
+        --d.exponent;
+        continue;
+      }
+      if (significant == kMaxDigits) continue;
+      d.digits = d.digits * 10 + digit;
+      ++significant;
+      --d.exponent;
+    }
+  }
+  if (i < n && (text[i] == 'e' || text[i] == 'E')) {
+    ++i;
+    bool negative_exponent = false;
+    if (i < n && (text[i] == '+' || text[i] == '-')) negative_exponent = text[i++] == '-';
+    if (!is_digit(i)) return std::nullopt;
+    int64_t exponent = 0;
+    for (; is_digit(i); ++i) exponent = std::min<int64_t>(exponent * 10 + (text[i] - '0'), 100000);
+    d.exponent += negative_exponent ? -exponent : exponent;
+  }
+  for (; i < n; ++i) {
+    if (!IsJsonSpace(text[i])) return std::nullopt;
+  }
+  return d;
+}
+
+// d · 10^scale, rounded to the nearest integer (halves away from zero); nullopt when that
+// does not fit in int64, or when `exact` and it is not an integer.
+std::optional<int64_t> Scaled(const Decimal& d, int scale, bool exact) {
+  if (d.digits == 0) return 0;
+  const int64_t e = d.exponent + scale;
+  Uint128 v = d.digits;
+  const Uint128 limit = Uint128{1} << 63;  // |INT64_MIN|
+  if (e >= 0) {
+    for (int64_t k = 0; k < e; ++k) {
+      if (v > limit / 10) return std::nullopt;
+      v *= 10;
+    }
+  } else if (-e > kMaxDigits) {
+    if (exact) return std::nullopt;
+    v = 0;  // below 10^38 · 10^-39: less than a tenth
+  } else {
+    const Uint128 p = Pow10(static_cast<int>(-e));
+    const Uint128 rest = v % p;
+    if (exact && rest != 0) return std::nullopt;
+    v /= p;
+    if (rest >= p - rest) ++v;
+  }
+  if (d.negative) {
+    if (v > limit) return std::nullopt;
+    return v == limit ? INT64_MIN : -static_cast<int64_t>(v);
+  }
+  if (v >= limit) return std::nullopt;
+  return static_cast<int64_t>(v);
+}
+
+std::optional<int64_t> IntegerFromText(std::string_view text) {
+  const std::optional<Decimal> d = ParseDecimal(text);
+  return d ? Scaled(*d, 0, /*exact=*/true) : std::nullopt;
+}
+
+// An id written as a string: "23803", or a stream as old traces write it: "stream 16".
+std::optional<int64_t> IdFromString(std::string_view text) {
+  while (!text.empty() && IsJsonSpace(text.front())) text.remove_prefix(1);
+  while (!text.empty() && IsJsonSpace(text.back())) text.remove_suffix(1);
+  if (text.starts_with("stream ")) text.remove_prefix(7);
+  if (text.empty() || text.find_first_of(".eE") != std::string_view::npos) return std::nullopt;
+  return IntegerFromText(text);
+}
+
+// ---- what the names say ---------------------------------------------------------------------
+
+enum class Category : uint8_t {
+  kOther,
+  kKernel,
+  kMemcpy,
+  kMemset,
+  kRuntime,
+  kDriver,
+  kSync,
+  kCpuRange,
+  kGpuRange,
+};
+
+Category CategoryOf(std::string_view cat) {
+  static const std::pair<std::string_view, Category> kCategories[] = {
+      {"kernel", Category::kKernel},
+      {"cpu_op", Category::kCpuRange},
+      {"cuda_runtime", Category::kRuntime},
+      {"gpu_memcpy", Category::kMemcpy},
+      {"gpu_memset", Category::kMemset},
+      {"user_annotation", Category::kCpuRange},
+      {"python_function", Category::kCpuRange},
+      {"cuda_driver", Category::kDriver},
+      {"cuda_sync", Category::kSync},
+      {"gpu_user_annotation", Category::kGpuRange},
+      {"Kernel", Category::kKernel},
+      {"Runtime", Category::kRuntime},
+      {"Memcpy", Category::kMemcpy},
+      {"Memset", Category::kMemset},
+      {"Operator", Category::kCpuRange},
+  };
+  for (const auto& [name, category] : kCategories) {
+    if (cat == name) return category;
+  }
+  return Category::kOther;
+}
+
+trace::MemoryKind MemoryKindFromName(std::string_view name) {
+  using trace::MemoryKind;
+  static const std::pair<std::string_view, MemoryKind> kKinds[] = {
+      {"Pageable", MemoryKind::kPageable},          {"Pinned", MemoryKind::kPinned},
+      {"Device", MemoryKind::kDevice},              {"Array", MemoryKind::kArray},
+      {"Managed", MemoryKind::kManaged},            {"Device Static", MemoryKind::kDeviceStatic},
+      {"Managed Static", MemoryKind::kManagedStatic},
+  };
+  for (const auto& [text, kind] : kKinds) {
+    if (name == text) return kind;
+  }
+  return MemoryKind::kUnknown;
+}
+
+trace::CopyKind CopyKindFromName(std::string_view name) {
+  using trace::CopyKind;
+  static const std::pair<std::string_view, CopyKind> kKinds[] = {
+      {"HtoD", CopyKind::kHostToDevice},   {"DtoH", CopyKind::kDeviceToHost},  {"HtoA", CopyKind::kHostToArray},
+      {"AtoH", CopyKind::kArrayToHost},    {"AtoA", CopyKind::kArrayToArray},  {"AtoD", CopyKind::kArrayToDevice},
+      {"DtoA", CopyKind::kDeviceToArray},  {"DtoD", CopyKind::kDeviceToDevice}, {"HtoH", CopyKind::kHostToHost},
+      {"PtoP", CopyKind::kPeerToPeer},
+  };
+  for (const auto& [text, kind] : kKinds) {
+    if (name == text) return kind;
+  }
+  return CopyKind::kUnknown;
+}
+
+// "(Pinned -> Device)" -> {Pinned, Device}; "(Device)" -> {Device, Device}.
+std::pair<trace::MemoryKind, trace::MemoryKind> MemoryKindsIn(std::string_view text) {
+  const size_t open = text.find('(');
+  const size_t close = text.rfind(')');
+  if (open == std::string_view::npos || close == std::string_view::npos || close < open) {
+    return {trace::MemoryKind::kUnknown, trace::MemoryKind::kUnknown};
+  }
+  const std::string_view inside = text.substr(open + 1, close - open - 1);
+  const size_t arrow = inside.find(" -> ");
+  if (arrow == std::string_view::npos) {
+    const trace::MemoryKind kind = MemoryKindFromName(inside);
+    return {kind, kind};
+  }
+  return {MemoryKindFromName(inside.substr(0, arrow)), MemoryKindFromName(inside.substr(arrow + 4))};
+}
+
+// "Memcpy HtoD (Pinned -> Device)": libkineto's memcpyName().
+void ParseMemcpyName(std::string_view name, trace::MemcpyEvent* e) {
+  constexpr std::string_view kPrefix = "Memcpy ";
+  if (!name.starts_with(kPrefix)) return;
+  const std::string_view rest = name.substr(kPrefix.size());
+  e->copy_kind = CopyKindFromName(rest.substr(0, rest.find(' ')));
+  std::tie(e->src_kind, e->dst_kind) = MemoryKindsIn(rest);
+}
+
+trace::SyncKind SyncKindFromName(std::string_view name) {
+  using trace::SyncKind;
+  if (name == "Stream Sync") return SyncKind::kStreamSynchronize;
+  if (name == "Event Sync") return SyncKind::kEventSynchronize;
+  if (name == "Context Sync") return SyncKind::kContextSynchronize;
+  if (name == "Stream Wait Event") return SyncKind::kStreamWaitEvent;
+  return SyncKind::kUnknown;
+}
+
+// ---- one event, as read ------------------------------------------------------------------------
+
+// A field's value, not yet converted: a number's text, a string's (unescaped) content, or
+// the first character of anything else.
+struct Token {
+  enum Kind : uint8_t { kAbsent, kNumber, kString, kOther };
+  Kind kind = kAbsent;
+  std::string_view text;
+
+  bool present() const { return kind != kAbsent; }
+};
+
+std::string_view TypeName(const Token& token) {
+  switch (token.kind) {
+    case Token::kAbsent: return "missing";
+    case Token::kNumber: return "a number";
+    case Token::kString: return "a string";
+    case Token::kOther: break;
+  }
+  switch (token.text.empty() ? ' ' : token.text.front()) {
+    case '{': return "an object";
+    case '[': return "an array";
+    case 't':
+    case 'f': return "a boolean";
+    case 'n': return "null";
+    default: return "not a JSON value";
+  }
+}
+
+// A pid or tid as a number or a string of one; nullopt otherwise.
+std::optional<int64_t> AnyId(const Token& token) {
+  if (token.kind == Token::kNumber) return IntegerFromText(token.text);
+  if (token.kind == Token::kString) return IdFromString(token.text);
+  return std::nullopt;
+}
+
+// A token as a message shows it: quoted, escaped, without the white space after it.
+std::string Shown(const Token& token) {
+  std::string_view text = token.text;
+  while (!text.empty() && IsJsonSpace(text.back())) text.remove_suffix(1);
+  return Printable(text, 40);
+}
+
+struct Dim3Field {
+  bool present = false;
+  bool valid = false;
+  trace::Dim3 value;
+};
+
+// The args fields any importable category uses.
+struct Args {
+  Token self;  // kind kOther with text "{" when it is an object
+  bool object = false;
+  Token device, stream, context, correlation, external_id, cbid, bytes, registers, shared_memory;
+  Token in_device, from_device, to_device, in_context, wait_on_stream, wait_on_event, name;
+  Dim3Field grid, block;
+  std::string_view text;  // the whole object's JSON
+};
+
+struct RawEvent {
+  Token ph, cat, name, pid, tid, ts, dur, id;
+  Args args;
+};
+
+// The key of an object field, without copying it when it has no escapes.
+error_code KeyOf(od::field& field, std::string_view* key) {
+  const char* raw = field.key().raw();
+  size_t n = 0;
+  while (raw[n] != '"') {
+    if (raw[n] == '\\') return field.unescaped_key().get(*key);
+    ++n;
+  }
+  *key = std::string_view(raw, n);
+  return simdjson::SUCCESS;
+}
+
+// Calls on_field(key, value, stop) for each field of the object `json` holds, in order, until
+// one returns an error or sets stop.
+template <typename Json, typename OnField>
+error_code ForEachField(Json& json, OnField&& on_field) {
+  od::object object;
+  if (error_code e = json.get_object().get(object)) return e;
+  for (auto item : object) {
+    od::field field;
+    if (error_code e = std::move(item).get(field)) return e;
+    std::string_view key;
+    if (error_code e = KeyOf(field, &key)) return e;
+    bool stop = false;
+    if (error_code e = on_field(key, field.value(), stop)) return e;
+    if (stop) break;
+  }
+  return simdjson::SUCCESS;
+}
+
+error_code ReadToken(od::value& value, Token* out) {
+  const std::string_view raw = value.raw_json_token();
+  const char first = raw.empty() ? ' ' : raw.front();
+  if (first == '"') {
+    out->kind = Token::kString;
+    return value.get_string().get(out->text);
+  }
+  out->kind = first == '-' || (first >= '0' && first <= '9') ? Token::kNumber : Token::kOther;
+  out->text = raw;
+  return simdjson::SUCCESS;
+}
+
+error_code ReadDim3(od::value& value, Dim3Field* out) {
+  out->present = true;
+  const std::string_view raw = value.raw_json_token();
+  if (raw.empty() || raw.front() != '[') return simdjson::SUCCESS;
+  od::array array;
+  if (error_code e = value.get_array().get(array)) return e;
+  std::array<uint32_t, 3> xyz{};
+  size_t count = 0;
+  bool valid = true;
+  for (auto element : array) {
+    od::value item;
+    if (error_code e = std::move(element).get(item)) return e;
+    Token token;
+    if (error_code e = ReadToken(item, &token)) return e;
+    const std::optional<int64_t> number = token.kind == Token::kNumber ? IntegerFromText(token.text) : std::nullopt;
+    if (!number || *number < 0 || *number > UINT32_MAX || count >= xyz.size()) {
+      valid = false;
+    } else {
+      xyz[count] = static_cast<uint32_t>(*number);
+    }
+    ++count;
+  }
+  out->valid = valid && count == xyz.size();
+  out->value = {xyz[0], xyz[1], xyz[2]};
+  return simdjson::SUCCESS;
+}
+
+error_code ReadArgs(od::value& value, Args* args) {
+  if (error_code e = ReadToken(value, &args->self)) return e;
+  if (args->self.kind != Token::kOther || args->self.text.empty() || args->self.text.front() != '{') {
+    return simdjson::SUCCESS;
+  }
+  args->object = true;
+  const char* begin = args->self.text.data();
+  const auto read_field = [args](std::string_view key, od::value& field, bool&) -> error_code {
+    Token* slot = nullptr;
+    switch (key.size()) {
+      case 4:
+        if (key == "name") slot = &args->name;
+        else if (key == "cbid") slot = &args->cbid;
+        else if (key == "grid") {
+          if (error_code e = ReadDim3(field, &args->grid)) return e;
+        }
+        break;
+      case 5:
+        if (key == "bytes") slot = &args->bytes;
+        else if (key == "block") {
+          if (error_code e = ReadDim3(field, &args->block)) return e;
+        }
+        break;
+      case 6:
+        if (key == "device") slot = &args->device;
+        else if (key == "stream") slot = &args->stream;
+        break;
+      case 7:
+        if (key == "context") slot = &args->context;
+        break;
+      case 8:
+        if (key == "inDevice") slot = &args->in_device;
+        else if (key == "toDevice") slot = &args->to_device;
+        break;
+      case 9:
+        if (key == "inContext") slot = &args->in_context;
+        break;
+      case 10:
+        if (key == "fromDevice") slot = &args->from_device;
+        break;
+      case 11:
+        if (key == "correlation") slot = &args->correlation;
+        else if (key == "External id" || key == "external id") slot = &args->external_id;
+        break;
+      case 13:
+        if (key == "shared memory") slot = &args->shared_memory;
+        break;
+      case 14:
+        if (key == "wait_on_stream") slot = &args->wait_on_stream;
+        break;
+      case 20:
+        if (key == "registers per thread") slot = &args->registers;
+        break;
+      case 21:
+        if (key == "wait_on_cuda_event_id") slot = &args->wait_on_event;
+        break;
+      default: break;
+    }
+    return slot != nullptr ? ReadToken(field, slot) : simdjson::SUCCESS;
+  };
+  if (error_code e = ForEachField(value, read_field)) return e;
+  // The object's text: from its '{' to the token after its '}', less the whitespace between.
+  const char* end = nullptr;
+  if (error_code e = value.current_location().get(end)) return e;
+  std::string_view text(begin, static_cast<size_t>(end - begin));
+  while (!text.empty() && text.back() != '}') text.remove_suffix(1);
+  args->text = text;
+  return simdjson::SUCCESS;
+}
+
+// Fills `event` from one element of traceEvents; `is_object` false when it is not an object.
+error_code ReadEvent(od::value& value, RawEvent* event, bool* is_object) {
+  const std::string_view raw = value.raw_json_token();
+  *is_object = !raw.empty() && raw.front() == '{';
+  if (!*is_object) return simdjson::SUCCESS;
+  return ForEachField(value, [event](std::string_view key, od::value& field, bool&) -> error_code {
+    Token* slot = nullptr;
+    switch (key.size()) {
+      case 2:
+        if (key == "ph") slot = &event->ph;
+        else if (key == "ts") slot = &event->ts;
+        else if (key == "id") slot = &event->id;
+        break;
+      case 3:
+        if (key == "cat") slot = &event->cat;
+        else if (key == "pid") slot = &event->pid;
+        else if (key == "tid") slot = &event->tid;
+        else if (key == "dur") slot = &event->dur;
+        break;
+      case 4:
+        if (key == "name") slot = &event->name;
+        else if (key == "args") {
+          if (error_code e = ReadArgs(field, &event->args)) return e;
+        }
+        break;
+      default: break;
+    }
+    return slot != nullptr ? ReadToken(field, slot) : simdjson::SUCCESS;
+  });
+}
+
+// ---- lanes ----------------------------------------------------------------------------------
+
+struct LaneKey {
+  trace::LaneKind kind = trace::LaneKind::kCpuThread;
+  int32_t device = -1;
+  uint32_t context = 0;
+  uint64_t stream = 0;
+  int64_t pid = 0;
+  int64_t tid = 0;
+  bool operator==(const LaneKey&) const = default;
+};
+
+struct LaneKeyHash {
+  size_t operator()(const LaneKey& k) const {
+    uint64_t h = static_cast<uint64_t>(k.kind);
+    for (uint64_t part : {static_cast<uint64_t>(k.device), uint64_t{k.context}, k.stream, static_cast<uint64_t>(k.pid),
+                          static_cast<uint64_t>(k.tid)}) {
+      h = (h ^ part) * 0x100000001b3ULL;
+      h ^= h >> 29;
+    }
+    return static_cast<size_t>(h);
+  }
+};
+
+struct StringHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view text) const { return std::hash<std::string_view>{}(text); }
+};
+
+// ---- the importer -------------------------------------------------------------------------------
+
+class KinetoImporter {
+ public:
+  KinetoImporter(const fs::path& file, RunSink& sink) : file_(file), source_(Quoted(file)), sink_(sink) {}
+
+  Status Run();
+
+ private:
+  struct TopLevel {
+    bool rankscope = false;
+    bool has_events = false;
+    Token events;  // the traceEvents value's kind
+    trace::RankIdentity who;
+    int64_t base_ns = 0;
+  };
+
+  Status Malformed(error_code error, od::document& doc, std::optional<uint64_t> event) const;
+  Status ReadTopLevel(od::document& doc, TopLevel* top);
+  Status AtEnd(od::document& doc) const;
+  error_code ReadDistributedInfo(od::value& value, trace::RankIdentity* who);
+  Status ConvertEvents(od::document& doc, od::array events);
+  Status Convert(const RawEvent& e, uint64_t index);
+
+  Status EventError(const RawEvent& e, uint64_t index, std::string_view problem) const;
+  // Field helpers: an error Status naming the event when the field is missing (where
+  // required) or of the wrong type.
+  Status Integer(const RawEvent& e, uint64_t index, const Token& token, std::string_view field,
+                 std::optional<int64_t>* out) const;
+  Status Id(const RawEvent& e, uint64_t index, const Token& token, std::string_view field,
+            std::optional<int64_t>* out) const;
+  Status Times(const RawEvent& e, uint64_t index, bool with_duration, trace::EventCommon* common) const;
+  Status CpuLane(const RawEvent& e, uint64_t index, trace::LaneId* lane);
+  Status GpuLane(const RawEvent& e, uint64_t index, const Token& device_arg, const Token& context_arg,
+                 trace::LaneId* lane, std::optional<uint64_t>* stream);
+  Status Correlation(const RawEvent& e, uint64_t index, const Token& token, uint64_t* out) const;
+
+  // Launch-to-device flows (ac2g), for events without args.correlation: such an event waits
+  // aside until every flow has been read, then takes the id of the flow that ends (device
+  // work) or starts (API call) at its pid, tid and ts.
+  struct FlowPoint {
+    int64_t pid = 0, tid = 0, ts_ns = 0;
+    auto operator<=>(const FlowPoint&) const = default;
+  };
+  template <typename Event>
+  struct AwaitingFlow {
+    FlowPoint at;
+    Event event;
+  };
+  Status ReadFlow(const RawEvent& e, uint64_t index, bool start);
+  std::optional<FlowPoint> PointOf(const RawEvent& e, int64_t start_ns) const;
+  // True when `event` has no correlation and was set aside to get one from a flow.
+  template <typename Event>
+  bool AwaitFlow(const RawEvent& e, const Event& event, std::vector<AwaitingFlow<Event>>* waiting);
+  void CorrelateByFlows();
+
+  trace::LaneId Lane(const LaneKey& key);
+  std::string LaneName(const trace::Lane& lane) const;
+  trace::StringId Intern(std::string_view text);
+  trace::StringId InternArgs(std::string_view json);
+  void Skip(std::string_view what);
+  void NameLanes();
+
+  const fs::path& file_;
+  const std::string source_;
+  RunSink& sink_;
+  std::string json_;
+  RankFileBuilder* builder_ = nullptr;
+  int64_t base_ns_ = 0;
+
+  std::unordered_map<LaneKey, trace::LaneId, LaneKeyHash> lane_ids_;
+  std::vector<trace::Lane> lanes_;  // as created, to rename once every name is known
+  std::map<std::pair<int32_t, uint64_t>, uint32_t> context_of_;  // (device, stream): first context given
+  LaneKey last_key_;
+  trace::LaneId last_lane_ = trace::kNoLane;
+  std::unordered_map<std::string, trace::StringId, StringHash, std::equal_to<>> strings_;
+  std::map<std::pair<int64_t, int64_t>, std::string> thread_names_;  // (pid, tid) of ph M
+  std::map<int64_t, std::string> process_names_;
+  std::map<std::string, uint64_t, std::less<>> skipped_;
+  std::optional<int64_t> os_pid_;
+  std::string global_lane_name_;
+  std::string minified_;
+  std::vector<std::pair<FlowPoint, uint64_t>> flow_starts_, flow_ends_;  // point, flow id
+  std::vector<AwaitingFlow<trace::KernelEvent>> kernels_awaiting_;
+  std::vector<AwaitingFlow<trace::MemcpyEvent>> memcpys_awaiting_;
+  std::vector<AwaitingFlow<trace::MemsetEvent>> memsets_awaiting_;
+  std::vector<AwaitingFlow<trace::ApiCallEvent>> calls_awaiting_;
+};
+
+Status KinetoImporter::Malformed(error_code error, od::document& doc, std::optional<uint64_t> event) const {
+  std::string where;
+  const char* location = nullptr;
+  if (!doc.current_location().get(location) && location >= json_.data() && location <= json_.data() + json_.size()) {
+    where = fmt::format(" at byte {}", location - json_.data());
+  }
+  const std::string in = event ? fmt::format(" in traceEvents[{}]", *event) : std::string();
+  return Corrupt(fmt::format("{}: malformed JSON{}{}: {}", source_, in, where, simdjson::error_message(error)));
+}
+
+// Nothing may follow the top-level value.
+Status KinetoImporter::AtEnd(od::document& doc) const {
+  const char* location = nullptr;
+  if (doc.current_location().get(location) != simdjson::SUCCESS) return Status::Ok();  // at the end
+  return Corrupt(fmt::format("{}: malformed JSON at byte {}: more after the top-level value", source_,
+                             location - json_.data()));
+}
+
+Status KinetoImporter::EventError(const RawEvent& e, uint64_t index, std::string_view problem) const {
+  // Only events of the categories imported get here: their category is one of ours.
+  const bool ours = e.cat.kind == Token::kString && CategoryOf(e.cat.text) != Category::kOther;
+  const std::string_view cat = ours ? e.cat.text : std::string_view("event");
+  const std::string name =
+      e.name.kind == Token::kString ? fmt::format(" {}", Printable(e.name.text, 60)) : std::string();
+  return Corrupt(fmt::format("{}: traceEvents[{}] ({}{}): {}", source_, index, cat, name, problem));
+}
+
+Status KinetoImporter::Integer(const RawEvent& e, uint64_t index, const Token& token, std::string_view field,
+                               std::optional<int64_t>* out) const {
+  if (!token.present()) {
+    *out = std::nullopt;
+    return Status::Ok();
+  }
+  if (token.kind != Token::kNumber) {
+    return EventError(e, index, fmt::format("{} is {}, not an integer", field, TypeName(token)));
+  }
+  *out = IntegerFromText(token.text);
+  if (!*out) return EventError(e, index, fmt::format("{} is not an integer: {}", field, Shown(token)));
+  return Status::Ok();
+}
+
+Status KinetoImporter::Id(const RawEvent& e, uint64_t index, const Token& token, std::string_view field,
+                          std::optional<int64_t>* out) const {
+  if (token.kind == Token::kString) {
+    *out = IdFromString(token.text);
+    if (!*out) return EventError(e, index, fmt::format("{} {} is not a number", field, Shown(token)));
+    return Status::Ok();
+  }
+  return Integer(e, index, token, field, out);
+}
+
+Status KinetoImporter::Times(const RawEvent& e, uint64_t index, bool with_duration, trace::EventCommon* common) const {
+  if (!e.ts.present()) return EventError(e, index, "no ts");
+  if (e.ts.kind != Token::kNumber) return EventError(e, index, fmt::format("ts is {}, not a number", TypeName(e.ts)));
+  const std::optional<Decimal> ts = ParseDecimal(e.ts.text);
+  const std::optional<int64_t> ts_ns = ts ? Scaled(*ts, 3, /*exact=*/false) : std::nullopt;
+  if (!ts_ns || __builtin_add_overflow(base_ns_, *ts_ns, &common->start_ns)) {
+    return EventError(e, index, fmt::format("ts {} is not a time in microseconds", Shown(e.ts)));
+  }
+  common->end_ns = common->start_ns;
+  if (!with_duration) return Status::Ok();
+  if (!e.dur.present()) return EventError(e, index, "no dur");
+  if (e.dur.kind != Token::kNumber) {
+    return EventError(e, index, fmt::format("dur is {}, not a number", TypeName(e.dur)));
+  }
+  const std::optional<Decimal> dur = ParseDecimal(e.dur.text);
+  const std::optional<int64_t> dur_ns = dur ? Scaled(*dur, 3, /*exact=*/false) : std::nullopt;
+  if (!dur_ns || *dur_ns < 0 || __builtin_add_overflow(common->start_ns, *dur_ns, &common->end_ns)) {
+    return EventError(e, index, fmt::format("dur {} is not a duration in microseconds", Shown(e.dur)));
+  }
+  return Status::Ok();
+}
+
+Status KinetoImporter::Correlation(const RawEvent& e, uint64_t index, const Token& token, uint64_t* out) const {
+  std::optional<int64_t> value;
+  RS_RETURN_IF_ERROR(Integer(e, index, token, "args.correlation", &value));
+  *out = static_cast<uint64_t>(value.value_or(0));
+  return Status::Ok();
+}
+
+std::optional<KinetoImporter::FlowPoint> KinetoImporter::PointOf(const RawEvent& e, int64_t start_ns) const {
+  const std::optional<int64_t> pid = AnyId(e.pid);
+  const std::optional<int64_t> tid = AnyId(e.tid);
+  if (!pid || !tid) return std::nullopt;
+  return FlowPoint{*pid, *tid, start_ns};
+}
+
+Status KinetoImporter::ReadFlow(const RawEvent& e, uint64_t index, bool start) {
+  trace::EventCommon at;
+  RS_RETURN_IF_ERROR(Times(e, index, /*with_duration=*/false, &at));
+  std::optional<int64_t> id;
+  RS_RETURN_IF_ERROR(Id(e, index, e.id, "id", &id));
+  const std::optional<FlowPoint> point = PointOf(e, at.start_ns);
+  if (!id || *id <= 0 || !point) {
+    Skip(start ? "(flow start without id, pid or tid)" : "(flow end without id, pid or tid)");
+    return Status::Ok();
+  }
+  (start ? flow_starts_ : flow_ends_).emplace_back(*point, static_cast<uint64_t>(*id));
+  return Status::Ok();
+}
+
+template <typename Event>
+bool KinetoImporter::AwaitFlow(const RawEvent& e, const Event& event, std::vector<AwaitingFlow<Event>>* waiting) {
+  if (event.correlation_id != 0) return false;
+  const std::optional<FlowPoint> point = PointOf(e, event.start_ns);
+  if (!point) return false;
+  waiting->push_back({*point, event});
+  return true;
+}
+
+void KinetoImporter::CorrelateByFlows() {
+  const size_t waiting =
+      kernels_awaiting_.size() + memcpys_awaiting_.size() + memsets_awaiting_.size() + calls_awaiting_.size();
+  if (waiting == 0) return;
+  for (auto* flows : {&flow_starts_, &flow_ends_}) std::sort(flows->begin(), flows->end());
+  // The id of the one flow at `at`; 0 when none is, or when two flows disagree there.
+  auto find = [](const std::vector<std::pair<FlowPoint, uint64_t>>& flows, const FlowPoint& at) -> uint64_t {
+    auto it = std::lower_bound(flows.begin(), flows.end(), std::pair<FlowPoint, uint64_t>{at, 0});
+    if (it == flows.end() || it->first != at) return 0;
+    const uint64_t id = it->second;
+    for (++it; it != flows.end() && it->first == at; ++it) {
+      if (it->second != id) return 0;
+    }
+    return id;
+  };
+  uint64_t tied = 0;
+  auto resolve = [&](auto& awaiting, const std::vector<std::pair<FlowPoint, uint64_t>>& flows, auto& table) {
+    for (auto& [at, event] : awaiting) {
+      event.correlation_id = find(flows, at);
+      if (event.correlation_id != 0) ++tied;
+      table.push_back(event);
+    }
+    awaiting.clear();
+  };
+  trace::EventTables& out = builder_->events();
+  resolve(kernels_awaiting_, flow_ends_, out.kernels);
+  resolve(memcpys_awaiting_, flow_ends_, out.memcpys);
+  resolve(memsets_awaiting_, flow_ends_, out.memsets);
+  resolve(calls_awaiting_, flow_starts_, out.api_calls);
+  sink_.Note(fmt::format("{}: {} of {} event{} without args.correlation (launch calls, the device work they started) "
+                         "took it from the ac2g flow at their start{}",
+                         source_, tied, waiting, waiting == 1 ? "" : "s",
+                         tied == waiting ? "" : "; the others have no correlation"));
+}
+
+Status KinetoImporter::CpuLane(const RawEvent& e, uint64_t index, trace::LaneId* lane) {
+  if (!e.pid.present()) return EventError(e, index, "no pid");
+  if (!e.tid.present()) return EventError(e, index, "no tid");
+  std::optional<int64_t> pid, tid;
+  RS_RETURN_IF_ERROR(Id(e, index, e.pid, "pid", &pid));
+  RS_RETURN_IF_ERROR(Id(e, index, e.tid, "tid", &tid));
+  if (!os_pid_) os_pid_ = *pid;
+  LaneKey key;
+  key.kind = trace::LaneKind::kCpuThread;
+  key.pid = *pid;
+  key.tid = *tid;
+  *lane = Lane(key);
+  return Status::Ok();
+}
+
+// Device: `device_arg` (args.device or its stand-in), else the event's pid; stream:
+// args.stream, else the tid ("stream 16" in old traces); context: `context_arg`. A stream
+// of 4294967295 or below 0 is none (`stream` nullopt): such events share one lane per
+// device and context.
+Status KinetoImporter::GpuLane(const RawEvent& e, uint64_t index, const Token& device_arg, const Token& context_arg,
+                               trace::LaneId* lane, std::optional<uint64_t>* stream) {
+  if (!e.pid.present()) return EventError(e, index, "no pid");
+  if (!e.tid.present()) return EventError(e, index, "no tid");
+  std::optional<int64_t> device, context, stream_id;
+  RS_RETURN_IF_ERROR(Integer(e, index, device_arg, "args.device", &device));
+  if (!device) RS_RETURN_IF_ERROR(Id(e, index, e.pid, "pid", &device));
+  if (*device < 0 || *device > INT32_MAX) {
+    return EventError(e, index, fmt::format("device {} is out of range", *device));
+  }
+  RS_RETURN_IF_ERROR(Integer(e, index, e.args.stream, "args.stream", &stream_id));
+  if (!stream_id) RS_RETURN_IF_ERROR(Id(e, index, e.tid, "tid", &stream_id));
+  RS_RETURN_IF_ERROR(Integer(e, index, context_arg, "args.context", &context));
+  if (context && (*context < 0 || *context > UINT32_MAX)) {
+    return EventError(e, index, fmt::format("args.context {} is out of range", *context));
+  }
+  const bool none = *stream_id < 0 || *stream_id == kNoStream;
+  LaneKey key;
+  key.kind = trace::LaneKind::kGpuStream;
+  key.device = static_cast<int32_t>(*device);
+  key.stream = static_cast<uint64_t>(none ? kNoStream : *stream_id);
+  const std::pair<int32_t, uint64_t> device_stream{key.device, key.stream};
+  if (context) {
+    key.context = static_cast<uint32_t>(*context);
+    context_of_.try_emplace(device_stream, key.context);
+  } else if (auto known = context_of_.find(device_stream); known != context_of_.end()) {
+    // No context given (old traces, GPU annotations): the stream's, from its other events.
+    key.context = known->second;
+  }
+  *stream = none ? std::nullopt : std::optional<uint64_t>(key.stream);
+  *lane = Lane(key);
+  return Status::Ok();
+}
+
+trace::LaneId KinetoImporter::Lane(const LaneKey& key) {
+  if (last_lane_ != trace::kNoLane && key == last_key_) return last_lane_;
+  auto [it, added] = lane_ids_.try_emplace(key, trace::kNoLane);
+  if (added) {
+    trace::Lane lane;
+    lane.kind = key.kind;
+    lane.device = key.device;
+    lane.context = key.context;
+    lane.stream = key.stream;
+    lane.pid = key.pid;
+    lane.tid = key.tid;
+    lane.name = LaneName(lane);
+    it->second = builder_->Lane(lane);
+    lanes_.push_back(std::move(lane));
+  }
+  last_key_ = key;
+  last_lane_ = it->second;
+  return it->second;
+}
+
+std::string KinetoImporter::LaneName(const trace::Lane& lane) const {
+  auto trimmed = [](const std::string& text) {
+    std::string_view view = text;
+    while (!view.empty() && IsJsonSpace(view.back())) view.remove_suffix(1);
+    while (!view.empty() && IsJsonSpace(view.front())) view.remove_prefix(1);
+    return std::string(view);
+  };
+  if (lane.kind == trace::LaneKind::kGpuStream) {
+    if (lane.stream == static_cast<uint64_t>(kNoStream)) return "no stream (context and device synchronization)";
+    const auto named = thread_names_.find({lane.device, static_cast<int64_t>(lane.stream)});
+    if (named != thread_names_.end() && !trimmed(named->second).empty()) return trimmed(named->second);
+    return fmt::format("stream {}", lane.stream);
+  }
+  if (lane.pid == 0 && lane.tid == 0 && !global_lane_name_.empty()) return global_lane_name_;
+  if (const auto named = thread_names_.find({lane.pid, lane.tid}); named != thread_names_.end()) {
+    return trimmed(named->second);
+  }
+  if (const auto process = process_names_.find(lane.pid); process != process_names_.end()) {
+    return fmt::format("{} (thread {})", trimmed(process->second), lane.tid);
+  }
+  return fmt::format("thread {}", lane.tid);
+}
+
+void KinetoImporter::NameLanes() {
+  for (trace::Lane& lane : lanes_) {
+    std::string name = LaneName(lane);
+    if (name == lane.name) continue;
+    lane.name = std::move(name);
+    builder_->Lane(lane);
+  }
+}
+
+trace::StringId KinetoImporter::Intern(std::string_view text) {
+  if (text.empty()) return trace::kEmptyString;
+  if (auto it = strings_.find(text); it != strings_.end()) return it->second;
+  const trace::StringId id = builder_->Intern(text);
+  strings_.emplace(std::string(text), id);
+  return id;
+}
+
+// An args object kept as compact JSON ("{}" and nothing are nothing).
+trace::StringId KinetoImporter::InternArgs(std::string_view json) {
+  if (json.size() <= 2) return trace::kEmptyString;
+  minified_.resize(json.size());
+  size_t length = 0;
+  if (simdjson::minify(json.data(), json.size(), minified_.data(), length) != simdjson::SUCCESS) return Intern(json);
+  return length <= 2 ? trace::kEmptyString : Intern(std::string_view(minified_.data(), length));
+}
+
+void KinetoImporter::Skip(std::string_view what) {
+  auto it = skipped_.find(what);
+  if (it == skipped_.end()) it = skipped_.emplace(std::string(what), 0).first;
+  ++it->second;
+}
+
+// rank, world_size and backend, where present and usable; notes what is not.
+error_code KinetoImporter::ReadDistributedInfo(od::value& value, trace::RankIdentity* who) {
+  const std::string_view raw = value.raw_json_token();
+  if (raw.empty() || raw.front() != '{') {
+    if (!raw.starts_with("null")) sink_.Note(fmt::format("{}: distributedInfo is not an object; ignored", source_));
+    return simdjson::SUCCESS;
+  }
+  return ForEachField(value, [&](std::string_view key, od::value& field, bool&) -> error_code {
+    if (key != "rank" && key != "world_size" && key != "backend") return simdjson::SUCCESS;
+    Token token;
+    if (error_code e = ReadToken(field, &token)) return e;
+    if (key == "backend") {
+      if (token.kind == Token::kString) who->backend = std::string(token.text);
+      return simdjson::SUCCESS;
+    }
+    std::optional<int64_t> number;
+    if (token.kind == Token::kNumber) number = IntegerFromText(token.text);
+    if (token.kind == Token::kString) number = IdFromString(token.text);
+    if (!number || *number < 0 || *number > INT32_MAX) {
+      sink_.Note(fmt::format("{}: distributedInfo.{} is {}; ignored", source_, key,
+                             token.kind == Token::kOther ? std::string(TypeName(token)) : Shown(token)));
+      return simdjson::SUCCESS;
+    }
+    (key == "rank" ? who->rank : who->world_size) = static_cast<int>(*number);
+    return simdjson::SUCCESS;
+  });
+}
+
+// The top-level fields, in whatever order they come.
+Status KinetoImporter::ReadTopLevel(od::document& doc, TopLevel* top) {
+  Status bad_base = Status::Ok();
+  const auto read_field = [&](std::string_view key, od::value& field, bool& stop) -> error_code {
+    if (key == "rankscope") {
+      top->rankscope = true;
+      stop = true;  // rankscope's own export: its importer reads the file again
+      return simdjson::SUCCESS;
+    }
+    if (key == "traceEvents") {
+      top->has_events = true;
+      return ReadToken(field, &top->events);
+    }
+    if (key == "distributedInfo") return ReadDistributedInfo(field, &top->who);
+    if (key != "baseTimeNanoseconds") return simdjson::SUCCESS;
+    Token token;
+    if (error_code e = ReadToken(field, &token)) return e;
+    std::optional<int64_t> base;
+    if (token.kind == Token::kNumber) base = IntegerFromText(token.text);
+    if (token.kind == Token::kString) base = IdFromString(token.text);
+    if (!base) {
+      bad_base = Corrupt(fmt::format("{}: baseTimeNanoseconds is {}, not an integer", source_,
+                                     token.kind == Token::kOther ? std::string(TypeName(token)) : Shown(token)));
+      stop = true;
+      return simdjson::SUCCESS;
+    }
+    top->base_ns = *base;
+    return simdjson::SUCCESS;
+  };
+  if (error_code e = ForEachField(doc, read_field)) return Malformed(e, doc, std::nullopt);
+  RS_RETURN_IF_ERROR(bad_base);
+  if (top->rankscope) return Status::Ok();
+  return AtEnd(doc);
+}
+
+Status KinetoImporter::Run() {
+  RS_ASSIGN_OR_RETURN(json_, ReadMaybeGzip(file_));
+  if (json_.capacity() < json_.size() + simdjson::SIMDJSON_PADDING) json_.reserve(json_.size() + kJsonPadding);
+  od::parser parser;
+  od::document doc;
+  if (error_code e = parser.iterate(json_.data(), json_.size(), json_.capacity()).get(doc)) {
+    if (e == simdjson::EMPTY) return Corrupt(fmt::format("{}: empty file: no JSON in it", source_));
+    if (e == simdjson::CAPACITY) {
+      return Unsupported(fmt::format("{}: {} bytes of JSON: more than the parser takes ({} bytes)", source_,
+                                     json_.size(), simdjson::SIMDJSON_MAXSIZE_BYTES));
+    }
+    return Corrupt(fmt::format("{}: malformed JSON: {}", source_, simdjson::error_message(e)));
+  }
+  od::json_type type;
+  if (error_code e = doc.type().get(type)) return Malformed(e, doc, std::nullopt);
+
+  TopLevel top;
+  od::array events;
+  if (type == od::json_type::array) {
+    // The Chrome trace format's other form: the events alone, as old profiler tests write them.
+    if (error_code e = doc.get_array().get(events)) return Malformed(e, doc, std::nullopt);
+  } else if (type == od::json_type::object) {
+    RS_RETURN_IF_ERROR(ReadTopLevel(doc, &top));
+    if (top.rankscope) return ImportRankscopeChrome(file_, json_, sink_);
+    if (!top.has_events) return Corrupt(fmt::format("{}: no traceEvents array: not a PyTorch profiler trace", source_));
+    if (top.events.kind != Token::kOther || top.events.text.empty() || top.events.text.front() != '[') {
+      return Corrupt(fmt::format("{}: traceEvents is {}, not an array", source_, TypeName(top.events)));
+    }
+    doc.rewind();
+    od::object object;
+    od::value value;
+    if (error_code e = doc.get_object().get(object)) return Malformed(e, doc, std::nullopt);
+    if (error_code e = object.find_field_unordered("traceEvents").get(value)) return Malformed(e, doc, std::nullopt);
+    if (error_code e = value.get_array().get(events)) return Malformed(e, doc, std::nullopt);
+  } else {
+    return Corrupt(fmt::format("{}: the top level is not a JSON object (a {}): not a PyTorch profiler trace", source_,
+                               type == od::json_type::string   ? "string"
+                               : type == od::json_type::number ? "number"
+                               : type == od::json_type::boolean ? "boolean"
+                                                                : "null"));
+  }
+
+  base_ns_ = top.base_ns;
+  RS_ASSIGN_OR_RETURN(builder_, sink_.Rank(top.who, source_));
+  RS_RETURN_IF_ERROR(ConvertEvents(doc, events));
+  if (type == od::json_type::array) RS_RETURN_IF_ERROR(AtEnd(doc));
+  CorrelateByFlows();
+  if (os_pid_) builder_->SetMeta(trace::meta_key::kPid, std::to_string(*os_pid_));
+  NameLanes();
+  builder_->Flush();
+  if (!skipped_.empty()) {
+    std::vector<std::pair<std::string, uint64_t>> skipped(skipped_.begin(), skipped_.end());
+    std::stable_sort(skipped.begin(), skipped.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+    uint64_t total = 0;
+    std::string list;
+    for (const auto& [what, count] : skipped) {
+      total += count;
+      if (list.size() < 200) list += fmt::format("{}{} {}", list.empty() ? "" : ", ", Printable(what, 40), count);
+    }
+    sink_.Note(fmt::format("{}: left out {} event{} of kinds rankscope does not import ({})", source_, total,
+                           total == 1 ? "" : "s", list));
+  }
+  return Status::Ok();
+}
+
+Status KinetoImporter::ConvertEvents(od::document& doc, od::array events) {
+  uint64_t index = 0;
+  for (auto element : events) {
+    od::value value;
+    if (error_code e = std::move(element).get(value)) return Malformed(e, doc, index);
+    RawEvent event;
+    bool is_object = false;
+    if (error_code e = ReadEvent(value, &event, &is_object)) return Malformed(e, doc, index);
+    if (!is_object) {
+      Token token;
+      if (error_code e = ReadToken(value, &token)) return Malformed(e, doc, index);
+      return Corrupt(fmt::format("{}: traceEvents[{}] is {}, not an object", source_, index, TypeName(token)));
+    }
+    RS_RETURN_IF_ERROR(Convert(event, index));
+    if (++index % kFlushEvery == 0) builder_->Flush();
+  }
+  return Status::Ok();
+}
+
+Status KinetoImporter::Convert(const RawEvent& e, uint64_t index) {
+  const std::string_view ph = e.ph.kind == Token::kString ? e.ph.text : std::string_view();
+  const std::string_view cat = e.cat.kind == Token::kString ? e.cat.text : std::string_view();
+  const std::string_view name = e.name.kind == Token::kString ? e.name.text : std::string_view();
+
+  if (ph == "M") {
+    if (name != "thread_name" && name != "process_name") return Status::Ok();
+    if (e.args.name.kind != Token::kString) return Status::Ok();
+    const std::optional<int64_t> pid = AnyId(e.pid);
+    const std::optional<int64_t> tid = AnyId(e.tid);
+    if (!pid) return Status::Ok();
+    if (name == "process_name") {
+      process_names_[*pid] = std::string(e.args.name.text);
+    } else if (tid) {
+      thread_names_[{*pid, *tid}] = std::string(e.args.name.text);
+    }
+    return Status::Ok();
+  }
+
+  if (e.cat.present() && e.cat.kind != Token::kString) {
+    Skip("(cat not a string)");
+    return Status::Ok();
+  }
+  if (ph == "i" || ph == "I") {
+    trace::NvtxMarkEvent mark;
+    RS_RETURN_IF_ERROR(Times(e, index, /*with_duration=*/false, &mark));
+    if (AnyId(e.pid) && AnyId(e.tid)) {
+      RS_RETURN_IF_ERROR(CpuLane(e, index, &mark.lane));
+    } else {
+      // A global instant ("pid": "Traces", "tid": "Trace PyTorch Profiler"): one lane of its
+      // own, pid and tid 0, named after the first such event's tid.
+      if (global_lane_name_.empty()) {
+        global_lane_name_ = e.tid.kind == Token::kString && !e.tid.text.empty() ? std::string(e.tid.text)
+                            : e.pid.kind == Token::kString && !e.pid.text.empty() ? std::string(e.pid.text)
+                                                                                    : std::string("global instants");
+      }
+      LaneKey key;
+      key.kind = trace::LaneKind::kCpuThread;
+      mark.lane = Lane(key);
+    }
+    mark.name = Intern(name);
+    mark.domain = Intern(cat);
+    if (e.args.object) mark.args = InternArgs(e.args.text);
+    builder_->events().nvtx_marks.push_back(mark);
+    return Status::Ok();
+  }
+
+  if ((cat == "ac2g" || cat == "async_cpu_to_gpu") && (ph == "s" || ph == "f")) return ReadFlow(e, index, ph == "s");
+
+  const Category category = CategoryOf(cat);
+  if (category == Category::kOther || ph != "X") {
+    if (category != Category::kOther && !e.ph.present()) return EventError(e, index, "no ph");
+    if (!cat.empty()) {
+      Skip(cat);
+    } else if (ph.empty() || ph == "X") {
+      Skip(ph.empty() ? "(no ph, no cat)" : "(no cat)");
+    } else {
+      std::array<char, 32> what{};
+      const int shown = static_cast<int>(std::min<size_t>(ph.size(), 20));
+      const int length = std::snprintf(what.data(), what.size(), "ph %.*s", shown, ph.data());
+      Skip(std::string_view(what.data(), static_cast<size_t>(std::max(length, 0))));
+    }
+    return Status::Ok();
+  }
+  if (e.name.present() && e.name.kind != Token::kString) {
+    return EventError(e, index, fmt::format("name is {}, not a string", TypeName(e.name)));
+  }
+  if (e.args.self.present() && !e.args.object) {
+    return EventError(e, index, fmt::format("args is {}, not an object", TypeName(e.args.self)));
+  }
+
+  trace::EventTables& out = builder_->events();
+  switch (category) {
+    case Category::kKernel: {
+      trace::KernelEvent k;
+      RS_RETURN_IF_ERROR(Times(e, index, true, &k));
+      std::optional<uint64_t> stream;
+      RS_RETURN_IF_ERROR(GpuLane(e, index, e.args.device, e.args.context, &k.lane, &stream));
+      k.name = Intern(name);
+      RS_RETURN_IF_ERROR(Correlation(e, index, e.args.correlation, &k.correlation_id));
+      for (const auto& [dim, field, label] : {std::tuple{&e.args.grid, &k.grid, "args.grid"},
+                                              std::tuple{&e.args.block, &k.block, "args.block"}}) {
+        if (!dim->present) continue;
+        if (!dim->valid) return EventError(e, index, fmt::format("{} is not [x, y, z] of unsigned integers", label));
+        *field = dim->value;
+      }
+      std::optional<int64_t> registers, shared;
+      RS_RETURN_IF_ERROR(Integer(e, index, e.args.registers, "args.registers per thread", &registers));
+      RS_RETURN_IF_ERROR(Integer(e, index, e.args.shared_memory, "args.shared memory", &shared));
+      if (registers.value_or(0) < 0 || registers.value_or(0) > UINT32_MAX || shared.value_or(0) < 0 ||
+          shared.value_or(0) > UINT32_MAX) {
+        return EventError(e, index, "args.registers per thread or args.shared memory is out of range");
+      }
+      k.registers_per_thread = static_cast<uint32_t>(registers.value_or(0));
+      // Kineto writes static + dynamic shared memory as one number.
+      k.static_shared_bytes = static_cast<uint32_t>(shared.value_or(0));
+      if (!AwaitFlow(e, k, &kernels_awaiting_)) out.kernels.push_back(k);
+      return Status::Ok();
+    }
+    case Category::kMemcpy: {
+      trace::MemcpyEvent m;
+      RS_RETURN_IF_ERROR(Times(e, index, true, &m));
+      std::optional<uint64_t> stream;
+      // Peer copies name their devices fromDevice / inDevice / toDevice.
+      const Token& device = e.args.device.present() ? e.args.device : e.args.in_device;
+      const Token& context = e.args.context.present() ? e.args.context : e.args.in_context;
+      RS_RETURN_IF_ERROR(GpuLane(e, index, device, context, &m.lane, &stream));
+      m.name = Intern(name);
+      RS_RETURN_IF_ERROR(Correlation(e, index, e.args.correlation, &m.correlation_id));
+      std::optional<int64_t> bytes, from, to;
+      RS_RETURN_IF_ERROR(Integer(e, index, e.args.bytes, "args.bytes", &bytes));
+      RS_RETURN_IF_ERROR(Integer(e, index, e.args.from_device, "args.fromDevice", &from));
+      RS_RETURN_IF_ERROR(Integer(e, index, e.args.to_device, "args.toDevice", &to));
+      if (bytes.value_or(0) < 0) return EventError(e, index, "args.bytes is negative");
+      m.bytes = static_cast<uint64_t>(bytes.value_or(0));
+      if (from && *from >= 0 && *from <= INT32_MAX) m.src_device = static_cast<int32_t>(*from);
+      if (to && *to >= 0 && *to <= INT32_MAX) m.dst_device = static_cast<int32_t>(*to);
+      ParseMemcpyName(name, &m);
+      if (!AwaitFlow(e, m, &memcpys_awaiting_)) out.memcpys.push_back(m);
+      return Status::Ok();
+    }
+    case Category::kMemset: {
+      trace::MemsetEvent m;
+      RS_RETURN_IF_ERROR(Times(e, index, true, &m));
+      std::optional<uint64_t> stream;
+      RS_RETURN_IF_ERROR(GpuLane(e, index, e.args.device, e.args.context, &m.lane, &stream));
+      m.name = Intern(name);
+      RS_RETURN_IF_ERROR(Correlation(e, index, e.args.correlation, &m.correlation_id));
+      std::optional<int64_t> bytes;
+      RS_RETURN_IF_ERROR(Integer(e, index, e.args.bytes, "args.bytes", &bytes));
+      if (bytes.value_or(0) < 0) return EventError(e, index, "args.bytes is negative");
+      m.bytes = static_cast<uint64_t>(bytes.value_or(0));
+      if (name.starts_with("Memset")) m.memory_kind = MemoryKindsIn(name).first;
+      if (!AwaitFlow(e, m, &memsets_awaiting_)) out.memsets.push_back(m);
+      return Status::Ok();
+    }
+    case Category::kRuntime:
+    case Category::kDriver: {
+      trace::ApiCallEvent a;
+      RS_RETURN_IF_ERROR(Times(e, index, true, &a));
+      RS_RETURN_IF_ERROR(CpuLane(e, index, &a.lane));
+      a.name = Intern(name);
+      a.domain = category == Category::kRuntime ? trace::ApiDomain::kRuntime : trace::ApiDomain::kDriver;
+      RS_RETURN_IF_ERROR(Correlation(e, index, e.args.correlation, &a.correlation_id));
+      std::optional<int64_t> cbid, external;
+      RS_RETURN_IF_ERROR(Integer(e, index, e.args.cbid, "args.cbid", &cbid));
+      RS_RETURN_IF_ERROR(Integer(e, index, e.args.external_id, "args.External id", &external));
+      if (cbid.value_or(0) < 0 || cbid.value_or(0) > UINT32_MAX) {
+        return EventError(e, index, "args.cbid is out of range");
+      }
+      a.callback_id = static_cast<uint32_t>(cbid.value_or(0));
+      // The innermost op's External id: the range (cpu_op) that made the call.
+      a.external_id = static_cast<uint64_t>(external.value_or(0));
+      if (!AwaitFlow(e, a, &calls_awaiting_)) out.api_calls.push_back(a);
+      return Status::Ok();
+    }
+    case Category::kSync: {
+      trace::SyncEvent s;
+      RS_RETURN_IF_ERROR(Times(e, index, true, &s));
+      std::optional<uint64_t> stream;
+      RS_RETURN_IF_ERROR(GpuLane(e, index, e.args.device, e.args.context, &s.lane, &stream));
+      s.name = Intern(name);
+      s.sync_kind = SyncKindFromName(name);
+      RS_RETURN_IF_ERROR(Correlation(e, index, e.args.correlation, &s.correlation_id));
+      std::optional<int64_t> context, wait_on, event_id;
+      RS_RETURN_IF_ERROR(Integer(e, index, e.args.context, "args.context", &context));
+      RS_RETURN_IF_ERROR(Integer(e, index, e.args.wait_on_stream, "args.wait_on_stream", &wait_on));
+      RS_RETURN_IF_ERROR(Integer(e, index, e.args.wait_on_event, "args.wait_on_cuda_event_id", &event_id));
+      s.context = static_cast<uint32_t>(context.value_or(0));
+      // The stream waited on: a Stream Wait Event waits on another stream's event.
+      if (s.sync_kind == trace::SyncKind::kStreamWaitEvent && wait_on && *wait_on >= 0 && *wait_on != kNoStream) {
+        s.stream = static_cast<uint64_t>(*wait_on);
+      } else {
+        s.stream = stream.value_or(0);
+      }
+      if (event_id && *event_id > 0) s.cuda_event_id = static_cast<uint64_t>(*event_id);
+      out.syncs.push_back(s);
+      return Status::Ok();
+    }
+    case Category::kCpuRange:
+    case Category::kGpuRange: {
+      trace::NvtxRangeEvent r;
+      RS_RETURN_IF_ERROR(Times(e, index, true, &r));
+      if (category == Category::kCpuRange) {
+        RS_RETURN_IF_ERROR(CpuLane(e, index, &r.lane));
+      } else {
+        std::optional<uint64_t> stream;
+        RS_RETURN_IF_ERROR(GpuLane(e, index, e.args.device, e.args.context, &r.lane, &stream));
+      }
+      r.name = Intern(name);
+      r.domain = Intern(cat);
+      r.style = trace::NvtxRangeStyle::kPushPop;
+      std::optional<int64_t> external;
+      RS_RETURN_IF_ERROR(Integer(e, index, e.args.external_id, "args.External id", &external));
+      r.correlation_id = static_cast<uint64_t>(external.value_or(0));
+      // Annotations keep their args; op args (shapes, types) would dwarf the rest of the file.
+      if ((cat == "user_annotation" || cat == "gpu_user_annotation") && e.args.object) r.args = InternArgs(e.args.text);
+      out.nvtx_ranges.push_back(r);
+      return Status::Ok();
+    }
+    case Category::kOther: break;
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ImportKineto(const fs::path& file, RunSink& sink) {
+  try {
+    KinetoImporter importer(file, sink);
+    return importer.Run();
+  } catch (const std::bad_alloc&) {
+    return Unsupported(fmt::format("{}: out of memory while importing", Quoted(file)));
+  } catch (const std::exception& e) {
+    return InternalError(fmt::format("{}: {}", Quoted(file), e.what()));
+  }
+}
+
+}  // namespace rankscope::interop::import

@@ -1,0 +1,1762 @@
+// The Nsight Systems importer: an `nsys export --type sqlite` file (export schema 2.x or
+// 3.x) becomes one rank file per process that has CUDA activity or CUDA API calls. The
+// format facts used here are collected in ../shared/design/research/nsys.md §1 and §2.4.
+//
+// Order of work: check the file and its schema version, probe which tables and columns it
+// has (nsys creates tables lazily and adds columns between versions), find the processes
+// that become ranks, decide their ranks (NCCL init payloads, MPI, the launch environment,
+// else process order), then stream each event table once into the rank files. Rows that
+// lack a value they need are skipped and counted; what was skipped or left out, and how
+// ranks and times were chosen, ends up in the import's notes.
+#include <algorithm>
+#include <bit>
+#include <cctype>
+#include <charconv>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include "interop/import_internal.h"
+#include "base/launch_env.h"
+#include "base/text.h"
+#include "trace/schema.h"
+#include "trace/sqlite_util.h"
+
+namespace rankscope::interop::import {
+namespace {
+
+namespace fs = std::filesystem;
+namespace sql = trace::sql;
+using Json = nlohmann::json;
+
+// ---- nsys format constants (nsys.md §1) ----------------------------------------------------
+
+// globalTid = <hw:8><vm:8><pid:24><tid:24>; globalPid is the same with the tid bits zero.
+constexpr uint64_t kTidMask = 0xFFFFFF;
+uint64_t ProcessKey(uint64_t global_id) { return global_id & ~kTidMask; }
+int64_t PidOf(uint64_t global_id) { return static_cast<int64_t>((global_id >> 24) & kTidMask); }
+int64_t TidOf(uint64_t global_id) { return static_cast<int64_t>(global_id & kTidMask); }
+uint64_t VmKey(uint64_t global_id) { return global_id & 0xFFFF000000000000ULL; }
+
+// NVTX_EVENTS.eventType
+constexpr int64_t kNvtxCategory = 33;
+constexpr int64_t kNvtxMark = 34;
+constexpr int64_t kNvtxThreadName = 39;
+constexpr int64_t kNvtxPushPop = 59;
+constexpr int64_t kNvtxStartEnd = 60;
+constexpr int64_t kNvtxDomainCreate = 75;
+
+// CUPTI's "not applicable" for ids in synchronization records.
+constexpr int64_t kCuptiInvalid = 0xFFFFFFFF;
+
+// NVTX extended payload blobs (NVTX_EVENTS.binaryData): a header of four little-endian u64,
+// [domainId][schemaId][payloadSize][payloadOffset], then the payload laid out per
+// NVTX_PAYLOAD_SCHEMA_ENTRIES.
+constexpr size_t kBlobHeaderBytes = 32;
+
+constexpr std::string_view kKernelTable = "CUPTI_ACTIVITY_KIND_KERNEL";
+constexpr std::string_view kMemcpyTable = "CUPTI_ACTIVITY_KIND_MEMCPY";
+constexpr std::string_view kMemsetTable = "CUPTI_ACTIVITY_KIND_MEMSET";
+constexpr std::string_view kRuntimeTable = "CUPTI_ACTIVITY_KIND_RUNTIME";
+constexpr std::string_view kSyncTable = "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION";
+constexpr std::string_view kOverheadTable = "CUPTI_ACTIVITY_KIND_OVERHEAD";
+constexpr std::string_view kNvtxTable = "NVTX_EVENTS";
+constexpr std::string_view kStringTable = "StringIds";
+constexpr std::string_view kThreadNamesTable = "ThreadNames";
+constexpr std::string_view kProcessesTable = "PROCESSES";
+constexpr std::string_view kSessionStartTable = "TARGET_INFO_SESSION_START_TIME";
+constexpr std::string_view kSystemEnvTable = "TARGET_INFO_SYSTEM_ENV";
+constexpr std::string_view kCaptureTable = "META_DATA_CAPTURE";
+constexpr std::string_view kMemKindEnum = "ENUM_CUDA_MEM_KIND";
+constexpr std::string_view kSyncTypeEnum = "ENUM_CUPTI_SYNC_TYPE";
+constexpr std::string_view kOverheadTypeEnum = "ENUM_CUPTI_OVERHEAD_TYPE";
+constexpr std::string_view kPayloadEntriesTable = "NVTX_PAYLOAD_SCHEMA_ENTRIES";
+constexpr std::string_view kMpiRanksTable = "MPI_RANKS";
+
+// The tables this importer reads, with the columns each must have to be read at all.
+struct TableSpec {
+  std::string_view name;
+  std::vector<std::string_view> required;
+  bool essential;  // missing required columns: an error (else the table is ignored)
+};
+
+const std::vector<TableSpec>& TableSpecs() {
+  static const std::vector<TableSpec> kSpecs = {
+      {kKernelTable, {"start", "end", "globalPid", "deviceId", "streamId"}, true},
+      {kMemcpyTable, {"start", "end", "globalPid", "deviceId", "streamId"}, true},
+      {kMemsetTable, {"start", "end", "globalPid", "deviceId", "streamId"}, true},
+      {kRuntimeTable, {"start", "end", "globalTid"}, true},
+      {kSyncTable, {"start", "end", "globalPid"}, true},
+      {kOverheadTable, {"start", "end", "globalTid"}, true},
+      {kNvtxTable, {"start", "end", "eventType", "globalTid"}, true},
+      {kStringTable, {"id", "value"}, true},
+      {kThreadNamesTable, {"nameId", "globalTid"}, true},
+      {kProcessesTable, {"globalPid"}, true},
+      {kSessionStartTable, {"utcEpochNs"}, false},
+      {kSystemEnvTable, {"name", "value"}, false},
+      {kCaptureTable, {"name", "value"}, false},
+      {kMemKindEnum, {"id", "name"}, false},
+      {kSyncTypeEnum, {"id", "name"}, false},
+      {kOverheadTypeEnum, {"id", "name"}, false},
+      {kPayloadEntriesTable, {"domainId", "schemaId", "idx", "type", "name"}, false},
+      {kMpiRanksTable, {"globalTid", "rank"}, false},
+  };
+  return kSpecs;
+}
+
+// ---- small helpers ---------------------------------------------------------------------------
+
+// A name from the file, safe on one line and without the quotes Printable adds.
+std::string Label(std::string_view text, size_t max_chars = 200) {
+  std::string printable = Printable(text, max_chars);
+  if (printable.size() >= 2 && printable.front() == '\'') {
+    const size_t close = printable.rfind('\'');
+    printable = printable.substr(1, close - 1) + printable.substr(close + 1);
+  }
+  return printable;
+}
+
+
+// SQLite's messages may quote bytes of a damaged file: control bytes become \xNN.
+std::string OneLine(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte < 0x20 || byte == 0x7f) {
+      out += fmt::format("\\x{:02x}", byte);
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::string Ident(std::string_view name) { return fmt::format("\"{}\"", name); }
+
+std::optional<int64_t> Int(const sql::Statement& statement, int column) {
+  if (sqlite3_column_type(statement.get(), column) != SQLITE_INTEGER) return std::nullopt;
+  return statement.ColumnInt(column);
+}
+
+std::optional<double> Real(const sql::Statement& statement, int column) {
+  const int type = sqlite3_column_type(statement.get(), column);
+  if (type != SQLITE_FLOAT && type != SQLITE_INTEGER) return std::nullopt;
+  return statement.ColumnReal(column);
+}
+
+std::optional<std::string> Text(const sql::Statement& statement, int column) {
+  if (sqlite3_column_type(statement.get(), column) == SQLITE_NULL) return std::nullopt;
+  return statement.ColumnText(column);
+}
+
+uint32_t ClampU32(std::optional<int64_t> value) {
+  if (!value || *value < 0) return 0;
+  return static_cast<uint32_t>(std::min<int64_t>(*value, UINT32_MAX));
+}
+
+// Letters and digits only, lower case: "No. of ranks" -> "noofranks".
+std::string NormalizedKey(std::string_view key) {
+  std::string out;
+  for (char c : key) {
+    if (std::isalnum(static_cast<unsigned char>(c))) out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
+  return out;
+}
+
+bool StartsWith(std::string_view text, std::string_view prefix) { return text.substr(0, prefix.size()) == prefix; }
+
+
+// An NCCL API call's name as NCCL's NVTX ranges spell it: "ncclAllReduce", "ncclSend".
+bool IsNcclApiName(std::string_view name) {
+  return name.size() > 4 && StartsWith(name, "nccl") && std::isupper(static_cast<unsigned char>(name[4]));
+}
+
+// nsys's copy kinds 11-13 are UVM migrations that CUPTI's memcpy kinds lack; the rest are
+// CUPTI's.
+std::string_view CopyName(int64_t copy_kind) {
+  static constexpr std::string_view kUvmNames[] = {"Memcpy UVM HtoD", "Memcpy UVM DtoH", "Memcpy UVM DtoD"};
+  constexpr int64_t kFirstUvm = 11;
+  if (copy_kind >= kFirstUvm && copy_kind < kFirstUvm + static_cast<int64_t>(std::size(kUvmNames))) {
+    return kUvmNames[copy_kind - kFirstUvm];
+  }
+  const bool cupti_kind = copy_kind >= 0 && copy_kind <= static_cast<int64_t>(trace::CopyKind::kPeerToPeer);
+  return trace::DefaultName(cupti_kind ? static_cast<trace::CopyKind>(copy_kind) : trace::CopyKind::kUnknown);
+}
+
+// nsys numbers memory kinds 0 PAGEABLE .. 6 MANAGED_STATIC, 7 UNKNOWN (nsys.md §1.2);
+// rankscope's are CUPTI's, with UNKNOWN first.
+trace::MemoryKind MemoryKindFromName(std::string_view name) {
+  const size_t marker = name.rfind("MEMORY_KIND_");
+  if (marker != std::string_view::npos) name = name.substr(marker + std::string_view("MEMORY_KIND_").size());
+  static const std::pair<std::string_view, trace::MemoryKind> kNames[] = {
+      {"PAGEABLE", trace::MemoryKind::kPageable},          {"PINNED", trace::MemoryKind::kPinned},
+      {"DEVICE", trace::MemoryKind::kDevice},              {"ARRAY", trace::MemoryKind::kArray},
+      {"MANAGED", trace::MemoryKind::kManaged},            {"DEVICE_STATIC", trace::MemoryKind::kDeviceStatic},
+      {"MANAGED_STATIC", trace::MemoryKind::kManagedStatic}};
+  for (const auto& [text, kind] : kNames) {
+    if (name == text) return kind;
+  }
+  return trace::MemoryKind::kUnknown;
+}
+
+trace::MemoryKind DocumentedMemoryKind(int64_t id) {
+  static constexpr trace::MemoryKind kKinds[] = {
+      trace::MemoryKind::kPageable, trace::MemoryKind::kPinned,       trace::MemoryKind::kDevice,
+      trace::MemoryKind::kArray,    trace::MemoryKind::kManaged,      trace::MemoryKind::kDeviceStatic,
+      trace::MemoryKind::kManagedStatic};
+  if (id < 0 || id >= static_cast<int64_t>(std::size(kKinds))) return trace::MemoryKind::kUnknown;
+  return kKinds[id];
+}
+
+trace::SyncKind SyncKindFromName(std::string_view name) {
+  if (name.ends_with("EVENT_SYNCHRONIZE")) return trace::SyncKind::kEventSynchronize;
+  if (name.ends_with("STREAM_WAIT_EVENT")) return trace::SyncKind::kStreamWaitEvent;
+  if (name.ends_with("STREAM_SYNCHRONIZE")) return trace::SyncKind::kStreamSynchronize;
+  if (name.ends_with("CONTEXT_SYNCHRONIZE")) return trace::SyncKind::kContextSynchronize;
+  return trace::SyncKind::kUnknown;
+}
+
+// CUpti_ActivitySynchronizationType: 1 event sync, 2 stream wait event, 3 stream sync,
+// 4 context sync; the same numbers as rankscope's.
+trace::SyncKind DocumentedSyncKind(int64_t id) {
+  if (id < 1 || id > 4) return trace::SyncKind::kUnknown;
+  return static_cast<trace::SyncKind>(id);
+}
+
+trace::OverheadKind OverheadKindFromName(std::string_view name) {
+  if (StartsWith(name, "OVERHEAD_")) name = name.substr(std::string_view("OVERHEAD_").size());
+  static const std::pair<std::string_view, trace::OverheadKind> kNames[] = {
+      {"DRIVER_COMPILER", trace::OverheadKind::kDriverCompiler},
+      {"CUPTI_BUFFER_FLUSH", trace::OverheadKind::kCuptiBufferFlush},
+      {"CUPTI_INSTRUMENTATION", trace::OverheadKind::kCuptiInstrumentation},
+      {"CUPTI_RESOURCE", trace::OverheadKind::kCuptiResource},
+      {"RUNTIME_TRIGGERED_MODULE_LOADING", trace::OverheadKind::kRuntimeTriggeredModuleLoading},
+      {"LAZY_FUNCTION_LOADING", trace::OverheadKind::kLazyFunctionLoading},
+      {"COMMAND_BUFFER_FULL", trace::OverheadKind::kCommandBufferFull},
+      {"ACTIVITY_BUFFER_REQUEST", trace::OverheadKind::kActivityBufferRequest},
+      {"UVM_ACTIVITY_INIT", trace::OverheadKind::kUvmActivityInit}};
+  for (const auto& [text, kind] : kNames) {
+    if (name == text) return kind;
+  }
+  return trace::OverheadKind::kUnknown;
+}
+
+// nsys's ENUM_CUPTI_OVERHEAD_TYPE: 0 undefined, 1 unknown, 2 driver compiler, 3 buffer
+// flush, 4 instrumentation, 5 resource, 6 module loading, 7 lazy loading, 8 command buffer.
+trace::OverheadKind DocumentedOverheadKind(int64_t id) {
+  if (id < 2 || id > 8) return trace::OverheadKind::kUnknown;
+  return static_cast<trace::OverheadKind>(id - 1);
+}
+
+// ---- NVTX extended payloads ------------------------------------------------------------------
+
+struct PayloadEntry {
+  int64_t index = 0;
+  std::string name;
+  int64_t type = 0;
+  std::optional<int64_t> offset;
+};
+
+// Size of an NVTX payload entry type (nvToolsExtPayload.h, LP64); nullopt for types this
+// importer does not decode (arrays, strings, nested schemas, enums).
+std::optional<size_t> EntrySize(int64_t type) {
+  switch (type) {
+    case 1: case 2: case 11: case 12: return 1;            // char, uchar, int8, uint8
+    case 3: case 4: case 13: case 14: return 2;            // short, ushort, int16, uint16
+    case 5: case 6: case 15: case 16: case 19: return 4;   // int, uint, int32, uint32, float
+    case 7: case 8: case 9: case 10: case 17: case 18:     // long .. uint64
+    case 20: case 22: case 23: return 8;                   // double, size_t, address
+    default: return std::nullopt;
+  }
+}
+
+bool EntrySigned(int64_t type) {
+  return type == 1 || type == 3 || type == 5 || type == 7 || type == 9 || type == 11 || type == 13 || type == 15 ||
+         type == 17;
+}
+
+uint64_t LittleEndian(const unsigned char* bytes, size_t size) {
+  uint64_t value = 0;
+  for (size_t i = size; i-- > 0;) value = (value << 8) | bytes[i];
+  return value;
+}
+
+// A blob as bytes: BLOB values as they are; TEXT values that are hex digits decoded.
+std::string BlobBytes(const sql::Statement& statement, int column) {
+  const int type = sqlite3_column_type(statement.get(), column);
+  if (type == SQLITE_NULL) return {};
+  const auto* data = static_cast<const char*>(sqlite3_column_blob(statement.get(), column));
+  const int size = sqlite3_column_bytes(statement.get(), column);
+  std::string raw = data != nullptr && size > 0 ? std::string(data, static_cast<size_t>(size)) : std::string();
+  if (type != SQLITE_TEXT || raw.size() % 2 != 0) return raw;
+  const bool hex = std::all_of(raw.begin(), raw.end(), [](char c) { return std::isxdigit(static_cast<unsigned char>(c)); });
+  if (!hex) return raw;
+  std::string bytes(raw.size() / 2, '\0');
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    unsigned value = 0;
+    std::from_chars(raw.data() + 2 * i, raw.data() + 2 * i + 2, value, 16);
+    bytes[i] = static_cast<char>(value);
+  }
+  return bytes;
+}
+
+// The payload's scalar entries as a JSON object keyed by entry name; nullopt when the blob
+// is malformed or its schema unknown.
+std::optional<Json> DecodeBlob(std::string_view blob,
+                               const std::map<std::pair<int64_t, int64_t>, std::vector<PayloadEntry>>& schemas) {
+  if (blob.size() < kBlobHeaderBytes) return std::nullopt;
+  const auto* bytes = reinterpret_cast<const unsigned char*>(blob.data());
+  const uint64_t domain = LittleEndian(bytes, 8);
+  const uint64_t schema = LittleEndian(bytes + 8, 8);
+  const uint64_t size = LittleEndian(bytes + 16, 8);
+  const uint64_t offset = LittleEndian(bytes + 24, 8);
+  if (offset < kBlobHeaderBytes || offset > blob.size() || size > blob.size() - offset) return std::nullopt;
+  if (domain > INT64_MAX || schema > INT64_MAX) return std::nullopt;
+  const auto found = schemas.find({static_cast<int64_t>(domain), static_cast<int64_t>(schema)});
+  if (found == schemas.end()) return std::nullopt;
+  const unsigned char* payload = bytes + offset;
+  Json out = Json::object();
+  std::optional<size_t> next;  // where an entry without an offset starts
+  for (const PayloadEntry& entry : found->second) {
+    const std::optional<size_t> entry_size = EntrySize(entry.type);
+    std::optional<size_t> at;
+    if (entry.offset && *entry.offset >= 0) {
+      at = static_cast<size_t>(*entry.offset);
+    } else if (entry.index == 0) {
+      at = 0;
+    } else if (next && entry_size) {
+      at = (*next + *entry_size - 1) / *entry_size * *entry_size;  // natural alignment
+    }
+    next = at && entry_size ? std::optional<size_t>(*at + *entry_size) : std::nullopt;
+    if (!at || !entry_size || *at > size || *entry_size > size - *at) continue;
+    const uint64_t bits = LittleEndian(payload + *at, *entry_size);
+    if (entry.type == 19) {
+      out[entry.name] = std::bit_cast<float>(static_cast<uint32_t>(bits));
+    } else if (entry.type == 20) {
+      out[entry.name] = std::bit_cast<double>(bits);
+    } else if (EntrySigned(entry.type)) {
+      const unsigned shift = static_cast<unsigned>(64 - 8 * *entry_size);
+      out[entry.name] = static_cast<int64_t>(bits << shift) >> shift;
+    } else {
+      out[entry.name] = bits;
+    }
+  }
+  return out;
+}
+
+std::optional<int64_t> JsonInt(const Json& value) {
+  if (value.is_number_unsigned()) {
+    const uint64_t v = value.get<uint64_t>();
+    return v <= static_cast<uint64_t>(INT64_MAX) ? std::optional<int64_t>(static_cast<int64_t>(v)) : std::nullopt;
+  }
+  if (value.is_number_integer()) return value.get<int64_t>();
+  return std::nullopt;
+}
+
+// (rank, rank count) of a decoded ncclCommInitRank payload: entries "Rank" and "No. of
+// ranks" in NCCL's schema; "rank"/"myrank" and "nranks" in JSON.
+std::optional<std::pair<int, int>> RankFromPayload(const Json& object) {
+  if (!object.is_object()) return std::nullopt;
+  std::optional<int64_t> rank, ranks;
+  for (const auto& [key, value] : object.items()) {
+    const std::string normalized = NormalizedKey(key);
+    if (normalized == "rank" || normalized == "myrank" || normalized == "commrank") rank = JsonInt(value);
+    if (normalized == "noofranks" || normalized == "nranks" || normalized == "commsize") ranks = JsonInt(value);
+  }
+  if (!rank || !ranks || *rank < 0 || *ranks < 1 || *rank >= *ranks || *ranks > kMaxWorldSize) return std::nullopt;
+  return std::pair<int, int>{static_cast<int>(*rank), static_cast<int>(*ranks)};
+}
+
+// ---- the importer ----------------------------------------------------------------------------
+
+struct TableInfo {
+  bool present = false;
+  std::set<std::string, std::less<>> columns;
+};
+
+// Rows read from one table, and why some were not imported.
+struct TableStats {
+  uint64_t imported = 0;
+  uint64_t missing = 0;        // a needed value was NULL or not an integer
+  uint64_t bad_time = 0;       // end before start, or out of range once on the wall clock
+  uint64_t unclosed = 0;       // NVTX ranges without an end
+  uint64_t other_process = 0;  // rows of processes that are not ranks
+};
+
+enum class RankSource { kNone, kNcclPayload, kMpi, kEnvironment, kProcessOrder };
+
+struct Process {
+  uint64_t key = 0;  // globalPid: the process's global id with the thread bits zero
+  int64_t pid = 0;
+  std::string name;
+  // Rank evidence.
+  std::optional<std::pair<int, int>> payload_rank;  // (rank, rank count) from ncclCommInitRank
+  int64_t payload_start = 0;
+  std::optional<int> mpi_rank;
+  std::string mpi_evidence;
+  // The rank file and its lanes and strings.
+  RankFileBuilder* builder = nullptr;
+  bool nccl = false;
+  std::map<std::tuple<int32_t, uint32_t, uint64_t>, trace::LaneId> stream_lanes;
+  std::unordered_map<int64_t, trace::LaneId> thread_lanes;  // by OS tid
+  std::unordered_map<int64_t, trace::StringId> strings;      // by nsys StringIds id
+  std::unordered_map<int64_t, trace::StringId> api_names;    // the same, "_v7000" suffixes cut
+  std::map<int64_t, trace::StringId> domains;                // by NVTX domainId
+  // Synchronizations wait here for the API call (same correlation id) that made them.
+  std::vector<trace::SyncEvent> pending_syncs;
+  std::unordered_map<uint64_t, trace::LaneId> sync_call_lanes;  // correlation id -> thread lane
+};
+
+// An event's start and end on the wall clock, in ns.
+using WallSpan = std::pair<int64_t, int64_t>;
+
+// Where an event row goes: the rank's process, and the row's times on the wall clock.
+struct EventTarget {
+  Process* process = nullptr;
+  WallSpan times;
+};
+
+// What an event table's rows need besides start, end and a global id (columns 0-2).
+enum class AlsoNeeds {
+  kNothing,
+  kDeviceAndStream,  // the GPU activity tables: deviceId (column 3) and streamId (column 5)
+};
+
+// A GPU activity row has an integer deviceId (column 3) that fits a lane's int32, and an
+// integer streamId (column 5).
+bool HasDeviceAndStream(const sql::Statement& row) {
+  const std::optional<int64_t> device = Int(row, 3), stream = Int(row, 5);
+  return device && stream && *device >= INT32_MIN && *device <= INT32_MAX;
+}
+
+struct NcclInitCandidate {
+  uint64_t process = 0;
+  int64_t domain = 0;
+  int64_t start = 0;
+  std::optional<Json> payload;
+};
+
+class NsysImporter {
+ public:
+  NsysImporter(const fs::path& file, RunSink& sink)
+      : file_(file), sink_(sink), name_(Label(file.filename().string())), path_label_(Label(file.string())) {}
+
+  Status Run();
+
+ private:
+  Status Fail(Status status) const {
+    return Status(status.code(), fmt::format("{}: {}", path_label_, OneLine(status.message())));
+  }
+  Status Error(StatusCode code, std::string message) const { return Fail(Status(code, std::move(message))); }
+  void Note(std::string line) { notes_.push_back(fmt::format("{}: {}", name_, line)); }
+
+  bool Has(std::string_view table) const;
+  bool HasColumn(std::string_view table, std::string_view column) const;
+  // The column's quoted name when the table has it, else NULL: fixed SELECT positions.
+  std::string Col(std::string_view table, std::string_view column) const;
+  template <typename OnRow>
+  Status ForEachRow(const std::string& query, OnRow&& on_row);
+  // The checks every event row goes through once it has its values: times that fit the
+  // wall clock (else bad_time), then a process that is a rank (else left out as another
+  // process's). nullopt when the row is not imported.
+  std::optional<EventTarget> LocateEvent(TableStats& stats, uint64_t global_id, int64_t start, int64_t end);
+  // Streams an event table whose query selects start, end and globalPid or globalTid as
+  // columns 0-2: a row lacking one of them, or what `also` names, counts as missing; then
+  // LocateEvent. `convert(process, times, global_id, row)` adds the row's event; counting
+  // it and flushing happen here.
+  template <typename Convert>
+  Status ForEachEvent(std::string_view table, const std::string& query, AlsoNeeds also, Convert&& convert);
+
+  Status OpenAndCheckVersion();
+  Status ProbeTables();
+  Status ReadClock();
+  Status ReadEnums();
+  Status FindRankProcesses();
+  Status ReadProcessInfo();
+  Status ScanNvtxMetadata();
+  Status ReadMpiRanks();
+  Status ChooseRanksAndCreateFiles();
+
+  Status ImportKernels();
+  Status ImportMemcpys();
+  Status ImportMemsets();
+  Status CollectSyncs();
+  Status ImportRuntime();
+  void EmitSyncs();
+  Status ImportNvtx();
+  Status ImportOverheads();
+  void WriteNotes();
+
+  Result<const std::string*> String(int64_t id);
+  // A text column's value, else the StringIds string its id column names; nullopt when
+  // both are NULL.
+  Result<std::optional<std::string>> TextOrString(const sql::Statement& row, int text_column, int id_column);
+  Result<trace::StringId> StringFor(Process& process, std::optional<int64_t> id, std::string_view fallback);
+  std::optional<WallSpan> WallTimes(int64_t start, int64_t end) const;
+  trace::MemoryKind MemoryKindOf(std::optional<int64_t> id) const;
+  trace::SyncKind SyncKindOf(int64_t id) const;
+  trace::OverheadKind OverheadKindOf(int64_t id) const;
+  Process* RankProcess(uint64_t global_id);
+  trace::LaneId StreamLane(Process& process, int64_t device, int64_t context, int64_t stream);
+  // The stream lane of a GPU activity row that HasDeviceAndStream (context: column 4).
+  trace::LaneId GpuLane(Process& process, const sql::Statement& row);
+  trace::LaneId ThreadLane(Process& process, int64_t tid);
+  std::string DomainName(uint64_t process_key, int64_t domain) const;
+  trace::StringId DomainFor(Process& process, int64_t domain);
+
+  const fs::path& file_;
+  RunSink& sink_;
+  std::string name_;        // the file name, for notes
+  std::string path_label_;  // the path, for errors
+  std::vector<std::string> notes_;
+
+  sql::DbHandle db_;
+  std::string meta_table_;
+  std::string schema_version_;
+  std::map<std::string, std::string> export_meta_;
+  std::map<std::string, TableInfo, std::less<>> tables_;
+  sql::Statement string_lookup_;
+  std::unordered_map<int64_t, std::string> string_cache_;
+
+  int64_t clock_offset_ = 0;
+  std::string time_anchor_;
+
+  std::map<int64_t, trace::MemoryKind> memory_kinds_;
+  std::map<int64_t, trace::SyncKind> sync_kinds_;
+  std::map<int64_t, trace::OverheadKind> overhead_kinds_;
+
+  std::map<uint64_t, Process> processes_;  // the processes that become ranks, by key
+  std::map<uint64_t, std::string> process_names_;  // PROCESSES.name of every process
+  uint64_t last_key_ = 0;
+  Process* last_process_ = nullptr;
+
+  // NVTX metadata.
+  std::map<std::pair<uint64_t, int64_t>, std::string> domain_names_;  // (process, domainId)
+  std::map<int64_t, std::set<std::string>> domain_names_any_;         // domainId -> names in any process
+  std::map<int64_t, bool> unnamed_domain_nccl_;  // domainId -> all its range names are NCCL API names
+  std::set<int64_t> nccl_named_domains_;         // unnamed domains imported as "NCCL"
+  std::map<std::tuple<uint64_t, int64_t, int64_t>, std::string> categories_;  // (process, domain, category)
+  std::unordered_map<uint64_t, std::string> nvtx_thread_names_;             // globalTid -> name
+  std::unordered_map<uint64_t, std::string> thread_names_;                  // globalTid -> ThreadNames
+  std::vector<NcclInitCandidate> nccl_inits_;
+  std::map<std::pair<int64_t, int64_t>, std::vector<PayloadEntry>> payload_schemas_;
+
+  std::map<std::string, TableStats, std::less<>> stats_;
+  std::map<uint64_t, uint64_t> other_process_events_;  // process key -> rows left out
+};
+
+bool NsysImporter::Has(std::string_view table) const {
+  const auto found = tables_.find(table);
+  return found != tables_.end() && found->second.present;
+}
+
+bool NsysImporter::HasColumn(std::string_view table, std::string_view column) const {
+  const auto found = tables_.find(table);
+  return found != tables_.end() && found->second.present && found->second.columns.contains(column);
+}
+
+std::string NsysImporter::Col(std::string_view table, std::string_view column) const {
+  return HasColumn(table, column) ? Ident(column) : std::string("NULL");
+}
+
+template <typename OnRow>
+Status NsysImporter::ForEachRow(const std::string& query, OnRow&& on_row) {
+  Result<sql::Statement> prepared = sql::Statement::Prepare(db_.get(), query);
+  if (!prepared.ok()) return Fail(prepared.status());
+  sql::Statement& statement = *prepared;
+  for (;;) {
+    const int rc = sqlite3_step(statement.get());
+    if (rc == SQLITE_DONE) return Status::Ok();
+    if (rc != SQLITE_ROW) return Fail(sql::FromSqlite(db_.get(), rc, "reading the export"));
+    Status row = on_row(statement);
+    if (!row.ok()) return row;
+  }
+}
+
+// ---- version, tables, clock ------------------------------------------------------------------
+
+Status NsysImporter::OpenAndCheckVersion() {
+  if (Status header = sql::CheckFileHeader(file_); !header.ok()) return Fail(header);
+  Result<sql::DbHandle> opened = sql::OpenReadOnly(file_);
+  if (!opened.ok()) return Fail(opened.status());
+  db_ = std::move(opened).value();
+
+  // Every table, so that lazily created ones are known to be absent.
+  RS_RETURN_IF_ERROR(ForEachRow("SELECT name FROM sqlite_schema WHERE type = 'table'", [&](const sql::Statement& row) {
+    tables_[row.ColumnText(0)].present = true;
+    return Status::Ok();
+  }));
+  if (Has("META_DATA_EXPORT")) {
+    meta_table_ = "META_DATA_EXPORT";  // schema 3.x
+  } else if (Has("EXPORT_META_DATA")) {
+    meta_table_ = "EXPORT_META_DATA";  // schema 2.x
+  } else {
+    return Error(StatusCode::kUnsupported,
+                 "an SQLite database, but not an Nsight Systems export (no META_DATA_EXPORT or EXPORT_META_DATA table)");
+  }
+  std::set<std::string> meta_columns;
+  RS_RETURN_IF_ERROR(ForEachRow(fmt::format("PRAGMA table_info({})", Ident(meta_table_)),
+                                [&](const sql::Statement& row) {
+                                  meta_columns.insert(row.ColumnText(1));
+                                  return Status::Ok();
+                                }));
+  if (!meta_columns.contains("name") || !meta_columns.contains("value")) {
+    return Error(StatusCode::kCorrupt, fmt::format("table {} has no name and value columns", meta_table_));
+  }
+  static const std::set<std::string, std::less<>> kWanted = {
+      "EXPORT_SCHEMA_VERSION", "EXPORT_PRODUCT_VERSION", "EXPORT_PARAM_TIME_NORMALIZE", "EXPORT_PARAM_INCLUDE_BLOBS"};
+  RS_RETURN_IF_ERROR(ForEachRow(fmt::format("SELECT name, value FROM {}", Ident(meta_table_)),
+                                [&](const sql::Statement& row) {
+                                  std::string key = row.ColumnText(0);
+                                  if (kWanted.contains(key)) export_meta_.emplace(std::move(key), row.ColumnText(1));
+                                  return Status::Ok();
+                                }));
+  const auto version = export_meta_.find("EXPORT_SCHEMA_VERSION");
+  if (version == export_meta_.end()) {
+    return Error(StatusCode::kCorrupt, fmt::format("no EXPORT_SCHEMA_VERSION row in {}", meta_table_));
+  }
+  schema_version_ = version->second;
+  int major = 0;
+  const char* first = schema_version_.data();
+  const char* last = first + schema_version_.size();
+  const auto [end, ec] = std::from_chars(first, last, major);
+  if (ec != std::errc() || (end != last && *end != '.')) {
+    return Error(StatusCode::kCorrupt,
+                 fmt::format("EXPORT_SCHEMA_VERSION {} is not a version number", Printable(schema_version_)));
+  }
+  if (major != 2 && major != 3) {
+    return Error(StatusCode::kUnsupported,
+                 fmt::format("Nsight Systems export schema {} is not supported; rankscope reads 2.x and 3.x",
+                             Label(schema_version_, 40)));
+  }
+  return Status::Ok();
+}
+
+Status NsysImporter::ProbeTables() {
+  for (const TableSpec& spec : TableSpecs()) {
+    if (!Has(spec.name)) continue;
+    TableInfo& info = tables_[std::string(spec.name)];
+    RS_RETURN_IF_ERROR(ForEachRow(fmt::format("PRAGMA table_info({})", Ident(spec.name)),
+                                  [&](const sql::Statement& row) {
+                                    info.columns.insert(row.ColumnText(1));
+                                    return Status::Ok();
+                                  }));
+    for (std::string_view column : spec.required) {
+      if (info.columns.contains(column)) continue;
+      if (!spec.essential) {
+        info.present = false;  // auxiliary: read as if absent
+        break;
+      }
+      return Error(StatusCode::kCorrupt, fmt::format("table {} has no column '{}', which rankscope needs to read it",
+                                                     spec.name, column));
+    }
+  }
+  if (Has(kKernelTable) && !HasColumn(kKernelTable, "demangledName") && !HasColumn(kKernelTable, "shortName")) {
+    return Error(StatusCode::kCorrupt,
+                 fmt::format("table {} has neither a demangledName nor a shortName column", kKernelTable));
+  }
+  const bool any = Has(kKernelTable) || Has(kMemcpyTable) || Has(kMemsetTable) || Has(kRuntimeTable) ||
+                   Has(kSyncTable) || Has(kNvtxTable);
+  if (!any) {
+    return Error(StatusCode::kInvalidArgument,
+                 "nothing to import: the export has no CUDA activity, CUDA API or NVTX tables "
+                 "(record with nsys profile -t cuda,nvtx)");
+  }
+  if (Has(kStringTable)) {
+    Result<sql::Statement> lookup = sql::Statement::Prepare(db_.get(), "SELECT value FROM StringIds WHERE id = ?");
+    if (!lookup.ok()) return Fail(lookup.status());
+    string_lookup_ = std::move(lookup).value();
+  }
+  return Status::Ok();
+}
+
+Status NsysImporter::ReadClock() {
+  const auto normalized = export_meta_.find("EXPORT_PARAM_TIME_NORMALIZE");
+  if (normalized != export_meta_.end() && normalized->second == "true") {
+    time_anchor_ = "exported with --ts-normalize: timestamps are UTC already";
+    return Status::Ok();
+  }
+  if (!Has(kSessionStartTable)) {
+    time_anchor_ = "no session start time: times are the capture's session clock, not wall-clock time";
+    Note("the export has no TARGET_INFO_SESSION_START_TIME; times are nsys's session clock, not wall-clock time "
+         "(durations are exact)");
+    return Status::Ok();
+  }
+  std::optional<int64_t> utc, system_clock;
+  RS_RETURN_IF_ERROR(ForEachRow(fmt::format("SELECT utcEpochNs, {} FROM {} LIMIT 1",
+                                            Col(kSessionStartTable, "systemClockNs"), kSessionStartTable),
+                                [&](const sql::Statement& row) {
+                                  utc = Int(row, 0);
+                                  system_clock = Int(row, 1);
+                                  return Status::Ok();
+                                }));
+  if (!utc) {
+    time_anchor_ = "no session start time: times are the capture's session clock, not wall-clock time";
+    Note("TARGET_INFO_SESSION_START_TIME holds no UTC time; times are nsys's session clock, not wall-clock time "
+         "(durations are exact)");
+    return Status::Ok();
+  }
+  if (system_clock) {
+    if (__builtin_sub_overflow(*utc, *system_clock, &clock_offset_)) {
+      return Error(StatusCode::kCorrupt, "TARGET_INFO_SESSION_START_TIME holds times out of range");
+    }
+    time_anchor_ = "utcEpochNs + (timestamp - systemClockNs)";
+    return Status::Ok();
+  }
+  clock_offset_ = *utc;
+  time_anchor_ = "utcEpochNs + timestamp (approximate)";
+  Note("the export has no systemClockNs (older nsys): wall-clock times are utcEpochNs + timestamp, an "
+       "approximate anchor that may be off by the session's start offset; durations are exact");
+  return Status::Ok();
+}
+
+Status NsysImporter::ReadEnums() {
+  // id -> kind, by the names in an ENUM table.
+  const auto read_enum = [&](std::string_view table, auto& kinds, auto kind_from_name) -> Status {
+    if (!Has(table)) return Status::Ok();
+    return ForEachRow(fmt::format("SELECT id, name FROM {}", table), [&](const sql::Statement& row) {
+      if (std::optional<int64_t> id = Int(row, 0)) kinds[*id] = kind_from_name(row.ColumnText(1));
+      return Status::Ok();
+    });
+  };
+  RS_RETURN_IF_ERROR(read_enum(kMemKindEnum, memory_kinds_, MemoryKindFromName));
+  RS_RETURN_IF_ERROR(read_enum(kSyncTypeEnum, sync_kinds_, SyncKindFromName));
+  RS_RETURN_IF_ERROR(read_enum(kOverheadTypeEnum, overhead_kinds_, OverheadKindFromName));
+  if (Has(kPayloadEntriesTable)) {
+    std::set<std::tuple<int64_t, int64_t, int64_t>> seen;  // one process's copy of each entry
+    RS_RETURN_IF_ERROR(ForEachRow(
+        fmt::format("SELECT domainId, schemaId, idx, type, name, {} FROM NVTX_PAYLOAD_SCHEMA_ENTRIES",
+                    Col(kPayloadEntriesTable, "offset")),
+        [&](const sql::Statement& row) {
+          const std::optional<int64_t> domain = Int(row, 0), schema = Int(row, 1), index = Int(row, 2);
+          if (!domain || !schema || !index || !seen.insert({*domain, *schema, *index}).second) return Status::Ok();
+          PayloadEntry entry;
+          entry.index = *index;
+          entry.type = Int(row, 3).value_or(0);
+          entry.name = row.ColumnText(4);
+          entry.offset = Int(row, 5);
+          payload_schemas_[{*domain, *schema}].push_back(std::move(entry));
+          return Status::Ok();
+        }));
+    for (auto& [key, entries] : payload_schemas_) {
+      std::sort(entries.begin(), entries.end(),
+                [](const PayloadEntry& a, const PayloadEntry& b) { return a.index < b.index; });
+    }
+  }
+  return Status::Ok();
+}
+
+// ---- processes and ranks ---------------------------------------------------------------------
+
+Status NsysImporter::FindRankProcesses() {
+  // A process becomes a rank when it has a usable row of device activity or CUDA API calls:
+  // the same conditions the import applies row by row.
+  const auto add_process = [&](const sql::Statement& row) {
+    const uint64_t key = ProcessKey(row.ColumnUint(0));
+    Process& process = processes_[key];
+    process.key = key;
+    process.pid = PidOf(key);
+    return Status::Ok();
+  };
+  for (std::string_view table : {kKernelTable, kMemcpyTable, kMemsetTable}) {
+    if (!Has(table)) continue;
+    RS_RETURN_IF_ERROR(ForEachRow(
+        fmt::format("SELECT globalPid FROM {} WHERE typeof(start) = 'integer' AND typeof(\"end\") = 'integer' "
+                    "AND typeof(globalPid) = 'integer' AND typeof(deviceId) = 'integer' "
+                    "AND typeof(streamId) = 'integer' AND \"end\" >= start GROUP BY globalPid",
+                    Ident(table)),
+        add_process));
+  }
+  if (Has(kRuntimeTable)) {
+    RS_RETURN_IF_ERROR(ForEachRow(
+        "SELECT globalTid FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE typeof(start) = 'integer' "
+        "AND typeof(\"end\") = 'integer' AND typeof(globalTid) = 'integer' AND \"end\" >= start GROUP BY globalTid",
+        add_process));
+  }
+  if (!processes_.empty()) return Status::Ok();
+
+  // Why not: say which rows were there but unusable.
+  uint64_t rows = 0;
+  for (std::string_view table : {kKernelTable, kMemcpyTable, kMemsetTable, kRuntimeTable}) {
+    if (!Has(table)) continue;
+    RS_RETURN_IF_ERROR(ForEachRow(fmt::format("SELECT count(*) FROM {}", Ident(table)), [&](const sql::Statement& row) {
+      rows += row.ColumnUint(0);
+      return Status::Ok();
+    }));
+  }
+  if (rows > 0) {
+    return Error(StatusCode::kCorrupt,
+                 fmt::format("nothing usable to import: all {} rows of CUDA activity and API calls lack a start, end, "
+                             "process, device or stream, or end before they start",
+                             rows));
+  }
+  return Error(StatusCode::kInvalidArgument,
+               "nothing to import: no process has CUDA activity or CUDA API calls (record with nsys profile -t cuda)");
+}
+
+Status NsysImporter::ReadProcessInfo() {
+  if (Has(kProcessesTable)) {
+    RS_RETURN_IF_ERROR(ForEachRow(fmt::format("SELECT globalPid, {} FROM PROCESSES", Col(kProcessesTable, "name")),
+                                  [&](const sql::Statement& row) {
+                                    if (std::optional<int64_t> global_pid = Int(row, 0)) {
+                                      process_names_[ProcessKey(static_cast<uint64_t>(*global_pid))] = row.ColumnText(1);
+                                    }
+                                    return Status::Ok();
+                                  }));
+  }
+  for (auto& [key, process] : processes_) {
+    if (auto found = process_names_.find(key); found != process_names_.end()) process.name = found->second;
+  }
+  if (Has(kThreadNamesTable)) {
+    std::vector<std::pair<uint64_t, int64_t>> named;
+    RS_RETURN_IF_ERROR(ForEachRow("SELECT globalTid, nameId FROM ThreadNames", [&](const sql::Statement& row) {
+      const std::optional<int64_t> tid = Int(row, 0), name = Int(row, 1);
+      if (tid && name && processes_.contains(ProcessKey(static_cast<uint64_t>(*tid)))) {
+        named.emplace_back(static_cast<uint64_t>(*tid), *name);
+      }
+      return Status::Ok();
+    }));
+    for (const auto& [global_tid, name_id] : named) {
+      Result<const std::string*> text = String(name_id);
+      if (!text.ok()) return text.status();
+      if (!(*text)->empty()) thread_names_[global_tid] = **text;
+    }
+  }
+  return Status::Ok();
+}
+
+Status NsysImporter::ScanNvtxMetadata() {
+  if (!Has(kNvtxTable)) return Status::Ok();
+  const std::string query = fmt::format(
+      "SELECT eventType, globalTid, {domain}, {category}, {text}, {text_id}, {json}, {json_id}, {binary}, start "
+      "FROM NVTX_EVENTS WHERE eventType IN ({cat}, {thread}, {create}) OR (eventType IN ({mark}, {push}, {startend}) "
+      "AND {domain} IS NOT NULL AND {domain} != 0)",
+      fmt::arg("domain", Col(kNvtxTable, "domainId")), fmt::arg("category", Col(kNvtxTable, "category")),
+      fmt::arg("text", Col(kNvtxTable, "text")), fmt::arg("text_id", Col(kNvtxTable, "textId")),
+      fmt::arg("json", Col(kNvtxTable, "jsonText")), fmt::arg("json_id", Col(kNvtxTable, "jsonTextId")),
+      fmt::arg("binary", Col(kNvtxTable, "binaryData")), fmt::arg("cat", kNvtxCategory),
+      fmt::arg("thread", kNvtxThreadName), fmt::arg("create", kNvtxDomainCreate), fmt::arg("mark", kNvtxMark),
+      fmt::arg("push", kNvtxPushPop), fmt::arg("startend", kNvtxStartEnd));
+  struct RangeName {
+    int64_t domain;
+    std::string name;
+  };
+  RS_RETURN_IF_ERROR(ForEachRow(query, [&](const sql::Statement& row) -> Status {
+    const std::optional<int64_t> type = Int(row, 0), global_tid = Int(row, 1);
+    if (!type || !global_tid) return Status::Ok();
+    const uint64_t tid = static_cast<uint64_t>(*global_tid);
+    const int64_t domain = Int(row, 2).value_or(0);
+    RS_ASSIGN_OR_RETURN(const std::optional<std::string> text, TextOrString(row, 4, 5));
+    const std::string name = text.value_or("");
+    switch (*type) {
+      case kNvtxDomainCreate:
+        if (!name.empty()) {
+          domain_names_[{ProcessKey(tid), domain}] = name;
+          domain_names_any_[domain].insert(name);
+        }
+        return Status::Ok();
+      case kNvtxCategory:
+        if (std::optional<int64_t> category = Int(row, 3); category && !name.empty()) {
+          categories_[{ProcessKey(tid), domain, *category}] = name;
+        }
+        return Status::Ok();
+      case kNvtxThreadName:
+        if (!name.empty()) nvtx_thread_names_[tid] = name;
+        return Status::Ok();
+      default: break;
+    }
+    // A range or mark in a named or unnamed non-default domain.
+    auto [it, inserted] = unnamed_domain_nccl_.try_emplace(domain, true);
+    it->second = it->second && IsNcclApiName(name);
+    if (!StartsWith(name, "ncclCommInit") || *type == kNvtxMark) return Status::Ok();
+    NcclInitCandidate candidate;
+    candidate.process = ProcessKey(tid);
+    candidate.domain = domain;
+    candidate.start = Int(row, 9).value_or(0);
+    RS_ASSIGN_OR_RETURN(const std::optional<std::string> json, TextOrString(row, 6, 7));
+    if (json) {
+      Json parsed = Json::parse(*json, nullptr, /*allow_exceptions=*/false);
+      if (parsed.is_object()) candidate.payload = std::move(parsed);
+    }
+    if (!candidate.payload) candidate.payload = DecodeBlob(BlobBytes(row, 8), payload_schemas_);
+    nccl_inits_.push_back(std::move(candidate));
+    return Status::Ok();
+  }));
+
+  // Domains without a name row (a time-windowed export drops them) whose ranges are all
+  // NCCL API calls are NCCL's.
+  std::vector<std::string> inferred;
+  for (const auto& [domain, all_nccl] : unnamed_domain_nccl_) {
+    if (domain_names_any_.contains(domain)) continue;
+    if (all_nccl) {
+      nccl_named_domains_.insert(domain);
+      inferred.push_back(std::to_string(domain));
+    }
+  }
+  if (!inferred.empty()) {
+    Note(fmt::format("NVTX domain {} has no name in the export, and its ranges are NCCL API calls (ncclSend, "
+                     "ncclAllReduce, ...): imported as domain 'NCCL'",
+                     fmt::join(inferred, ", ")));
+  }
+
+  // NCCL's init payloads: (rank, rank count) per process, the world communicator's (the
+  // most ranks) when a process has several.
+  for (const NcclInitCandidate& candidate : nccl_inits_) {
+    if (DomainName(candidate.process, candidate.domain) != "NCCL" || !candidate.payload) continue;
+    const std::optional<std::pair<int, int>> rank = RankFromPayload(*candidate.payload);
+    if (!rank) continue;
+    auto found = processes_.find(candidate.process);
+    if (found == processes_.end()) continue;
+    Process& process = found->second;
+    if (!process.payload_rank || rank->second > process.payload_rank->second ||
+        (rank->second == process.payload_rank->second && candidate.start < process.payload_start)) {
+      process.payload_rank = rank;
+      process.payload_start = candidate.start;
+    }
+  }
+  return Status::Ok();
+}
+
+Status NsysImporter::ReadMpiRanks() {
+  if (Has(kMpiRanksTable)) {
+    RS_RETURN_IF_ERROR(ForEachRow("SELECT globalTid, rank FROM MPI_RANKS", [&](const sql::Statement& row) {
+      const std::optional<int64_t> tid = Int(row, 0), rank = Int(row, 1);
+      if (!tid || !rank || *rank < 0 || *rank >= kMaxWorldSize) return Status::Ok();
+      auto found = processes_.find(ProcessKey(static_cast<uint64_t>(*tid)));
+      if (found != processes_.end() && !found->second.mpi_rank) {
+        found->second.mpi_rank = static_cast<int>(*rank);
+        found->second.mpi_evidence = "MPI_RANKS";
+      }
+      return Status::Ok();
+    }));
+  }
+  // nsys's MPI trace names the thread that initialized MPI "MPI Rank <N>".
+  auto from_thread_names = [&](const std::unordered_map<uint64_t, std::string>& names) {
+    for (const auto& [tid, name] : names) {
+      constexpr std::string_view kPrefix = "MPI Rank ";
+      if (!StartsWith(name, kPrefix)) continue;
+      int rank = -1;
+      const char* first = name.data() + kPrefix.size();
+      const char* last = name.data() + name.size();
+      const auto [end, ec] = std::from_chars(first, last, rank);
+      if (ec != std::errc() || end != last || rank < 0 || rank >= kMaxWorldSize) continue;
+      auto found = processes_.find(ProcessKey(tid));
+      if (found != processes_.end() && !found->second.mpi_rank) {
+        found->second.mpi_rank = rank;
+        found->second.mpi_evidence = fmt::format("thread {}", Printable(name));
+      }
+    }
+  };
+  from_thread_names(nvtx_thread_names_);
+  from_thread_names(thread_names_);
+  return Status::Ok();
+}
+
+Status NsysImporter::ChooseRanksAndCreateFiles() {
+  std::vector<Process*> order;
+  for (auto& [key, process] : processes_) order.push_back(&process);
+  std::stable_sort(order.begin(), order.end(), [](const Process* a, const Process* b) { return a->pid < b->pid; });
+
+  // Host names, per VM when the export has several.
+  std::map<uint64_t, std::string> hosts;
+  std::set<std::string> any_host;
+  std::map<std::string, std::string> environment;
+  if (Has(kSystemEnvTable)) {
+    RS_RETURN_IF_ERROR(ForEachRow(
+        fmt::format("SELECT {}, name, value FROM TARGET_INFO_SYSTEM_ENV WHERE name IN ('Hostname', 'DeviceEnvironment')",
+                    Col(kSystemEnvTable, "globalVid")),
+        [&](const sql::Statement& row) {
+          const std::string key = row.ColumnText(1);
+          std::string value = row.ColumnText(2);
+          if (key == "Hostname" && !value.empty()) {
+            if (std::optional<int64_t> vm = Int(row, 0)) hosts[VmKey(static_cast<uint64_t>(*vm))] = value;
+            any_host.insert(value);
+          } else if (key == "DeviceEnvironment") {
+            // NAME=value pairs separated by ';'.
+            size_t at = 0;
+            while (at <= value.size()) {
+              const size_t next = std::min(value.find(';', at), value.size());
+              const std::string_view pair = std::string_view(value).substr(at, next - at);
+              if (const size_t equals = pair.find('='); equals != std::string_view::npos && equals > 0) {
+                environment.emplace(std::string(pair.substr(0, equals)), std::string(pair.substr(equals + 1)));
+              }
+              at = next + 1;
+            }
+          }
+          return Status::Ok();
+        }));
+  }
+  // The launched process's command line and environment (schema 3: META_DATA_CAPTURE).
+  std::string launch_command;
+  std::map<std::string, std::string> launch_environment;
+  if (Has(kCaptureTable)) {
+    std::vector<std::string> arguments;
+    RS_RETURN_IF_ERROR(ForEachRow(
+        "SELECT name, value FROM META_DATA_CAPTURE WHERE name LIKE 'PROCESS\\_0:%' ESCAPE '\\'",
+        [&](const sql::Statement& row) {
+          const std::string key = row.ColumnText(0);
+          std::string value = row.ColumnText(1);
+          if (key == "PROCESS_0:COMMAND") {
+            launch_command = value;
+          } else if (StartsWith(key, "PROCESS_0:ARGUMENT_")) {
+            arguments.push_back(value);
+          } else if (key == "PROCESS_0:ENVIRONMENT_VARIABLE") {
+            if (const size_t equals = value.find('='); equals != std::string::npos && equals > 0) {
+              std::string text = value.substr(equals + 1);
+              if (text.size() >= 2 && text.front() == '"' && text.back() == '"') text = text.substr(1, text.size() - 2);
+              launch_environment.emplace(value.substr(0, equals), std::move(text));
+            }
+          }
+          return Status::Ok();
+        }));
+    for (const std::string& argument : arguments) launch_command += " " + argument;
+  }
+  launch_environment.insert(environment.begin(), environment.end());  // the capture's rows win
+
+  // Rank evidence, in order of preference.
+  const auto distinct = [&](auto rank_of) {
+    std::map<int, const Process*> seen;
+    for (const Process* process : order) {
+      if (std::optional<int> rank = rank_of(*process)) {
+        if (!seen.emplace(*rank, process).second) return false;
+      }
+    }
+    return true;
+  };
+  const auto count = [&](auto rank_of) {
+    return std::count_if(order.begin(), order.end(), [&](const Process* p) { return rank_of(*p).has_value(); });
+  };
+  const auto payload_rank = [](const Process& p) -> std::optional<int> {
+    return p.payload_rank ? std::optional<int>(p.payload_rank->first) : std::nullopt;
+  };
+  const auto mpi_rank = [](const Process& p) { return p.mpi_rank; };
+
+  RankSource source = RankSource::kProcessOrder;
+  std::string conflict;
+  if (count(payload_rank) > 0) {
+    if (distinct(payload_rank)) {
+      source = RankSource::kNcclPayload;
+    } else {
+      conflict = "NCCL init payloads give two processes the same rank";
+    }
+  }
+  if (source == RankSource::kProcessOrder && count(mpi_rank) > 0) {
+    if (distinct(mpi_rank)) {
+      source = RankSource::kMpi;
+    } else if (conflict.empty()) {
+      conflict = "nsys's MPI trace gives two processes the same rank";
+    }
+  }
+  std::optional<RankEnv> env_rank;
+  if (source == RankSource::kProcessOrder && order.size() == 1 && !launch_environment.empty()) {
+    Result<RankEnv> detected = DetectRank([&](const char* key) -> const char* {
+      const auto found = launch_environment.find(key);
+      return found == launch_environment.end() ? nullptr : found->second.c_str();
+    });
+    if (!detected.ok()) {
+      Note(fmt::format("the launch environment's rank variables are not usable ({})", detected.status().message()));
+    } else if (detected->rank) {
+      env_rank = *detected;
+      source = RankSource::kEnvironment;
+    }
+  }
+
+  const auto explicit_rank = [&](const Process* p) {
+    return (source == RankSource::kNcclPayload && p->payload_rank) || (source == RankSource::kMpi && p->mpi_rank) ||
+           source == RankSource::kEnvironment;
+  };
+  // The world communicator's size, for every process when some lack a payload.
+  std::optional<int> payload_world;
+  for (const Process* process : order) {
+    if (source == RankSource::kNcclPayload && process->payload_rank) {
+      payload_world = std::max(payload_world.value_or(0), process->payload_rank->second);
+    }
+  }
+  // Explicit ranks first, so that ranks the sink picks for the others cannot take theirs.
+  std::vector<Process*> creation = order;
+  std::stable_partition(creation.begin(), creation.end(), explicit_rank);
+  const std::string rank_source_meta = source == RankSource::kNcclPayload ? "nccl init payload"
+                                       : source == RankSource::kMpi        ? "nsys mpi trace"
+                                       : source == RankSource::kEnvironment ? "launch environment"
+                                                                            : "process order";
+  for (Process* process : creation) {
+    trace::RankIdentity who;
+    who.pid = process->pid;
+    who.command_line = process->name;
+    const bool launched = !launch_command.empty() && !process->name.empty() && processes_.size() == 1 &&
+                          fs::path(launch_command.substr(0, launch_command.find(' '))).filename() ==
+                              fs::path(process->name).filename();
+    if (launched) who.command_line = launch_command;
+    if (auto host = hosts.find(VmKey(process->key)); host != hosts.end()) {
+      who.host = host->second;
+    } else if (any_host.size() == 1) {
+      who.host = *any_host.begin();
+    }
+    switch (source) {
+      case RankSource::kNcclPayload:
+        if (process->payload_rank) who.rank = process->payload_rank->first;
+        who.world_size = payload_world;
+        break;
+      case RankSource::kMpi: who.rank = process->mpi_rank; break;
+      case RankSource::kEnvironment:
+        who.rank = env_rank->rank;
+        who.world_size = env_rank->world_size;
+        who.local_rank = env_rank->local_rank;
+        break;
+      case RankSource::kNone:
+      case RankSource::kProcessOrder: break;
+    }
+    const bool has_rank = who.rank.has_value();
+    // Process-order ranks are explained by one note of our own, not one per process.
+    Result<RankFileBuilder*> builder =
+        sink_.Rank(who, fmt::format("{} (pid {})", name_, process->pid), /*note_assignment=*/false);
+    if (!builder.ok()) return builder.status();
+    process->builder = *builder;
+    RankFileBuilder& b = **builder;
+    b.SetMeta("import.format", "nsys-sqlite");
+    b.SetMeta("import.source", name_);
+    b.SetMeta("import.rank_source", has_rank ? rank_source_meta : "process order");
+    b.SetMeta("nsys.schema_version", schema_version_);
+    if (auto product = export_meta_.find("EXPORT_PRODUCT_VERSION"); product != export_meta_.end()) {
+      b.SetMeta("nsys.product_version", product->second);
+    }
+    b.SetMeta("nsys.global_pid", std::to_string(process->key));
+    b.SetMeta("nsys.time_anchor", time_anchor_);
+    if (!launch_command.empty()) b.SetMeta("nsys.launch_command", launch_command);
+    for (const auto& [key, name] : categories_) {
+      const auto& [category_process, domain, category] = key;
+      if (category_process != process->key) continue;
+      b.SetMeta(fmt::format("nvtx.category.{}.{}", DomainName(category_process, domain), category), name);
+    }
+  }
+
+  // How ranks were chosen.
+  std::vector<std::string> list;
+  for (const Process* process : order) {
+    if (list.size() == 8) {
+      list.push_back(fmt::format("... {} more", order.size() - 8));
+      break;
+    }
+    const int rank = process->builder->identity().rank.value_or(-1);
+    list.push_back(fmt::format("pid {} = rank {}", process->pid, rank));
+  }
+  const std::string ranks = fmt::format("{}", fmt::join(list, ", "));
+  const bool all_explicit = std::all_of(order.begin(), order.end(), explicit_rank);
+  const std::string partial = all_explicit ? "" : "; the others by process order";
+  switch (source) {
+    case RankSource::kNcclPayload:
+      Note(fmt::format("ranks from NCCL's ncclCommInitRank payloads ({}){}", ranks, partial));
+      break;
+    case RankSource::kMpi: {
+      std::string evidence;
+      for (const Process* process : order) {
+        if (process->mpi_rank) {
+          evidence = process->mpi_evidence;
+          break;
+        }
+      }
+      Note(fmt::format("ranks from nsys's MPI trace, {} ({}){}", evidence, ranks, partial));
+      break;
+    }
+    case RankSource::kEnvironment:
+      Note(fmt::format("rank from the launch environment's {} variables ({})", env_rank->source, ranks));
+      break;
+    case RankSource::kNone:
+    case RankSource::kProcessOrder: {
+      std::string why = conflict.empty() ? "the export has no NCCL init payloads" : conflict;
+      const auto blobs = export_meta_.find("EXPORT_PARAM_INCLUDE_BLOBS");
+      if (conflict.empty() && (blobs == export_meta_.end() || blobs->second != "true")) {
+        why += " (nsys export --include-blobs=true keeps them)";
+      }
+      Note(fmt::format("ranks by process order ({}): {}", ranks, why));
+      break;
+    }
+  }
+  return Status::Ok();
+}
+
+// ---- strings, lanes, times -------------------------------------------------------------------
+
+Result<const std::string*> NsysImporter::String(int64_t id) {
+  auto found = string_cache_.find(id);
+  if (found != string_cache_.end()) return &found->second;
+  // Kernel, API and NVTX names are ids into StringIds: without it, NCCL kernels would pass
+  // for compute, so a name that cannot be read is an error, not an empty name.
+  if (!string_lookup_) {
+    return Error(StatusCode::kCorrupt, "the export has no StringIds table, so its kernel, API and NVTX names "
+                                       "cannot be read");
+  }
+  std::string value;
+  string_lookup_.BindInt(1, id);
+  const int rc = sqlite3_step(string_lookup_.get());
+  if (rc == SQLITE_ROW) {
+    value = string_lookup_.ColumnText(0);
+  } else if (rc != SQLITE_DONE) {
+    Status status = sql::FromSqlite(db_.get(), rc, "reading StringIds");
+    string_lookup_.Reset();
+    return Fail(status);
+  }
+  string_lookup_.Reset();
+  return &string_cache_.emplace(id, std::move(value)).first->second;
+}
+
+Result<trace::StringId> NsysImporter::StringFor(Process& process, std::optional<int64_t> id, std::string_view fallback) {
+  if (!id) return process.builder->Intern(fallback);
+  auto found = process.strings.find(*id);
+  if (found != process.strings.end()) return found->second;
+  Result<const std::string*> text = String(*id);
+  if (!text.ok()) return text.status();
+  const trace::StringId interned = process.builder->Intern((*text)->empty() ? fallback : std::string_view(**text));
+  process.strings.emplace(*id, interned);
+  return interned;
+}
+
+Result<std::optional<std::string>> NsysImporter::TextOrString(const sql::Statement& row, int text_column,
+                                                              int id_column) {
+  if (std::optional<std::string> text = Text(row, text_column)) return text;
+  const std::optional<int64_t> id = Int(row, id_column);
+  if (!id) return std::optional<std::string>();
+  RS_ASSIGN_OR_RETURN(const std::string* registered, String(*id));
+  return std::optional<std::string>(*registered);
+}
+
+// Kinds by the names of the export's ENUM table when it has one (an id it lacks is
+// unknown), else by nsys's documented numbers.
+trace::MemoryKind NsysImporter::MemoryKindOf(std::optional<int64_t> id) const {
+  if (!id) return trace::MemoryKind::kUnknown;
+  if (memory_kinds_.empty()) return DocumentedMemoryKind(*id);
+  auto named = memory_kinds_.find(*id);
+  return named != memory_kinds_.end() ? named->second : trace::MemoryKind::kUnknown;
+}
+
+trace::SyncKind NsysImporter::SyncKindOf(int64_t id) const {
+  if (sync_kinds_.empty()) return DocumentedSyncKind(id);
+  auto named = sync_kinds_.find(id);
+  return named != sync_kinds_.end() ? named->second : trace::SyncKind::kUnknown;
+}
+
+trace::OverheadKind NsysImporter::OverheadKindOf(int64_t id) const {
+  if (overhead_kinds_.empty()) return DocumentedOverheadKind(id);
+  auto named = overhead_kinds_.find(id);
+  return named != overhead_kinds_.end() ? named->second : trace::OverheadKind::kUnknown;
+}
+
+std::optional<WallSpan> NsysImporter::WallTimes(int64_t start, int64_t end) const {
+  if (!trace::CheckedDuration(start, end)) return std::nullopt;
+  int64_t wall_start = 0, wall_end = 0;
+  if (__builtin_add_overflow(start, clock_offset_, &wall_start) || __builtin_add_overflow(end, clock_offset_, &wall_end)) {
+    return std::nullopt;
+  }
+  return WallSpan{wall_start, wall_end};
+}
+
+Process* NsysImporter::RankProcess(uint64_t global_id) {
+  const uint64_t key = ProcessKey(global_id);
+  if (last_process_ != nullptr && key == last_key_) return last_process_;
+  auto found = processes_.find(key);
+  if (found == processes_.end() || found->second.builder == nullptr) return nullptr;
+  last_key_ = key;
+  last_process_ = &found->second;
+  return last_process_;
+}
+
+trace::LaneId NsysImporter::StreamLane(Process& process, int64_t device, int64_t context, int64_t stream) {
+  const auto key = std::make_tuple(static_cast<int32_t>(device), static_cast<uint32_t>(context), static_cast<uint64_t>(stream));
+  auto [it, inserted] = process.stream_lanes.try_emplace(key, trace::kNoLane);
+  if (inserted) {
+    trace::Lane lane;
+    lane.kind = trace::LaneKind::kGpuStream;
+    lane.device = std::get<0>(key);
+    lane.context = std::get<1>(key);
+    lane.stream = std::get<2>(key);
+    lane.pid = process.pid;
+    lane.name = fmt::format("stream {}", lane.stream);
+    it->second = process.builder->Lane(lane);
+  }
+  return it->second;
+}
+
+trace::LaneId NsysImporter::GpuLane(Process& process, const sql::Statement& row) {
+  return StreamLane(process, row.ColumnInt(3), Int(row, 4).value_or(0), row.ColumnInt(5));
+}
+
+trace::LaneId NsysImporter::ThreadLane(Process& process, int64_t tid) {
+  auto [it, inserted] = process.thread_lanes.try_emplace(tid, trace::kNoLane);
+  if (inserted) {
+    trace::Lane lane;
+    lane.kind = trace::LaneKind::kCpuThread;
+    lane.pid = process.pid;
+    lane.tid = tid;
+    const uint64_t global_tid = process.key | static_cast<uint64_t>(tid);
+    if (auto named = nvtx_thread_names_.find(global_tid); named != nvtx_thread_names_.end()) {
+      lane.name = named->second;
+    } else if (auto os = thread_names_.find(global_tid); os != thread_names_.end()) {
+      lane.name = os->second;
+    } else {
+      lane.name = fmt::format("thread {}", tid);
+    }
+    it->second = process.builder->Lane(lane);
+  }
+  return it->second;
+}
+
+std::string NsysImporter::DomainName(uint64_t process_key, int64_t domain) const {
+  if (auto named = domain_names_.find({process_key, domain}); named != domain_names_.end()) return named->second;
+  if (auto any = domain_names_any_.find(domain); any != domain_names_any_.end() && any->second.size() == 1) {
+    return *any->second.begin();
+  }
+  if (nccl_named_domains_.contains(domain)) return "NCCL";
+  if (domain == 0) return "";
+  return fmt::format("domain {}", domain);
+}
+
+trace::StringId NsysImporter::DomainFor(Process& process, int64_t domain) {
+  auto [it, inserted] = process.domains.try_emplace(domain, trace::kEmptyString);
+  if (inserted) {
+    const std::string name = DomainName(process.key, domain);
+    if (name == "NCCL") process.nccl = true;
+    it->second = process.builder->Intern(name);
+  }
+  return it->second;
+}
+
+// ---- event tables ----------------------------------------------------------------------------
+
+std::optional<EventTarget> NsysImporter::LocateEvent(TableStats& stats, uint64_t global_id, int64_t start, int64_t end) {
+  const std::optional<WallSpan> times = WallTimes(start, end);
+  if (!times) {
+    ++stats.bad_time;
+    return std::nullopt;
+  }
+  Process* process = RankProcess(global_id);
+  if (process == nullptr) {
+    ++stats.other_process;
+    ++other_process_events_[ProcessKey(global_id)];
+    return std::nullopt;
+  }
+  return EventTarget{process, *times};
+}
+
+template <typename Convert>
+Status NsysImporter::ForEachEvent(std::string_view table, const std::string& query, AlsoNeeds also, Convert&& convert) {
+  TableStats& stats = stats_[std::string(table)];
+  return ForEachRow(query, [&](const sql::Statement& row) -> Status {
+    const std::optional<int64_t> start = Int(row, 0), end = Int(row, 1), global_id = Int(row, 2);
+    if (!start || !end || !global_id || (also == AlsoNeeds::kDeviceAndStream && !HasDeviceAndStream(row))) {
+      ++stats.missing;
+      return Status::Ok();
+    }
+    const uint64_t id = static_cast<uint64_t>(*global_id);
+    const std::optional<EventTarget> target = LocateEvent(stats, id, *start, *end);
+    if (!target) return Status::Ok();
+    RS_RETURN_IF_ERROR(convert(*target->process, target->times, id, row));
+    // Syncs wait in pending_syncs, not in the batch: for them this flush has nothing to send.
+    target->process->builder->Flush();
+    ++stats.imported;
+    return Status::Ok();
+  });
+}
+
+Status NsysImporter::ImportKernels() {
+  if (!Has(kKernelTable)) return Status::Ok();
+  const std::string_view t = kKernelTable;
+  const std::string query = fmt::format(
+      "SELECT start, \"end\", globalPid, deviceId, {}, streamId, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {} FROM {}",
+      Col(t, "contextId"), Col(t, "correlationId"), Col(t, "demangledName"), Col(t, "shortName"), Col(t, "gridX"),
+      Col(t, "gridY"), Col(t, "gridZ"), Col(t, "blockX"), Col(t, "blockY"), Col(t, "blockZ"),
+      Col(t, "registersPerThread"), Col(t, "staticSharedMemory"), Col(t, "dynamicSharedMemory"), Ident(t));
+  const auto add_kernel = [&](Process& process, WallSpan times, uint64_t, const sql::Statement& row) -> Status {
+    trace::KernelEvent e;
+    e.lane = GpuLane(process, row);
+    e.start_ns = times.first;
+    e.end_ns = times.second;
+    // The demangled name, else the short one.
+    std::optional<int64_t> name_id;
+    const std::string* name_text = nullptr;
+    for (int column : {7, 8}) {
+      const std::optional<int64_t> id = Int(row, column);
+      if (!id) continue;
+      RS_ASSIGN_OR_RETURN(const std::string* text, String(*id));
+      if (text->empty()) continue;
+      name_id = id;
+      name_text = text;
+      break;
+    }
+    if (name_id) {
+      auto [it, inserted] = process.strings.try_emplace(*name_id, trace::kEmptyString);
+      if (inserted) {
+        it->second = process.builder->Intern(*name_text);
+        if (NormalizedKey(*name_text).find("nccl") != std::string::npos) process.nccl = true;
+      }
+      e.name = it->second;
+    } else {
+      e.name = process.builder->Intern("[unnamed kernel]");
+    }
+    e.correlation_id = static_cast<uint64_t>(Int(row, 6).value_or(0));
+    e.grid = {ClampU32(Int(row, 9)), ClampU32(Int(row, 10)), ClampU32(Int(row, 11))};
+    e.block = {ClampU32(Int(row, 12)), ClampU32(Int(row, 13)), ClampU32(Int(row, 14))};
+    e.registers_per_thread = ClampU32(Int(row, 15));
+    e.static_shared_bytes = ClampU32(Int(row, 16));
+    e.dynamic_shared_bytes = ClampU32(Int(row, 17));
+    process.builder->events().kernels.push_back(e);
+    return Status::Ok();
+  };
+  return ForEachEvent(t, query, AlsoNeeds::kDeviceAndStream, add_kernel);
+}
+
+Status NsysImporter::ImportMemcpys() {
+  if (!Has(kMemcpyTable)) return Status::Ok();
+  const std::string_view t = kMemcpyTable;
+  const std::string query =
+      fmt::format("SELECT start, \"end\", globalPid, deviceId, {}, streamId, {}, {}, {}, {}, {}, {}, {} FROM {}",
+                  Col(t, "contextId"), Col(t, "correlationId"), Col(t, "bytes"), Col(t, "copyKind"), Col(t, "srcKind"),
+                  Col(t, "dstKind"), Col(t, "srcDeviceId"), Col(t, "dstDeviceId"), Ident(t));
+  const auto device_id = [](std::optional<int64_t> id) {
+    return id && *id >= 0 && *id <= INT32_MAX ? static_cast<int32_t>(*id) : -1;
+  };
+  const auto add_memcpy = [&](Process& process, WallSpan times, uint64_t, const sql::Statement& row) -> Status {
+    trace::MemcpyEvent e;
+    e.lane = GpuLane(process, row);
+    e.start_ns = times.first;
+    e.end_ns = times.second;
+    e.correlation_id = static_cast<uint64_t>(Int(row, 6).value_or(0));
+    e.bytes = static_cast<uint64_t>(Int(row, 7).value_or(0));
+    const int64_t copy_kind = Int(row, 8).value_or(0);
+    e.copy_kind = copy_kind >= 0 && copy_kind <= static_cast<int64_t>(trace::CopyKind::kPeerToPeer)
+                      ? static_cast<trace::CopyKind>(copy_kind)
+                      : trace::CopyKind::kUnknown;
+    e.name = process.builder->Intern(CopyName(copy_kind));
+    e.src_kind = MemoryKindOf(Int(row, 9));
+    e.dst_kind = MemoryKindOf(Int(row, 10));
+    e.src_device = device_id(Int(row, 11));
+    e.dst_device = device_id(Int(row, 12));
+    process.builder->events().memcpys.push_back(e);
+    return Status::Ok();
+  };
+  return ForEachEvent(t, query, AlsoNeeds::kDeviceAndStream, add_memcpy);
+}
+
+Status NsysImporter::ImportMemsets() {
+  if (!Has(kMemsetTable)) return Status::Ok();
+  const std::string_view t = kMemsetTable;
+  const std::string query = fmt::format("SELECT start, \"end\", globalPid, deviceId, {}, streamId, {}, {}, {}, {} FROM {}",
+                                        Col(t, "contextId"), Col(t, "correlationId"), Col(t, "bytes"), Col(t, "value"),
+                                        Col(t, "memKind"), Ident(t));
+  const auto add_memset = [&](Process& process, WallSpan times, uint64_t, const sql::Statement& row) -> Status {
+    trace::MemsetEvent e;
+    e.lane = GpuLane(process, row);
+    e.start_ns = times.first;
+    e.end_ns = times.second;
+    e.name = process.builder->Intern("Memset");
+    e.correlation_id = static_cast<uint64_t>(Int(row, 6).value_or(0));
+    e.bytes = static_cast<uint64_t>(Int(row, 7).value_or(0));
+    e.value = static_cast<uint32_t>(Int(row, 8).value_or(0));
+    e.memory_kind = MemoryKindOf(Int(row, 9));
+    process.builder->events().memsets.push_back(e);
+    return Status::Ok();
+  };
+  return ForEachEvent(t, query, AlsoNeeds::kDeviceAndStream, add_memset);
+}
+
+// Synchronizations go on the thread whose API call made them (the runtime row with the same
+// correlation id), so they wait until the runtime table has been read.
+Status NsysImporter::CollectSyncs() {
+  if (!Has(kSyncTable)) return Status::Ok();
+  const std::string_view t = kSyncTable;
+  // Schema 3.x keeps the old column as deprecatedSyncType next to syncType.
+  const std::string type = HasColumn(t, "syncType") && HasColumn(t, "deprecatedSyncType")
+                               ? "COALESCE(syncType, deprecatedSyncType)"
+                               : HasColumn(t, "syncType") ? "syncType" : Col(t, "deprecatedSyncType");
+  const std::string query = fmt::format("SELECT start, \"end\", globalPid, {}, {}, {}, {}, {} FROM {}",
+                                        Col(t, "contextId"), Col(t, "streamId"), Col(t, "correlationId"), type,
+                                        Col(t, "eventId"), Ident(t));
+  const auto applicable = [](std::optional<int64_t> value) -> uint64_t {
+    return value && *value != kCuptiInvalid && *value >= 0 ? static_cast<uint64_t>(*value) : 0;
+  };
+  const auto collect_sync = [&](Process& process, WallSpan times, uint64_t, const sql::Statement& row) -> Status {
+    trace::SyncEvent e;
+    e.start_ns = times.first;
+    e.end_ns = times.second;
+    e.context = static_cast<uint32_t>(applicable(Int(row, 3)));
+    e.stream = applicable(Int(row, 4));
+    e.correlation_id = static_cast<uint64_t>(Int(row, 5).value_or(0));
+    if (std::optional<int64_t> kind = Int(row, 6)) e.sync_kind = SyncKindOf(*kind);
+    e.cuda_event_id = applicable(Int(row, 7));
+    e.name = process.builder->Intern(trace::DefaultName(e.sync_kind));
+    process.pending_syncs.push_back(e);
+    if (e.correlation_id != 0) process.sync_call_lanes.emplace(e.correlation_id, trace::kNoLane);
+    return Status::Ok();
+  };
+  return ForEachEvent(t, query, AlsoNeeds::kNothing, collect_sync);
+}
+
+Status NsysImporter::ImportRuntime() {
+  if (!Has(kRuntimeTable)) return Status::Ok();
+  const std::string_view t = kRuntimeTable;
+  const std::string query = fmt::format("SELECT start, \"end\", globalTid, {}, {}, {}, {}, {} FROM {}",
+                                        Col(t, "eventClass"), Col(t, "correlationId"), Col(t, "nameId"),
+                                        Col(t, "name"), Col(t, "returnValue"), Ident(t));
+  const auto add_call = [&](Process& process, WallSpan times, uint64_t global_tid,
+                            const sql::Statement& row) -> Status {
+    trace::ApiCallEvent e;
+    e.lane = ThreadLane(process, TidOf(global_tid));
+    e.start_ns = times.first;
+    e.end_ns = times.second;
+    const int64_t event_class = Int(row, 3).value_or(-1);
+    e.domain = event_class == 0   ? trace::ApiDomain::kRuntime
+               : event_class == 1 ? trace::ApiDomain::kDriver
+                                  : trace::ApiDomain::kUnknown;
+    e.correlation_id = static_cast<uint64_t>(Int(row, 4).value_or(0));
+    // API names are few: intern each StringIds id once, without its "_v7000" suffix.
+    const std::optional<int64_t> name_id = Int(row, 5);
+    auto cached = name_id ? process.api_names.find(*name_id) : process.api_names.end();
+    if (cached != process.api_names.end()) {
+      e.name = cached->second;
+    } else {
+      std::string name;
+      if (name_id) {
+        Result<const std::string*> text = String(*name_id);
+        if (!text.ok()) return text.status();
+        name = **text;
+      }
+      if (name.empty()) name = Text(row, 6).value_or("");
+      e.name =
+          process.builder->Intern(name.empty() ? std::string_view("[unnamed API call]") : trace::WithoutApiVersion(name));
+      if (name_id) process.api_names.emplace(*name_id, e.name);
+    }
+    e.return_code = static_cast<int32_t>(Int(row, 7).value_or(0));
+    if (e.correlation_id != 0) {
+      if (auto waiting = process.sync_call_lanes.find(e.correlation_id); waiting != process.sync_call_lanes.end()) {
+        waiting->second = e.lane;
+      }
+    }
+    process.builder->events().api_calls.push_back(e);
+    return Status::Ok();
+  };
+  return ForEachEvent(t, query, AlsoNeeds::kNothing, add_call);
+}
+
+void NsysImporter::EmitSyncs() {
+  for (auto& [key, process] : processes_) {
+    if (process.builder == nullptr) continue;
+    trace::LaneId unknown = trace::kNoLane;
+    for (trace::SyncEvent& sync : process.pending_syncs) {
+      auto call = process.sync_call_lanes.find(sync.correlation_id);
+      sync.lane = call != process.sync_call_lanes.end() ? call->second : trace::kNoLane;
+      if (sync.lane == trace::kNoLane) {
+        if (unknown == trace::kNoLane) {
+          trace::Lane lane;
+          lane.kind = trace::LaneKind::kCpuThread;
+          lane.pid = process.pid;
+          lane.tid = 0;
+          lane.name = "CUDA synchronization (thread unknown)";
+          unknown = process.builder->Lane(lane);
+        }
+        sync.lane = unknown;
+      }
+      process.builder->events().syncs.push_back(sync);
+      process.builder->Flush();
+    }
+    std::vector<trace::SyncEvent>().swap(process.pending_syncs);
+    process.sync_call_lanes.clear();
+  }
+}
+
+// NVTX rows do not fit ForEachEvent: globalTid is column 3, and only ranges need an end
+// (a range without one never ended: counted as unclosed, not missing). The checks after
+// that are the other tables', LocateEvent's.
+Status NsysImporter::ImportNvtx() {
+  if (!Has(kNvtxTable)) return Status::Ok();
+  const std::string_view t = kNvtxTable;
+  const std::string query = fmt::format(
+      "SELECT start, \"end\", eventType, globalTid, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {} "
+      "FROM NVTX_EVENTS WHERE eventType IN ({}, {}, {})",
+      Col(t, "endGlobalTid"), Col(t, "text"), Col(t, "textId"), Col(t, "domainId"), Col(t, "category"),
+      Col(t, "color"), Col(t, "uint64Value"), Col(t, "int64Value"), Col(t, "doubleValue"), Col(t, "uint32Value"),
+      Col(t, "int32Value"), Col(t, "floatValue"), Col(t, "jsonText"), Col(t, "jsonTextId"), Col(t, "binaryData"),
+      kNvtxMark, kNvtxPushPop, kNvtxStartEnd);
+  TableStats& stats = stats_[std::string(t)];
+  return ForEachRow(query, [&](const sql::Statement& row) -> Status {
+    const std::optional<int64_t> start = Int(row, 0), end = Int(row, 1), type = Int(row, 2), global_tid = Int(row, 3);
+    if (!start || !type || !global_tid) {
+      ++stats.missing;
+      return Status::Ok();
+    }
+    const bool mark = *type == kNvtxMark;
+    if (!mark && !end) {
+      ++stats.unclosed;
+      return Status::Ok();
+    }
+    const std::optional<EventTarget> target =
+        LocateEvent(stats, static_cast<uint64_t>(*global_tid), *start, mark ? *start : *end);
+    if (!target) return Status::Ok();
+    Process* process = target->process;
+    const WallSpan& times = target->times;
+    trace::NvtxAttributes attributes;
+    const int64_t domain = Int(row, 7).value_or(0);
+    attributes.domain = DomainFor(*process, domain);
+    attributes.category = ClampU32(Int(row, 8));
+    attributes.color = static_cast<uint32_t>(Int(row, 9).value_or(0));
+    static constexpr trace::PayloadKind kScalarKinds[] = {trace::PayloadKind::kUint64, trace::PayloadKind::kInt64,
+                                                          trace::PayloadKind::kDouble, trace::PayloadKind::kUint32,
+                                                          trace::PayloadKind::kInt32,  trace::PayloadKind::kFloat};
+    for (int i = 0; i < 6; ++i) {
+      const trace::PayloadKind kind = kScalarKinds[i];
+      const bool real = kind == trace::PayloadKind::kDouble || kind == trace::PayloadKind::kFloat;
+      if (real) {
+        if (std::optional<double> value = Real(row, 10 + i)) {
+          attributes.payload = {kind, 0, *value};
+          break;
+        }
+      } else if (std::optional<int64_t> value = Int(row, 10 + i)) {
+        attributes.payload = {kind, *value, 0.0};
+        break;
+      }
+    }
+    RS_ASSIGN_OR_RETURN(const std::optional<std::string> json, TextOrString(row, 16, 17));
+    if (json && !json->empty()) {
+      attributes.args =
+          process->builder->Intern(json->front() == '{' ? *json : Json{{"json", *json}}.dump(-1, ' ', false,
+                                                                                                Json::error_handler_t::replace));
+    } else if (sqlite3_column_type(row.get(), 18) != SQLITE_NULL) {
+      if (std::optional<Json> decoded = DecodeBlob(BlobBytes(row, 18), payload_schemas_)) {
+        attributes.args = process->builder->Intern(decoded->dump(-1, ' ', false, Json::error_handler_t::replace));
+      }
+    }
+    std::optional<std::string> text = Text(row, 5);
+    trace::StringId name = trace::kEmptyString;
+    if (text) {
+      name = process->builder->Intern(*text);
+    } else {
+      RS_ASSIGN_OR_RETURN(name, StringFor(*process, Int(row, 6), ""));
+    }
+    const trace::LaneId lane = ThreadLane(*process, TidOf(static_cast<uint64_t>(*global_tid)));
+    if (mark) {
+      trace::NvtxMarkEvent e;
+      static_cast<trace::NvtxAttributes&>(e) = attributes;
+      e.lane = lane;
+      e.start_ns = e.end_ns = times.first;
+      e.name = name;
+      process->builder->events().nvtx_marks.push_back(e);
+    } else {
+      trace::NvtxRangeEvent e;
+      static_cast<trace::NvtxAttributes&>(e) = attributes;
+      e.lane = lane;
+      e.start_ns = times.first;
+      e.end_ns = times.second;
+      e.name = name;
+      e.style = *type == kNvtxStartEnd ? trace::NvtxRangeStyle::kStartEnd : trace::NvtxRangeStyle::kPushPop;
+      if (e.style == trace::NvtxRangeStyle::kStartEnd) {
+        const std::optional<int64_t> end_tid = Int(row, 4);
+        if (end_tid && *end_tid != *global_tid && ProcessKey(static_cast<uint64_t>(*end_tid)) == process->key) {
+          e.end_lane = ThreadLane(*process, TidOf(static_cast<uint64_t>(*end_tid)));
+        }
+      }
+      process->builder->events().nvtx_ranges.push_back(e);
+    }
+    process->builder->Flush();
+    ++stats.imported;
+    return Status::Ok();
+  });
+}
+
+Status NsysImporter::ImportOverheads() {
+  if (!Has(kOverheadTable)) return Status::Ok();
+  const std::string_view t = kOverheadTable;
+  const std::string query = fmt::format("SELECT start, \"end\", globalTid, {}, {}, {} FROM {}", Col(t, "overheadType"),
+                                        Col(t, "nameId"), Col(t, "correlationId"), Ident(t));
+  const auto add_overhead = [&](Process& process, WallSpan times, uint64_t global_tid,
+                                const sql::Statement& row) -> Status {
+    trace::OverheadEvent e;
+    e.lane = ThreadLane(process, TidOf(global_tid));
+    e.start_ns = times.first;
+    e.end_ns = times.second;
+    if (std::optional<int64_t> kind = Int(row, 3)) e.overhead_kind = OverheadKindOf(*kind);
+    RS_ASSIGN_OR_RETURN(e.name, StringFor(process, Int(row, 4), trace::DefaultName(e.overhead_kind)));
+    e.correlation_id = static_cast<uint64_t>(Int(row, 5).value_or(0));
+    process.builder->events().overheads.push_back(e);
+    return Status::Ok();
+  };
+  return ForEachEvent(t, query, AlsoNeeds::kNothing, add_overhead);
+}
+
+void NsysImporter::WriteNotes() {
+  std::vector<std::string> skipped;
+  uint64_t unclosed = 0;
+  for (const auto& [table, stats] : stats_) {
+    unclosed += stats.unclosed;
+    std::vector<std::string> why;
+    if (stats.missing > 0) why.push_back(fmt::format("{} lacking a value they need", stats.missing));
+    if (stats.bad_time > 0) why.push_back(fmt::format("{} ending before they start", stats.bad_time));
+    if (!why.empty()) skipped.push_back(fmt::format("{} {}", table, fmt::join(why, " and ")));
+  }
+  if (!skipped.empty()) Note(fmt::format("skipped rows: {}", fmt::join(skipped, "; ")));
+  if (unclosed > 0) Note(fmt::format("left out {} NVTX ranges that never ended (no end time)", unclosed));
+  if (!other_process_events_.empty()) {
+    uint64_t events = 0;
+    std::vector<std::string> examples;
+    for (const auto& [key, count] : other_process_events_) {
+      events += count;
+      if (examples.size() < 4) {
+        auto name = process_names_.find(key);
+        examples.push_back(name != process_names_.end() && !name->second.empty()
+                               ? fmt::format("pid {} {}", PidOf(key), Printable(name->second))
+                               : fmt::format("pid {}", PidOf(key)));
+      }
+    }
+    if (other_process_events_.size() > examples.size()) {
+      examples.push_back(fmt::format("{} more", other_process_events_.size() - examples.size()));
+    }
+    Note(fmt::format("left out {} events of {} processes without CUDA activity or API calls ({})", events,
+                     other_process_events_.size(), fmt::join(examples, ", ")));
+  }
+  for (std::string& note : notes_) sink_.Note(std::move(note));
+  notes_.clear();
+}
+
+Status NsysImporter::Run() {
+  RS_RETURN_IF_ERROR(OpenAndCheckVersion());
+  RS_RETURN_IF_ERROR(ProbeTables());
+  RS_RETURN_IF_ERROR(ReadClock());
+  RS_RETURN_IF_ERROR(ReadEnums());
+  RS_RETURN_IF_ERROR(FindRankProcesses());
+  RS_RETURN_IF_ERROR(ReadProcessInfo());
+  RS_RETURN_IF_ERROR(ScanNvtxMetadata());
+  RS_RETURN_IF_ERROR(ReadMpiRanks());
+  RS_RETURN_IF_ERROR(ChooseRanksAndCreateFiles());
+  RS_RETURN_IF_ERROR(ImportKernels());
+  RS_RETURN_IF_ERROR(ImportMemcpys());
+  RS_RETURN_IF_ERROR(ImportMemsets());
+  RS_RETURN_IF_ERROR(CollectSyncs());
+  RS_RETURN_IF_ERROR(ImportRuntime());
+  EmitSyncs();
+  RS_RETURN_IF_ERROR(ImportNvtx());
+  RS_RETURN_IF_ERROR(ImportOverheads());
+  for (auto& [key, process] : processes_) {
+    if (process.builder == nullptr) continue;
+    if (process.nccl) process.builder->SetMeta(trace::meta_key::kBackend, "nccl");
+    process.builder->Flush(/*force=*/true);
+  }
+  WriteNotes();
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ImportNsys(const fs::path& file, RunSink& sink) {
+  NsysImporter importer(file, sink);
+  return importer.Run();
+}
+
+}  // namespace rankscope::interop::import

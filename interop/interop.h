@@ -1,0 +1,92 @@
+// Other tools' traces in, rankscope's out: PyTorch profiler (Kineto) JSON and Nsight Systems
+// SQLite exports become rankscope run directories, so every command and the viewer work on
+// them; a run becomes Chrome trace-event JSON that Perfetto UI and chrome://tracing open.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+
+namespace rankscope::interop {
+
+enum class TraceFormat {
+  kRankscopeRun,   // a run directory of rank files
+  kRankscopeFile,  // one rank file
+  kKinetoJson,     // PyTorch profiler / Kineto trace (.json or .json.gz), one rank
+  kKinetoRun,      // a directory of Kineto traces, one per rank, and no rank files
+  kNsysSqlite,     // `nsys export --type sqlite`, one rank per process
+  kRankscopeReport,  // a JSON report of rankscope analyze or scale: figures, not a trace
+};
+
+std::string_view TraceFormatName(TraceFormat format);
+
+// What `path` is, from its contents (not its name): SQLite files by their tables, gzip by
+// its magic, JSON by its first MiB (a Kineto trace has "traceEvents" before its events, a
+// rankscope report starts with its "format"). One line naming the path for anything else.
+Result<TraceFormat> DetectTraceFormat(const std::filesystem::path& path);
+
+struct ImportOptions {
+  std::string run_id{};    // empty: a new one
+  bool overwrite = false;  // an existing run directory's rank files are replaced
+};
+
+struct ImportResult {
+  std::vector<std::filesystem::path> rank_files;  // written, by rank
+  std::vector<std::string> notes;  // one line each: how ranks were chosen, what was left out
+  uint64_t events = 0;
+};
+
+// Converts Kineto traces (one rank each) and nsys SQLite exports (one rank per process of
+// the report) into the rank files of one run in `run_dir`, created if missing; rank files
+// already there are refused unless `options.overwrite`. Ranks must not repeat across
+// inputs. On error nothing half-written is left behind: files written so far are removed.
+Result<ImportResult> ImportTraces(const std::vector<std::filesystem::path>& inputs, const std::filesystem::path& run_dir,
+                                  const ImportOptions& options = {});
+
+// What commands that read runs work on: `inputs` as the user gave them. A run directory or a
+// rank file stands for itself; foreign traces (Kineto files, a directory of them, an nsys
+// export) are imported into a temporary run, removed when this object goes.
+class ResolvedRun {
+ public:
+  ResolvedRun(std::filesystem::path path, std::filesystem::path temporary, std::vector<std::string> notes,
+              std::string display);
+  ~ResolvedRun();
+  ResolvedRun(const ResolvedRun&) = delete;
+  ResolvedRun& operator=(const ResolvedRun&) = delete;
+
+  const std::filesystem::path& path() const { return path_; }  // a run directory or rank file
+  bool imported() const { return !temporary_.empty(); }
+  const std::vector<std::string>& notes() const { return notes_; }
+  // What the user gave ("a.json, b.json" for several inputs): how reports name the run.
+  const std::string& display() const { return display_; }
+  // `message` (a warning or error about path()) naming the user's inputs instead of the
+  // temporary import.
+  std::string Describe(std::string message) const;
+
+ private:
+  std::filesystem::path path_;
+  std::filesystem::path temporary_;
+  std::vector<std::string> notes_;
+  std::string display_;
+};
+
+// Several inputs must all be foreign traces of one run (Kineto files, one per rank).
+Result<std::unique_ptr<ResolvedRun>> ResolveRun(const std::vector<std::filesystem::path>& inputs);
+
+struct ChromeExportResult {
+  uint64_t events = 0;  // trace events written, flows and metadata included
+  int ranks = 0;
+};
+
+// Writes `run` (a run directory or rank file) as Chrome trace-event JSON: one process per
+// rank, one thread per lane, NVTX nesting, flows from each launch to its kernel, rank
+// metadata; gzip-compressed when `out` ends in ".gz". Written to a temporary file and
+// renamed, so `out` is never half-written.
+Result<ChromeExportResult> ExportChromeTrace(const std::filesystem::path& run, const std::filesystem::path& out);
+
+}  // namespace rankscope::interop

@@ -1,0 +1,79 @@
+// Formatting shared by every front end of a Report: the text, Markdown and HTML writers and
+// the viewer's Run tab, so that all of them show the same numbers the same way.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "analyzer/report.h"
+#include "base/format.h"
+
+namespace rankscope::report {
+
+// "cpu" for the CPU backend (device -1), else "gpu N".
+std::string DeviceName(int device);
+// "rank 3 gpu 0" / "rank 3 cpu": one DeviceReport in charts and messages.
+std::string DeviceLabel(int rank, int device);
+
+// A "nice" chart tick spacing (1, 2 or 5 times a power of ten) giving about `ticks`
+// ticks over [0, span]; 1 for an empty span.
+double NiceStep(double span, int ticks);
+
+// One table of the report, as already-formatted cells; each writer only lays it out.
+struct Table {
+  std::vector<std::string> header;
+  std::vector<bool> numeric;  // per column: right-aligned
+  std::vector<std::vector<std::string>> rows;
+  // The column that gives up width first when a terminal table is too wide (names).
+  std::optional<size_t> flexible_column;
+  std::vector<std::string> notes;  // footnotes to print under the table
+};
+
+// "label: value" lines of the run summary: run, ranks, steps, step time, throughput,
+// workload, events, collectives.
+std::vector<std::pair<std::string, std::string>> SummaryItems(const analyzer::Report& report);
+// One row per DeviceReport: medians over the aggregated steps (StepStats), or the
+// whole-trace totals for a device without aggregated steps (marked and noted).
+Table RankTable(const analyzer::Report& report, bool with_host);
+// RunSummary::metrics: median over ranks and the worst rank.
+Table RunMetricTable(const analyzer::Report& report);
+// The first `limit` top activities, with their share of the summed device time.
+Table TopActivityTable(const analyzer::Report& report, size_t limit);
+// One row per collective kind: count, bytes per op, median busbw, wait, transfer.
+Table CollectiveTable(const analyzer::Report& report);
+// "collectives: NCCL kernels, 120 matched, 0 unmatched"; empty when none were seen.
+std::string CollectiveSourceLine(const analyzer::Report& report);
+// "clock: ..." when the ranks ran on more than one host; empty otherwise.
+std::string ClockLine(const analyzer::Report& report);
+// "stragglers: rank 3 (last in 7 of 8 steps, caused 412 ms of wait)" or
+// "stragglers: none (max/median step time 1.02)".
+std::string StragglerLine(const analyzer::Report& report);
+
+// ---- layouts shared by every report writer (table_layout.cc) --------------------------
+
+// Terminal reports are at most this wide.
+inline constexpr size_t kMaxTextColumns = 100;
+// `text` padded with spaces to `width` columns, on the left when right-aligned.
+std::string Pad(std::string_view text, size_t width, bool right_aligned);
+// Aligned columns, header first, then the notes; when wider than kMaxTextColumns the
+// flexible column (names) is cut to fit.
+std::string TableToText(const Table& table);
+// Breaks `text` at spaces into lines of at most kMaxTextColumns; continuation lines are
+// indented. A word longer than a line is cut later, by ClampLines.
+void AppendWrapped(std::string_view text, std::string_view indent, std::string& out);
+// Every line cut to kMaxTextColumns: the width limit for what a layout did not foresee.
+std::string ClampLines(std::string_view text);
+// A GitHub-flavoured Markdown table, then the notes in italics.
+std::string TableToMarkdown(const Table& table);
+// An HTML table (numeric columns right-aligned), then the notes; `name_first_column` sets
+// the first column in a narrow monospace style for long names.
+std::string TableToHtml(const Table& table, bool name_first_column = false);
+// The start of a self-contained page (inline style, no scripts), up to its <h1>, and its end.
+std::string HtmlPageStart(std::string_view title, std::string_view tool_version);
+std::string HtmlPageEnd();
+
+}  // namespace rankscope::report

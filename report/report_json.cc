@@ -1,0 +1,323 @@
+// The Report as JSON (docs/report-json.md). Keys are the struct field names, in the structs'
+// order; an empty std::optional and a non-finite double are null.
+#include <cmath>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "compare/comparable_json.h"
+#include "report/report_writers.h"
+
+namespace rankscope::report {
+
+using analyzer::kReportFormat;
+using analyzer::ActivityClassName;
+using analyzer::ActivitySummary;
+using analyzer::Breakdown;
+using analyzer::ClockAlignment;
+using analyzer::CollectiveKindSummary;
+using analyzer::CrossRank;
+using analyzer::DeviceReport;
+using analyzer::HostClock;
+using analyzer::RankWait;
+using analyzer::Report;
+using analyzer::RunInfo;
+using analyzer::RunMetric;
+using analyzer::RunSummary;
+using analyzer::Stats;
+using analyzer::StepMetrics;
+using analyzer::StepSelection;
+using analyzer::StepStats;
+using analyzer::StepWait;
+using analyzer::Workload;
+using compare::ComparableRunToJson;
+using compare::MakeComparable;
+namespace {
+
+// Keeps the structs' field order, which reads better than sorted keys.
+using Json = nlohmann::ordered_json;
+
+// NaN and infinity are not JSON: scripts get null instead.
+Json Number(double value) { return std::isfinite(value) ? Json(value) : Json(nullptr); }
+
+template <typename T>
+Json Optional(const std::optional<T>& value) {
+  if (!value) return nullptr;
+  if constexpr (std::is_floating_point_v<T>) {
+    return Number(*value);
+  } else {
+    return Json(*value);
+  }
+}
+
+Json IntArray(const std::vector<int>& values) {
+  Json array = Json::array();
+  for (const int value : values) array.push_back(value);
+  return array;
+}
+
+Json StringArray(const std::vector<std::string>& values) {
+  Json array = Json::array();
+  for (const std::string& value : values) array.push_back(value);
+  return array;
+}
+
+// Adds the Breakdown fields to `object`: a Breakdown of its own, or flattened into a step.
+void AddBreakdown(const Breakdown& breakdown, Json& object) {
+  object["window_ns"] = breakdown.window_ns;
+  object["compute_ns"] = breakdown.compute_ns;
+  object["comm_ns"] = breakdown.comm_ns;
+  object["memory_ns"] = breakdown.memory_ns;
+  object["overlap_ns"] = breakdown.overlap_ns;
+  object["exposed_comm_ns"] = breakdown.exposed_comm_ns;
+  object["busy_ns"] = breakdown.busy_ns;
+  object["idle_ns"] = breakdown.idle_ns;
+  object["compute_only_ns"] = breakdown.compute_only_ns;
+  object["comm_only_ns"] = breakdown.comm_only_ns;
+  object["memory_only_ns"] = breakdown.memory_only_ns;
+  object["overlap_pct"] = Number(breakdown.overlap_pct);
+  object["comm_compute_ratio"] = Optional(breakdown.comm_compute_ratio);
+  object["utilization_pct"] = Number(breakdown.utilization_pct);
+}
+
+Json BreakdownToJson(const Breakdown& breakdown) {
+  Json object = Json::object();
+  AddBreakdown(breakdown, object);
+  return object;
+}
+
+Json StatsToJson(const Stats& stats) {
+  return Json{{"count", stats.count},
+              {"median", Number(stats.median)},
+              {"min", Number(stats.min)},
+              {"max", Number(stats.max)},
+              {"p90", Number(stats.p90)}};
+}
+
+Json OptionalStats(const std::optional<Stats>& stats) { return stats ? StatsToJson(*stats) : Json(nullptr); }
+
+Json StepStatsToJson(const StepStats& stats) {
+  Json object = Json::object();
+  object["step_ns"] = StatsToJson(stats.step_ns);
+  object["compute_ns"] = StatsToJson(stats.compute_ns);
+  object["comm_ns"] = StatsToJson(stats.comm_ns);
+  object["memory_ns"] = StatsToJson(stats.memory_ns);
+  object["overlap_ns"] = StatsToJson(stats.overlap_ns);
+  object["exposed_comm_ns"] = StatsToJson(stats.exposed_comm_ns);
+  object["busy_ns"] = StatsToJson(stats.busy_ns);
+  object["idle_ns"] = StatsToJson(stats.idle_ns);
+  object["overlap_pct"] = StatsToJson(stats.overlap_pct);
+  object["comm_compute_ratio"] = StatsToJson(stats.comm_compute_ratio);
+  object["utilization_pct"] = StatsToJson(stats.utilization_pct);
+  object["wait_ns"] = StatsToJson(stats.wait_ns);
+  return object;
+}
+
+Json StepToJson(const StepMetrics& step) {
+  Json object = Json::object();
+  object["number"] = step.number;
+  object["start_ns"] = step.start_ns;
+  object["end_ns"] = step.end_ns;
+  object["aggregated"] = step.aggregated;
+  AddBreakdown(step.breakdown, object);
+  object["wait_ns"] = step.wait_ns;
+  return object;
+}
+
+Json DeviceToJson(const DeviceReport& device) {
+  Json steps = Json::array();
+  for (const StepMetrics& step : device.steps) steps.push_back(StepToJson(step));
+  Json object = Json::object();
+  object["rank"] = device.rank;
+  object["device"] = device.device;
+  object["host"] = device.host;
+  object["totals"] = BreakdownToJson(device.totals);
+  object["steps"] = std::move(steps);
+  object["step_stats"] = StepStatsToJson(device.step_stats);
+  object["wait_ns"] = device.wait_ns;
+  object["transfer_ns"] = device.transfer_ns;
+  return object;
+}
+
+Json WorkloadToJson(const Workload& workload) {
+  Json object = Json::object();
+  object["command"] = workload.command;
+  object["backend"] = workload.backend;
+  object["world_size"] = Optional(workload.world_size);
+  object["batch_per_rank"] = Optional(workload.batch_per_rank);
+  object["accumulation"] = Optional(workload.accumulation);
+  object["global_batch"] = Optional(workload.global_batch);
+  object["steps"] = Optional(workload.steps);
+  object["parameters"] = Optional(workload.parameters);
+  object["source"] = workload.source;
+  return object;
+}
+
+Json RunInfoToJson(const RunInfo& run) {
+  Json object = Json::object();
+  object["directory"] = run.directory;
+  object["run_id"] = run.run_id;
+  object["world_size"] = Optional(run.world_size);
+  object["ranks"] = IntArray(run.ranks);
+  object["missing_ranks"] = IntArray(run.missing_ranks);
+  object["ranks_without_activity"] = IntArray(run.ranks_without_activity);
+  object["unfinished_files"] = StringArray(run.unfinished_files);
+  object["events"] = run.events;
+  object["invalid_events"] = run.invalid_events;
+  object["dropped_events"] = run.dropped_events;
+  return object;
+}
+
+Json StepSelectionToJson(const StepSelection& steps) {
+  Json object = Json::object();
+  object["source"] = steps.source;
+  object["skip_steps"] = steps.skip_steps;
+  object["first"] = Optional(steps.first);
+  object["last"] = Optional(steps.last);
+  object["steps_found"] = steps.steps_found;
+  object["steps_aggregated"] = steps.steps_aggregated;
+  return object;
+}
+
+Json ActivityToJson(const ActivitySummary& activity) {
+  Json object = Json::object();
+  object["name"] = activity.name;
+  object["activity_class"] = ActivityClassName(activity.activity_class);
+  object["count"] = activity.count;
+  object["total_ns"] = activity.total_ns;
+  return object;
+}
+
+Json CollectiveKindToJson(const CollectiveKindSummary& kind) {
+  Json object = Json::object();
+  object["kind"] = kind.kind;
+  object["op"] = kind.op;
+  object["count"] = kind.count;
+  object["total_bytes"] = kind.total_bytes;
+  object["wait_ns"] = kind.wait_ns;
+  object["transfer_ns"] = kind.transfer_ns;
+  object["busbw_gbps"] = OptionalStats(kind.busbw_gbps);
+  return object;
+}
+
+Json HostClockToJson(const HostClock& host) {
+  Json object = Json::object();
+  object["host"] = host.host;
+  object["ranks"] = IntArray(host.ranks);
+  object["offset_ns"] = host.offset_ns;
+  object["collectives_used"] = host.collectives_used;
+  return object;
+}
+
+Json ClockToJson(const ClockAlignment& clock) {
+  Json hosts = Json::array();
+  for (const HostClock& host : clock.hosts) hosts.push_back(HostClockToJson(host));
+  Json object = Json::object();
+  object["hosts"] = std::move(hosts);
+  object["applied"] = clock.applied;
+  object["residual_ns"] = OptionalStats(clock.residual_ns);
+  return object;
+}
+
+Json RankWaitToJson(const RankWait& wait) {
+  Json object = Json::object();
+  object["rank"] = wait.rank;
+  object["wait_ns"] = wait.wait_ns;
+  object["transfer_ns"] = wait.transfer_ns;
+  object["times_last"] = wait.times_last;
+  object["wait_caused_ns"] = wait.wait_caused_ns;
+  object["steps_most_wait"] = wait.steps_most_wait;
+  object["straggler"] = wait.straggler;
+  return object;
+}
+
+Json StepWaitToJson(const StepWait& step) {
+  Json object = Json::object();
+  object["step"] = step.step;
+  object["aggregated"] = step.aggregated;
+  object["wait_ns"] = step.wait_ns;
+  object["last_rank"] = Optional(step.last_rank);
+  return object;
+}
+
+Json CrossRankToJson(const CrossRank& cross_rank) {
+  Json kinds = Json::array();
+  for (const CollectiveKindSummary& kind : cross_rank.kinds) kinds.push_back(CollectiveKindToJson(kind));
+  Json waits = Json::array();
+  for (const RankWait& wait : cross_rank.waits) waits.push_back(RankWaitToJson(wait));
+  Json steps = Json::array();
+  for (const StepWait& step : cross_rank.steps) steps.push_back(StepWaitToJson(step));
+  Json object = Json::object();
+  object["collective_source"] = cross_rank.collective_source;
+  object["matched"] = cross_rank.matched;
+  object["unmatched"] = cross_rank.unmatched;
+  object["kinds"] = std::move(kinds);
+  object["clock"] = ClockToJson(cross_rank.clock);
+  object["ranks"] = IntArray(cross_rank.ranks);
+  object["waits"] = std::move(waits);
+  object["steps"] = std::move(steps);
+  object["stragglers"] = IntArray(cross_rank.stragglers);
+  object["step_time_spread"] = Optional(cross_rank.step_time_spread);
+  object["compute_time_spread"] = Optional(cross_rank.compute_time_spread);
+  return object;
+}
+
+Json RunMetricToJson(const RunMetric& metric) {
+  Json object = Json::object();
+  object["name"] = metric.name;
+  object["median"] = Number(metric.median);
+  object["worst"] = Number(metric.worst);
+  object["worst_rank"] = metric.worst_rank;
+  object["worst_device"] = metric.worst_device;
+  object["higher_is_better"] = metric.higher_is_better;
+  return object;
+}
+
+Json SummaryToJson(const RunSummary& summary) {
+  Json metrics = Json::array();
+  for (const RunMetric& metric : summary.metrics) metrics.push_back(RunMetricToJson(metric));
+  Json object = Json::object();
+  object["ranks"] = summary.ranks;
+  object["steps"] = summary.steps;
+  object["step_time_ns"] = Optional(summary.step_time_ns);
+  object["throughput"] = Optional(summary.throughput);
+  object["metrics"] = std::move(metrics);
+  return object;
+}
+
+Json ReportToJsonValue(const Report& report) {
+  Json ranks = Json::array();
+  for (const DeviceReport& device : report.ranks) ranks.push_back(DeviceToJson(device));
+  Json activities = Json::array();
+  for (const ActivitySummary& activity : report.top_activities) activities.push_back(ActivityToJson(activity));
+  Json object = Json::object();
+  object["format"] = kReportFormat;
+  object["version"] = report.version;
+  object["tool_version"] = report.tool_version;
+  object["run"] = RunInfoToJson(report.run);
+  object["workload"] = WorkloadToJson(report.workload);
+  object["steps"] = StepSelectionToJson(report.steps);
+  object["comm_patterns"] = StringArray(report.comm_patterns);
+  object["compute_patterns"] = StringArray(report.compute_patterns);
+  object["summary"] = SummaryToJson(report.summary);
+  object["ranks"] = std::move(ranks);
+  object["top_activities"] = std::move(activities);
+  object["cross_rank"] = CrossRankToJson(report.cross_rank);
+  object["warnings"] = StringArray(report.warnings);
+  // What `rankscope compare` and `scale` read back: the report doubles as a baseline.
+  object["comparable"] = ComparableRunToJson(MakeComparable(report));
+  return object;
+}
+
+}  // namespace
+
+std::string ReportToJson(const Report& report) {
+  // Names come from trace files and may hold invalid UTF-8: replace rather than throw.
+  std::string text = ReportToJsonValue(report).dump(2, ' ', false, Json::error_handler_t::replace);
+  text += '\n';
+  return text;
+}
+
+}  // namespace rankscope::report

@@ -1,0 +1,81 @@
+// The report as GitHub-flavoured Markdown, for a pull-request comment.
+#include <fmt/format.h>
+
+#include <string>
+#include <vector>
+
+#include "report/report_format.h"
+#include "report/report_writers.h"
+
+namespace rankscope::report {
+
+using analyzer::Report;
+namespace {
+
+using format::MarkdownEscape;
+
+// A comment is read in full, so it lists more activities than the terminal does.
+constexpr size_t kTopActivities = 10;
+
+void AppendTable(const Table& table, std::string& out) { out += TableToMarkdown(table); }
+
+void AppendSection(const std::string& title, std::string& out) { out += "\n### " + title + "\n\n"; }
+
+}  // namespace
+
+std::string ReportToMarkdown(const Report& report) {
+  std::string out = "## rankscope report";
+  if (!report.run.directory.empty()) out += ": " + format::MarkdownEscape(report.run.directory);
+  out += "\n\n";
+
+  Table summary;
+  summary.header = {"", ""};
+  summary.numeric = {false, false};
+  for (auto& [label, value] : SummaryItems(report)) summary.rows.push_back({label, value});
+  AppendTable(summary, out);
+
+  AppendSection("Per rank", out);
+  out +=
+      "Medians over the aggregated steps. _exposed_: communication not hidden by compute; "
+      "_overlap_: share of communication hidden; _util_: busy share of the step.\n\n";
+  const Table ranks = RankTable(report, /*with_host=*/true);
+  if (ranks.rows.empty()) {
+    out += "No rank with device activity.\n";
+  } else {
+    AppendTable(ranks, out);
+  }
+
+  if (const Table metrics = RunMetricTable(report); !metrics.rows.empty()) {
+    AppendSection("Run metrics", out);
+    out += "Median over ranks of the per-rank medians, and the worst rank.\n\n";
+    AppendTable(metrics, out);
+  }
+
+  if (const Table activities = TopActivityTable(report, kTopActivities); !activities.rows.empty()) {
+    AppendSection("Top activities", out);
+    out += "Summed over ranks; _share_ is of the summed compute + comm + memory time.\n\n";
+    AppendTable(activities, out);
+  }
+
+  const std::string source = CollectiveSourceLine(report);
+  const Table collectives = CollectiveTable(report);
+  if (!source.empty() || !collectives.rows.empty()) {
+    AppendSection("Collectives", out);
+    if (!source.empty()) out += format::MarkdownEscape(source) + "\n\n";
+    if (!collectives.rows.empty()) AppendTable(collectives, out);
+  }
+
+  AppendSection("Stragglers", out);
+  out += format::MarkdownEscape(StragglerLine(report)) + "\n";
+  if (const std::string clock = ClockLine(report); !clock.empty()) {
+    out += '\n' + format::MarkdownEscape(clock) + "\n";
+  }
+
+  if (!report.warnings.empty()) {
+    AppendSection("Warnings", out);
+    for (const std::string& warning : report.warnings) out += "- " + format::MarkdownEscape(warning) + '\n';
+  }
+  return out;
+}
+
+}  // namespace rankscope::report

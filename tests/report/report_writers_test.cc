@@ -1,0 +1,268 @@
+// The text, Markdown and HTML writers, and the formatting helpers they share.
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "report/report_format.h"
+#include "report/report_writers.h"
+#include "tests/report/sample_report.h"
+
+namespace rankscope::report {
+
+using analyzer::ActivityClass;
+using analyzer::Breakdown;
+using analyzer::CrossRank;
+using analyzer::DeviceReport;
+using analyzer::Report;
+using analyzer::StepMetrics;
+using analyzer::StepStats;
+using analyzer::StepWait;
+namespace {
+
+using testing::kMs;
+
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream stream(text);
+  for (std::string line; std::getline(stream, line);) lines.push_back(line);
+  return lines;
+}
+
+size_t Count(const std::string& text, const std::string& needle) {
+  size_t count = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + needle.size())) ++count;
+  return count;
+}
+
+// The sample with `ranks` ranks: copies of its two ranks, renumbered.
+Report SampleWithRanks(int ranks) {
+  Report report = testing::SampleReport();
+  const std::vector<DeviceReport> originals = report.ranks;
+  report.ranks.clear();
+  report.run.ranks.clear();
+  report.cross_rank.ranks.clear();
+  report.cross_rank.waits.clear();
+  for (StepWait& step : report.cross_rank.steps) step.wait_ns.clear();
+  for (int rank = 0; rank < ranks; ++rank) {
+    DeviceReport device = originals[static_cast<size_t>(rank % 2)];
+    device.rank = rank;
+    report.ranks.push_back(device);
+    report.run.ranks.push_back(rank);
+    report.cross_rank.ranks.push_back(rank);
+    report.cross_rank.waits.push_back({rank, device.wait_ns, device.transfer_ns, 0, 0, 0, rank == 1});
+    for (StepWait& step : report.cross_rank.steps) step.wait_ns.push_back(device.steps[0].wait_ns * (rank % 3));
+  }
+  report.run.world_size = ranks;
+  report.summary.ranks = ranks;
+  return report;
+}
+
+void ExpectWithinColumns(const std::string& text, size_t columns) {
+  for (const std::string& line : Lines(text)) {
+    EXPECT_LE(format::DisplayWidth(line), columns) << line;
+  }
+}
+
+// Every opened <svg> is closed, and no coordinate is NaN or infinite.
+void ExpectWellFormedSvg(const std::string& html) {
+  EXPECT_EQ(Count(html, "<svg"), Count(html, "</svg>"));
+  for (const char* bad : {"=\"nan", "=\"-nan", "=\"inf", "=\"-inf", "nan,", "inf,"}) {
+    EXPECT_EQ(html.find(bad), std::string::npos) << bad;
+  }
+}
+
+TEST(ReportFormatTest, Durations) {
+  EXPECT_EQ(format::FormatDuration(0), "0 ns");
+  EXPECT_EQ(format::FormatDuration(850), "850 ns");
+  EXPECT_EQ(format::FormatDuration(850'000), "850 us");
+  EXPECT_EQ(format::FormatDuration(12'345'678), "12.3 ms");
+  EXPECT_EQ(format::FormatDuration(1'200'000'000), "1.20 s");
+  EXPECT_EQ(format::FormatDuration(999'700), "1.00 ms");
+  EXPECT_EQ(format::FormatDuration(-1'250'000), "-1.25 ms");
+  EXPECT_EQ(format::FormatDuration(3600e9), "3600 s");
+  EXPECT_EQ(format::FormatDuration(std::numeric_limits<double>::quiet_NaN()), "-");
+}
+
+TEST(ReportFormatTest, BytesPercentDevicesAndEscaping) {
+  EXPECT_EQ(format::FormatBytes(0), "0 B");
+  EXPECT_EQ(format::FormatBytes(512), "512 B");
+  EXPECT_EQ(format::FormatBytes(1536), "1.50 KiB");
+  EXPECT_EQ(format::FormatBytes(4.0 * 1024 * 1024), "4.00 MiB");
+  EXPECT_EQ(format::FormatPercent(45.25), "45.2%");
+  EXPECT_EQ(DeviceName(-1), "cpu");
+  EXPECT_EQ(DeviceName(3), "gpu 3");
+  EXPECT_EQ(format::HtmlEscape("a<b>&\"c'"), "a&lt;b&gt;&amp;&quot;c&#39;");
+  EXPECT_EQ(format::MarkdownEscape("fwd|bwd*"), "fwd\\|bwd\\*");
+  EXPECT_EQ(format::TruncateToWidth("abcdefgh", 6), "abc...");
+  EXPECT_EQ(format::TruncateToWidth("\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9", 4), "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9");
+  EXPECT_EQ(format::TruncateToWidth("\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9", 4), "\xc3\xa9...");
+}
+
+TEST(ReportTextTest, SummaryRanksStragglersAndWarnings) {
+  const std::string text = ReportToText(testing::SampleReport());
+  EXPECT_NE(text.find("2 of 2 analyzed"), std::string::npos) << text;
+  EXPECT_NE(text.find("3 found, 2 aggregated, from NVTX ranges 'step'"), std::string::npos) << text;
+  EXPECT_NE(text.find("51.5 ms"), std::string::npos) << text;
+  EXPECT_NE(text.find("1242.7 samples/s"), std::string::npos) << text;
+  EXPECT_NE(text.find("64 = 16 x 2 x 2"), std::string::npos) << text;
+  // One row per rank: rank, device, then the median step time.
+  int rank_rows = 0;
+  for (const std::string& line : Lines(text)) {
+    std::istringstream fields(line);
+    std::string rank, device, step, unit;
+    fields >> rank >> device >> step >> unit;
+    if ((rank == "0" && device == "cpu" && step == "51.0") || (rank == "1" && device == "cpu" && step == "52.0")) {
+      EXPECT_EQ(unit, "ms");
+      ++rank_rows;
+    }
+  }
+  EXPECT_EQ(rank_rows, 2) << text;
+  EXPECT_NE(text.find("\nstragglers: rank 1 (last in 2 of 2 steps, caused 12.0 ms of wait)"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("\nclock: node-a (reference), node-b +1.25 ms (3 collectives)"), std::string::npos) << text;
+  EXPECT_NE(text.find("\nwarning: rank 1: 12 events were dropped"), std::string::npos) << text;
+  EXPECT_NE(text.find("gemm_kernel"), std::string::npos);
+  EXPECT_NE(text.find("allreduce"), std::string::npos);
+  EXPECT_EQ(text.find('\x1b'), std::string::npos);  // no colour codes
+  ExpectWithinColumns(text, 100);
+}
+
+TEST(ReportTextTest, FourRanksFitOneScreenEvenWithLongNames) {
+  Report report = SampleWithRanks(4);
+  report.run.directory = "/very/long/path/" + std::string(150, 'd');
+  report.top_activities[0].name = "void at::native::elementwise_kernel<" + std::string(250, 'x') + ">";
+  report.cross_rank.kinds[0].kind = "ncclDevKernel_AllReduce_Sum_f32_RING_LL_" + std::string(80, 'k');
+  report.warnings.push_back("a long warning " + std::string(30, 'w') + " with many words to wrap " +
+                            std::string(120, 'v'));
+  for (int i = 0; i < 10; ++i)
+    report.top_activities.push_back({"kernel " + std::to_string(i), ActivityClass::kCompute, 1, kMs});
+  const std::string text = ReportToText(report);
+  EXPECT_LE(Lines(text).size(), 45u) << text;
+  ExpectWithinColumns(text, 100);
+  EXPECT_NE(text.find("elementwise_kernel<xxx"), std::string::npos) << text;
+  EXPECT_NE(text.find("ddddd"), std::string::npos) << text;  // the end of the long path stays
+}
+
+TEST(ReportTextTest, NoStragglerShowsTheSpread) {
+  Report report = testing::SampleReport();
+  report.cross_rank.stragglers.clear();
+  EXPECT_NE(ReportToText(report).find("stragglers: none (max/median step time 1.02, compute time 1.11)"),
+            std::string::npos);
+}
+
+TEST(ReportTextTest, RankWithoutAggregatedStepsUsesTotals) {
+  Report report = testing::SampleReport();
+  report.ranks[1].step_stats = StepStats{};
+  const std::string text = ReportToText(report);
+  EXPECT_NE(text.find("204 ms*"), std::string::npos) << text;  // rank 1's whole window
+  EXPECT_NE(text.find("* whole trace"), std::string::npos) << text;
+}
+
+TEST(ReportTextTest, EmptyReport) {
+  const std::string text = ReportToText(testing::EmptyReport());
+  EXPECT_NE(text.find("0 analyzed"), std::string::npos) << text;
+  EXPECT_NE(text.find("stragglers: none"), std::string::npos) << text;
+  ExpectWithinColumns(text, 100);
+}
+
+TEST(ReportMarkdownTest, TablesPerRankAndEscaping) {
+  Report report = testing::SampleReport();
+  report.top_activities[0].name = "fwd|bwd";
+  const std::string markdown = ReportToMarkdown(report);
+  EXPECT_EQ(markdown.rfind("## rankscope report: /runs/sample\n", 0), 0u) << markdown;
+  EXPECT_NE(markdown.find("| 0 | cpu | node-a | 51.0 ms |"), std::string::npos) << markdown;
+  EXPECT_NE(markdown.find("| 1 | cpu | node-b | 52.0 ms |"), std::string::npos) << markdown;
+  EXPECT_NE(markdown.find("|---:|---|---|---:|"), std::string::npos) << markdown;
+  EXPECT_NE(markdown.find("fwd\\|bwd"), std::string::npos) << markdown;
+  EXPECT_EQ(markdown.find("fwd|bwd"), std::string::npos) << markdown;
+  EXPECT_NE(markdown.find("stragglers: rank 1 (last in 2 of 2 steps"), std::string::npos) << markdown;
+  EXPECT_NE(markdown.find("- rank 1: 12 events were dropped"), std::string::npos) << markdown;
+  EXPECT_NE(markdown.find("| allreduce | allreduce | 3 | 4.00 MiB | 1.5 |"), std::string::npos) << markdown;
+  // Every table row of the per-rank table has as many cells as its header.
+  for (const std::string& line : Lines(markdown)) {
+    if (line.rfind("| 0 | cpu", 0) == 0) {
+      EXPECT_EQ(Count(line, " |"), 11u) << line;
+    }
+  }
+}
+
+TEST(ReportMarkdownTest, EmptyReport) {
+  const std::string markdown = ReportToMarkdown(testing::EmptyReport());
+  EXPECT_NE(markdown.find("No rank with device activity."), std::string::npos) << markdown;
+}
+
+TEST(ReportHtmlTest, SelfContainedEscapedWithThreeCharts) {
+  Report report = testing::SampleReport();
+  report.top_activities[0].name = "<script>alert('x')</script>";
+  report.warnings.push_back("a \"quoted\" & <b>bold</b> warning");
+  const std::string html = ReportToHtml(report);
+  EXPECT_EQ(html.rfind("<!DOCTYPE html>", 0), 0u);
+  EXPECT_NE(html.find("<style>"), std::string::npos);
+  EXPECT_EQ(html.find("<script"), std::string::npos);
+  EXPECT_NE(html.find("&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;"), std::string::npos);
+  EXPECT_NE(html.find("a &quot;quoted&quot; &amp; &lt;b&gt;bold&lt;/b&gt; warning"), std::string::npos);
+  for (const char* external : {"src=\"http", "href=\"http", "src='http", "href='http", "url(http", "@import"}) {
+    EXPECT_EQ(html.find(external), std::string::npos) << external;
+  }
+  EXPECT_EQ(html.find("http://"), std::string::npos);
+  EXPECT_EQ(html.find("https://"), std::string::npos);
+  EXPECT_EQ(Count(html, "<svg"), 3u);
+  ExpectWellFormedSvg(html);
+  EXPECT_GT(Count(html, "<title>"), 10u);  // tooltips on the shapes
+  EXPECT_NE(html.find("rank 1 cpu: comm only"), std::string::npos);
+  EXPECT_NE(html.find("rank 0, step 2: waited 5.00 ms"), std::string::npos);
+  EXPECT_NE(html.find("rank 1 cpu, step 0: 100 ms (not aggregated)"), std::string::npos);
+  EXPECT_NE(html.find("<td class=\"num\">51.0 ms</td>"), std::string::npos);
+  EXPECT_NE(html.find("stragglers: rank 1"), std::string::npos);
+  EXPECT_EQ(html.substr(html.size() - 8), "</html>\n");
+}
+
+TEST(ReportHtmlTest, EmptyReportSaysWhyThereAreNoCharts) {
+  const std::string html = ReportToHtml(testing::EmptyReport());
+  EXPECT_NE(html.find("No cross-rank steps"), std::string::npos) << html;
+  EXPECT_EQ(Count(html, "<svg"), 0u);
+  ExpectWellFormedSvg(html);
+}
+
+TEST(ReportHtmlTest, OneRankOneStep) {
+  Report report = testing::SampleReport();
+  report.ranks.resize(1);
+  report.ranks[0].steps.resize(1);
+  report.cross_rank = CrossRank{};
+  report.run.ranks = {0};
+  const std::string html = ReportToHtml(report);
+  EXPECT_EQ(Count(html, "<svg"), 2u);
+  EXPECT_NE(html.find("only one rank was analyzed"), std::string::npos);
+  ExpectWellFormedSvg(html);
+}
+
+TEST(ReportHtmlTest, SixtyFourRanksAndEmptyWindows) {
+  Report report = SampleWithRanks(64);
+  report.ranks[5].totals = Breakdown{};  // no activity: no division by a zero window
+  for (StepMetrics& step : report.ranks[6].steps) step.breakdown.window_ns = 0;
+  report.cross_rank.steps[1].wait_ns.resize(10);  // fewer waits than ranks
+  const std::string html = ReportToHtml(report);
+  EXPECT_EQ(Count(html, "<svg"), 3u);
+  EXPECT_NE(html.find("rank 63 cpu"), std::string::npos);
+  EXPECT_NE(html.find("no activity"), std::string::npos);
+  ExpectWellFormedSvg(html);
+}
+
+TEST(ReportHtmlTest, AllZeroWaitsAndStepTimes) {
+  Report report = testing::SampleReport();
+  for (StepWait& step : report.cross_rank.steps) std::fill(step.wait_ns.begin(), step.wait_ns.end(), 0);
+  for (DeviceReport& device : report.ranks) {
+    for (StepMetrics& step : device.steps) step.breakdown.window_ns = 0;
+  }
+  const std::string html = ReportToHtml(report);
+  EXPECT_EQ(Count(html, "<svg"), 3u);
+  ExpectWellFormedSvg(html);
+}
+
+}  // namespace
+}  // namespace rankscope::report
