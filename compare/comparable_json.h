@@ -1,5 +1,5 @@
-// ComparableRun as JSON, for the report writers that embed it (report_json.cc,
-// scaling_report.cc). Internal to analyzer/.
+// ComparableRun as JSON: the baseline format that report/ embeds in its JSON reports
+// (report_json.cc, scaling_report.cc) and ParseComparableJson reads back.
 #pragma once
 
 #include <nlohmann/json_fwd.hpp>

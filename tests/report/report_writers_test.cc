@@ -76,31 +76,10 @@ void ExpectWellFormedSvg(const std::string& html) {
   }
 }
 
-TEST(ReportFormatTest, Durations) {
-  EXPECT_EQ(format::FormatDuration(0), "0 ns");
-  EXPECT_EQ(format::FormatDuration(850), "850 ns");
-  EXPECT_EQ(format::FormatDuration(850'000), "850 us");
-  EXPECT_EQ(format::FormatDuration(12'345'678), "12.3 ms");
-  EXPECT_EQ(format::FormatDuration(1'200'000'000), "1.20 s");
-  EXPECT_EQ(format::FormatDuration(999'700), "1.00 ms");
-  EXPECT_EQ(format::FormatDuration(-1'250'000), "-1.25 ms");
-  EXPECT_EQ(format::FormatDuration(3600e9), "3600 s");
-  EXPECT_EQ(format::FormatDuration(std::numeric_limits<double>::quiet_NaN()), "-");
-}
-
-TEST(ReportFormatTest, BytesPercentDevicesAndEscaping) {
-  EXPECT_EQ(format::FormatBytes(0), "0 B");
-  EXPECT_EQ(format::FormatBytes(512), "512 B");
-  EXPECT_EQ(format::FormatBytes(1536), "1.50 KiB");
-  EXPECT_EQ(format::FormatBytes(4.0 * 1024 * 1024), "4.00 MiB");
-  EXPECT_EQ(format::FormatPercent(45.25), "45.2%");
+TEST(ReportFormatTest, DeviceNames) {
   EXPECT_EQ(DeviceName(-1), "cpu");
   EXPECT_EQ(DeviceName(3), "gpu 3");
-  EXPECT_EQ(format::HtmlEscape("a<b>&\"c'"), "a&lt;b&gt;&amp;&quot;c&#39;");
-  EXPECT_EQ(format::MarkdownEscape("fwd|bwd*"), "fwd\\|bwd\\*");
-  EXPECT_EQ(format::TruncateToWidth("abcdefgh", 6), "abc...");
-  EXPECT_EQ(format::TruncateToWidth("\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9", 4), "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9");
-  EXPECT_EQ(format::TruncateToWidth("\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9", 4), "\xc3\xa9...");
+  EXPECT_EQ(DeviceLabel(2, 0), "rank 2 gpu 0");
 }
 
 TEST(ReportTextTest, SummaryRanksStragglersAndWarnings) {
