@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 
+#include "analyzer/analyze_stages.h"
 #include "analyzer/cross_rank.h"
 #include "analyzer/metrics.h"
 #include "analyzer/parallel_internal.h"
@@ -14,12 +15,6 @@
 
 namespace rankscope::analyzer {
 namespace {
-
-// One rank after its own metrics: what is left once its interval sets are gone.
-struct RankResult {
-  RankActivity activity;  // devices emptied
-  std::vector<DeviceReport> devices;
-};
 
 std::string JoinRanks(const std::vector<int>& ranks) {
   return fmt::format("{}", fmt::join(ranks, ", "));
@@ -142,6 +137,156 @@ std::string InferBackend(const std::vector<RankResult>& ranks) {
   return any_device && only_cpu ? "cpu" : "";
 }
 
+// Why the collector recorded no CUDA activity on ranks without device activity, when CUPTI
+// tried and could not ("off: <why>" in meta cupti.status; not when the user left `cuda`
+// out): ", CUDA activity was not recorded: <why> (rank 0, 1)". "" when none says.
+std::string CuptiOffNote(const std::vector<RankResult>& ranks) {
+  std::map<std::string, std::vector<int>> reasons;
+  for (const RankResult& rank : ranks) {
+    if (!rank.devices.empty()) continue;
+    auto status = rank.activity.meta.entries.find("cupti.status");
+    if (status == rank.activity.meta.entries.end() || !status->second.starts_with("off: ") ||
+        status->second.starts_with("off: not selected")) {
+      continue;
+    }
+    reasons[status->second.substr(5)].push_back(rank.activity.rank);
+  }
+  if (reasons.empty()) return "";
+  const auto& [reason, with_it] = *reasons.begin();
+  return fmt::format("; CUDA activity was not recorded: {} (rank(s) {}{})", reason, JoinRanks(with_it),
+                     reasons.size() > 1 ? fmt::format("; {} other reason(s) on other ranks", reasons.size() - 1) : "");
+}
+
+}  // namespace
+
+void CountRankEvents(const std::vector<RankResult>& ranks, RunInfo& run) {
+  for (const RankResult& rank : ranks) {
+    run.ranks.push_back(rank.activity.rank);
+    run.events += rank.activity.events;
+    run.invalid_events += rank.activity.invalid_events;
+    run.dropped_events += rank.activity.dropped_events;
+    if (rank.devices.empty()) run.ranks_without_activity.push_back(rank.activity.rank);
+  }
+}
+
+Status CheckDeviceActivity(const std::vector<RankResult>& ranks, const RunInfo& run,
+                           std::vector<std::string>& warnings) {
+  if (!ranks.empty() && run.ranks_without_activity.size() == ranks.size()) {
+    const std::string cupti = CuptiOffNote(ranks);
+    return InvalidArgument(fmt::format(
+        "no rank has device activity (kernels, copies, or ranges in a compute or comm category): nothing to "
+        "measure{}",
+        cupti.empty() ? "; was the program annotated, or run on a GPU with CUDA tracing on?" : cupti));
+  }
+  if (!run.ranks_without_activity.empty()) {
+    warnings.push_back(fmt::format("rank(s) {} recorded no device activity and are left out of the metrics{}",
+                                   JoinRanks(run.ranks_without_activity), CuptiOffNote(ranks)));
+  }
+  if (run.invalid_events > 0) {
+    warnings.push_back(fmt::format("{} event(s) end before they start (a damaged file?) and were skipped",
+                                   run.invalid_events));
+  }
+  if (run.dropped_events > 0) {
+    warnings.push_back(fmt::format("{} event(s) were lost while recording (see the files' drops tables); "
+                                   "times may be understated", run.dropped_events));
+  }
+  return Status::Ok();
+}
+
+Result<StepsAcrossRanks> SelectSteps(const std::vector<RankResult>& ranks, const AnalyzeOptions& options,
+                                     std::vector<std::string>& warnings) {
+  StepsAcrossRanks out;
+  StepSelection& selection = out.selection;
+  selection.skip_steps = options.skip_steps;
+  selection.first = options.first_step;
+  selection.last = options.last_step;
+  std::map<int64_t, std::vector<double>> step_times;
+  int64_t fewest_aggregated = -1;
+  bool any_step_ranges = false;
+  for (const RankResult& rank : ranks) {
+    if (rank.devices.empty()) continue;
+    if (!rank.activity.step_source.empty()) {
+      any_step_ranges = true;
+      if (selection.source.empty()) selection.source = rank.activity.step_source;
+    }
+    const std::vector<StepMetrics>& steps = rank.devices.front().steps;
+    selection.steps_found = std::max<int64_t>(selection.steps_found, static_cast<int64_t>(steps.size()));
+    int64_t aggregated = 0;
+    for (const StepMetrics& step : steps) {
+      step_times[step.number].push_back(static_cast<double>(step.end_ns - step.start_ns));
+      if (!step.aggregated) continue;
+      ++aggregated;
+      out.aggregated_numbers.insert(step.number);
+    }
+    fewest_aggregated = fewest_aggregated < 0 ? aggregated : std::min(fewest_aggregated, aggregated);
+  }
+  if (selection.source.empty()) selection.source = "whole trace (no step ranges)";
+  selection.steps_aggregated = std::max<int64_t>(fewest_aggregated, 0);
+  if ((options.first_step || options.last_step) && !any_step_ranges) {
+    return InvalidArgument("--steps: the run has no step ranges (NVTX ranges named 'step', 'train_step' or "
+                           "'ProfilerStep#N'), so no step can be selected");
+  }
+  if ((options.first_step || options.last_step) && out.aggregated_numbers.empty()) {
+    int64_t lowest = INT64_MAX, highest = INT64_MIN;
+    for (const auto& [number, times] : step_times) {
+      lowest = std::min(lowest, number);
+      highest = std::max(highest, number);
+    }
+    return InvalidArgument(fmt::format("--steps {}..{} selects no step after --skip-steps {}; the run has steps {}..{}",
+                                       options.first_step ? fmt::format("{}", *options.first_step) : "",
+                                       options.last_step ? fmt::format("{}", *options.last_step) : "",
+                                       options.skip_steps, lowest, highest));
+  }
+  if (fewest_aggregated == 0 && !out.aggregated_numbers.empty()) {
+    warnings.push_back("some ranks have no step in the selection; their aggregates are empty");
+  }
+  for (auto& [number, times] : step_times) out.median_step_ns[number] = ComputeStats(times).median;
+  return out;
+}
+
+CrossRankResult MeasureAcrossRanks(const std::vector<RankResult>& ranks, const StepsAcrossRanks& steps) {
+  // Each rank's steps are the windows it was measured in (MeasureRank added the
+  // whole-trace step where there were no step ranges).
+  std::vector<RankCollectives> inputs;
+  for (const RankResult& rank : ranks) {
+    if (rank.devices.empty()) continue;
+    inputs.push_back({rank.activity.rank, rank.activity.meta.host, rank.activity.collective_source,
+                      &rank.activity.steps, &rank.activity.collective_kinds, &rank.activity.collectives});
+  }
+  return AnalyzeCrossRank(inputs, steps.aggregated_numbers, steps.median_step_ns);
+}
+
+std::vector<DeviceReport> DeviceReportsWithWaits(std::vector<RankResult>& ranks, const CrossRankResult& cross) {
+  std::vector<DeviceReport> rows;
+  size_t input = 0;  // the rank's place among MeasureAcrossRanks' inputs
+  for (RankResult& rank : ranks) {
+    if (rank.devices.empty()) continue;
+    for (DeviceReport& device : rank.devices) {
+      for (size_t i = 0; i < device.steps.size(); ++i) device.steps[i].wait_ns = cross.step_wait_ns[input][i];
+      device.wait_ns = cross.cross_rank.waits[input].wait_ns;
+      device.transfer_ns = cross.cross_rank.waits[input].transfer_ns;
+      device.step_stats.wait_ns = ComputeWaitStats(device.steps);
+      rows.push_back(std::move(device));
+    }
+    ++input;
+  }
+  std::sort(rows.begin(), rows.end(), [](const DeviceReport& a, const DeviceReport& b) {
+    return a.rank != b.rank ? a.rank < b.rank : a.device < b.device;
+  });
+  return rows;
+}
+
+std::optional<double> SpreadAcrossDevices(const std::vector<DeviceReport>& devices, const Stats StepStats::*field) {
+  std::vector<double> medians;
+  for (const DeviceReport& device : devices) {
+    if ((device.step_stats.*field).count > 0) medians.push_back((device.step_stats.*field).median);
+  }
+  if (medians.size() < 2) return std::nullopt;
+  const Stats stats = ComputeStats(medians);
+  if (stats.median <= 0) return std::nullopt;
+  return stats.max / stats.median;
+}
+
 Workload MakeWorkload(const std::vector<RankResult>& ranks, std::optional<int> world_size) {
   Workload workload;
   if (ranks.empty()) return workload;
@@ -199,182 +344,36 @@ RunMetric MakeRunMetric(const std::vector<DeviceReport>& devices, const char* na
   return metric;
 }
 
-// Why the collector recorded no CUDA activity on ranks without device activity, when CUPTI
-// tried and could not ("off: <why>" in meta cupti.status; not when the user left `cuda`
-// out): ", CUDA activity was not recorded: <why> (rank 0, 1)". "" when none says.
-std::string CuptiOffNote(const std::vector<RankResult>& ranks) {
-  std::map<std::string, std::vector<int>> reasons;
-  for (const RankResult& rank : ranks) {
-    if (!rank.devices.empty()) continue;
-    auto status = rank.activity.meta.entries.find("cupti.status");
-    if (status == rank.activity.meta.entries.end() || !status->second.starts_with("off: ") ||
-        status->second.starts_with("off: not selected")) {
-      continue;
-    }
-    reasons[status->second.substr(5)].push_back(rank.activity.rank);
-  }
-  if (reasons.empty()) return "";
-  const auto& [reason, with_it] = *reasons.begin();
-  return fmt::format("; CUDA activity was not recorded: {} (rank(s) {}{})", reason, JoinRanks(with_it),
-                     reasons.size() > 1 ? fmt::format("; {} other reason(s) on other ranks", reasons.size() - 1) : "");
-}
-
-Result<Report> BuildReport(std::vector<RankResult> ranks, RunInfo run, std::vector<std::string> warnings,
-                           const AnalyzeOptions& options) {
-  Report report;
-  report.tool_version = options.tool_version;
-  report.comm_patterns = options.classify.comm_patterns;
-  report.compute_patterns = options.classify.compute_patterns;
-  std::sort(ranks.begin(), ranks.end(),
-            [](const RankResult& a, const RankResult& b) { return a.activity.rank < b.activity.rank; });
-
-  for (const RankResult& rank : ranks) {
-    run.ranks.push_back(rank.activity.rank);
-    run.events += rank.activity.events;
-    run.invalid_events += rank.activity.invalid_events;
-    run.dropped_events += rank.activity.dropped_events;
-    if (rank.devices.empty()) run.ranks_without_activity.push_back(rank.activity.rank);
-  }
-  if (!ranks.empty() && run.ranks_without_activity.size() == ranks.size()) {
-    const std::string cupti = CuptiOffNote(ranks);
-    return InvalidArgument(fmt::format(
-        "no rank has device activity (kernels, copies, or ranges in a compute or comm category): nothing to "
-        "measure{}",
-        cupti.empty() ? "; was the program annotated, or run on a GPU with CUDA tracing on?" : cupti));
-  }
-  if (!run.ranks_without_activity.empty()) {
-    warnings.push_back(fmt::format("rank(s) {} recorded no device activity and are left out of the metrics{}",
-                                   JoinRanks(run.ranks_without_activity), CuptiOffNote(ranks)));
-  }
-  if (run.invalid_events > 0) {
-    warnings.push_back(fmt::format("{} event(s) end before they start (a damaged file?) and were skipped",
-                                   run.invalid_events));
-  }
-  if (run.dropped_events > 0) {
-    warnings.push_back(fmt::format("{} event(s) were lost while recording (see the files' drops tables); "
-                                   "times may be understated", run.dropped_events));
-  }
-
-  // Steps.
-  StepSelection& selection = report.steps;
-  selection.skip_steps = options.skip_steps;
-  selection.first = options.first_step;
-  selection.last = options.last_step;
-  std::set<int64_t> aggregated_numbers;
-  std::map<int64_t, std::vector<double>> step_times;
-  int64_t fewest_aggregated = -1;
-  bool any_step_ranges = false;
-  for (const RankResult& rank : ranks) {
-    if (rank.devices.empty()) continue;
-    if (!rank.activity.step_source.empty()) {
-      any_step_ranges = true;
-      if (selection.source.empty()) selection.source = rank.activity.step_source;
-    }
-    const std::vector<StepMetrics>& steps = rank.devices.front().steps;
-    selection.steps_found = std::max<int64_t>(selection.steps_found, static_cast<int64_t>(steps.size()));
-    int64_t aggregated = 0;
-    for (const StepMetrics& step : steps) {
-      step_times[step.number].push_back(static_cast<double>(step.end_ns - step.start_ns));
-      if (!step.aggregated) continue;
-      ++aggregated;
-      aggregated_numbers.insert(step.number);
-    }
-    fewest_aggregated = fewest_aggregated < 0 ? aggregated : std::min(fewest_aggregated, aggregated);
-  }
-  if (selection.source.empty()) selection.source = "whole trace (no step ranges)";
-  selection.steps_aggregated = std::max<int64_t>(fewest_aggregated, 0);
-  if ((options.first_step || options.last_step) && !any_step_ranges) {
-    return InvalidArgument("--steps: the run has no step ranges (NVTX ranges named 'step', 'train_step' or "
-                           "'ProfilerStep#N'), so no step can be selected");
-  }
-  if ((options.first_step || options.last_step) && aggregated_numbers.empty()) {
-    int64_t lowest = INT64_MAX, highest = INT64_MIN;
-    for (const auto& [number, times] : step_times) {
-      lowest = std::min(lowest, number);
-      highest = std::max(highest, number);
-    }
-    return InvalidArgument(fmt::format("--steps {}..{} selects no step after --skip-steps {}; the run has steps {}..{}",
-                                       options.first_step ? fmt::format("{}", *options.first_step) : "",
-                                       options.last_step ? fmt::format("{}", *options.last_step) : "",
-                                       options.skip_steps, lowest, highest));
-  }
-  if (fewest_aggregated == 0 && !aggregated_numbers.empty()) {
-    warnings.push_back("some ranks have no step in the selection; their aggregates are empty");
-  }
-
-  // Across ranks.
-  std::map<int64_t, double> median_step_ns;
-  for (auto& [number, times] : step_times) median_step_ns[number] = ComputeStats(times).median;
-  // Each rank's steps are the windows it was measured in (MeasureRank added the
-  // whole-trace step where there were no step ranges).
-  std::vector<RankCollectives> inputs;
-  for (const RankResult& rank : ranks) {
-    if (rank.devices.empty()) continue;
-    inputs.push_back({rank.activity.rank, rank.activity.meta.host, rank.activity.collective_source,
-                      &rank.activity.steps, &rank.activity.collective_kinds, &rank.activity.collectives});
-  }
-  CrossRankResult cross = AnalyzeCrossRank(inputs, aggregated_numbers, median_step_ns);
-  warnings.insert(warnings.end(), cross.warnings.begin(), cross.warnings.end());
-  report.cross_rank = std::move(cross.cross_rank);
-
-  size_t input = 0;
-  for (RankResult& rank : ranks) {
-    if (rank.devices.empty()) continue;
-    for (DeviceReport& device : rank.devices) {
-      for (size_t i = 0; i < device.steps.size(); ++i) device.steps[i].wait_ns = cross.step_wait_ns[input][i];
-      device.wait_ns = report.cross_rank.waits[input].wait_ns;
-      device.transfer_ns = report.cross_rank.waits[input].transfer_ns;
-      device.step_stats.wait_ns = ComputeWaitStats(device.steps);
-      report.ranks.push_back(std::move(device));
-    }
-    ++input;
-  }
-  std::sort(report.ranks.begin(), report.ranks.end(), [](const DeviceReport& a, const DeviceReport& b) {
-    return a.rank != b.rank ? a.rank < b.rank : a.device < b.device;
-  });
-
-  // Spread across ranks: max / median of the per-device medians.
-  auto spread = [&](const Stats StepStats::*field) -> std::optional<double> {
-    std::vector<double> medians;
-    for (const DeviceReport& device : report.ranks) {
-      if ((device.step_stats.*field).count > 0) medians.push_back((device.step_stats.*field).median);
-    }
-    if (medians.size() < 2) return std::nullopt;
-    const Stats stats = ComputeStats(medians);
-    if (stats.median <= 0) return std::nullopt;
-    return stats.max / stats.median;
-  };
-  report.cross_rank.step_time_spread = spread(&StepStats::step_ns);
-  report.cross_rank.compute_time_spread = spread(&StepStats::compute_ns);
-
-  // Per run.
-  report.workload = MakeWorkload(ranks, run.world_size);
-  RunSummary& summary = report.summary;
+RunSummary SummarizeRun(const std::vector<DeviceReport>& devices, const RunInfo& run, int64_t steps_aggregated,
+                        const Workload& workload, std::vector<std::string>& warnings) {
+  RunSummary summary;
   summary.ranks = static_cast<int>(run.ranks.size() - run.ranks_without_activity.size());
-  summary.steps = selection.steps_aggregated;
+  summary.steps = steps_aggregated;
   summary.metrics = {
-      MakeRunMetric(report.ranks, "step_ns", false, &StepStats::step_ns),
-      MakeRunMetric(report.ranks, "compute_ns", false, &StepStats::compute_ns),
-      MakeRunMetric(report.ranks, "comm_ns", false, &StepStats::comm_ns),
-      MakeRunMetric(report.ranks, "exposed_comm_ns", false, &StepStats::exposed_comm_ns),
-      MakeRunMetric(report.ranks, "overlap_pct", true, &StepStats::overlap_pct),
-      MakeRunMetric(report.ranks, "comm_compute_ratio", false, &StepStats::comm_compute_ratio),
-      MakeRunMetric(report.ranks, "utilization_pct", true, &StepStats::utilization_pct),
-      MakeRunMetric(report.ranks, "wait_ns", false, &StepStats::wait_ns),
+      MakeRunMetric(devices, "step_ns", false, &StepStats::step_ns),
+      MakeRunMetric(devices, "compute_ns", false, &StepStats::compute_ns),
+      MakeRunMetric(devices, "comm_ns", false, &StepStats::comm_ns),
+      MakeRunMetric(devices, "exposed_comm_ns", false, &StepStats::exposed_comm_ns),
+      MakeRunMetric(devices, "overlap_pct", true, &StepStats::overlap_pct),
+      MakeRunMetric(devices, "comm_compute_ratio", false, &StepStats::comm_compute_ratio),
+      MakeRunMetric(devices, "utilization_pct", true, &StepStats::utilization_pct),
+      MakeRunMetric(devices, "wait_ns", false, &StepStats::wait_ns),
   };
   std::vector<double> step_medians;
-  for (const DeviceReport& device : report.ranks) {
+  for (const DeviceReport& device : devices) {
     if (device.step_stats.step_ns.count > 0) step_medians.push_back(device.step_stats.step_ns.median);
   }
   if (!step_medians.empty()) summary.step_time_ns = ComputeStats(step_medians).median;
-  if (summary.step_time_ns && *summary.step_time_ns > 0 && report.workload.global_batch) {
-    summary.throughput = static_cast<double>(*report.workload.global_batch) / (*summary.step_time_ns / 1e9);
-  } else if (!report.workload.global_batch) {
+  if (summary.step_time_ns && *summary.step_time_ns > 0 && workload.global_batch) {
+    summary.throughput = static_cast<double>(*workload.global_batch) / (*summary.step_time_ns / 1e9);
+  } else if (!workload.global_batch) {
     warnings.push_back("throughput unknown: the trace does not say the batch size (no 'workload' mark or step "
                        "payload with 'samples')");
   }
+  return summary;
+}
 
-  // Top activities over all ranks.
+std::vector<ActivitySummary> SumTopActivities(const std::vector<RankResult>& ranks, size_t top) {
   std::map<std::pair<std::string, ActivityClass>, ActivitySummary> totals;
   for (const RankResult& rank : ranks) {
     for (const ActivitySummary& activity : rank.activity.activities) {
@@ -385,13 +384,41 @@ Result<Report> BuildReport(std::vector<RankResult> ranks, RunInfo run, std::vect
       total.total_ns += activity.total_ns;
     }
   }
-  for (auto& [key, total] : totals) report.top_activities.push_back(std::move(total));
-  std::sort(report.top_activities.begin(), report.top_activities.end(),
-            [](const ActivitySummary& a, const ActivitySummary& b) {
-              return a.total_ns != b.total_ns ? a.total_ns > b.total_ns : a.name < b.name;
-            });
-  if (report.top_activities.size() > options.top) report.top_activities.resize(options.top);
+  std::vector<ActivitySummary> out;
+  for (auto& [key, total] : totals) out.push_back(std::move(total));
+  std::sort(out.begin(), out.end(), [](const ActivitySummary& a, const ActivitySummary& b) {
+    return a.total_ns != b.total_ns ? a.total_ns > b.total_ns : a.name < b.name;
+  });
+  if (out.size() > top) out.resize(top);
+  return out;
+}
 
+namespace {
+
+Result<Report> BuildReport(std::vector<RankResult> ranks, RunInfo run, std::vector<std::string> warnings,
+                           const AnalyzeOptions& options) {
+  Report report;
+  report.tool_version = options.tool_version;
+  report.comm_patterns = options.classify.comm_patterns;
+  report.compute_patterns = options.classify.compute_patterns;
+  std::sort(ranks.begin(), ranks.end(),
+            [](const RankResult& a, const RankResult& b) { return a.activity.rank < b.activity.rank; });
+
+  CountRankEvents(ranks, run);
+  RS_RETURN_IF_ERROR(CheckDeviceActivity(ranks, run, warnings));
+  RS_ASSIGN_OR_RETURN(StepsAcrossRanks steps, SelectSteps(ranks, options, warnings));
+  report.steps = steps.selection;
+
+  CrossRankResult cross = MeasureAcrossRanks(ranks, steps);
+  warnings.insert(warnings.end(), cross.warnings.begin(), cross.warnings.end());
+  report.workload = MakeWorkload(ranks, run.world_size);  // before the device rows move out
+  report.ranks = DeviceReportsWithWaits(ranks, cross);
+  report.cross_rank = std::move(cross.cross_rank);
+  report.cross_rank.step_time_spread = SpreadAcrossDevices(report.ranks, &StepStats::step_ns);
+  report.cross_rank.compute_time_spread = SpreadAcrossDevices(report.ranks, &StepStats::compute_ns);
+
+  report.summary = SummarizeRun(report.ranks, run, steps.selection.steps_aggregated, report.workload, warnings);
+  report.top_activities = SumTopActivities(ranks, options.top);
   report.run = std::move(run);
   report.warnings = std::move(warnings);
   return report;

@@ -8,10 +8,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <bit>
 #include <cstdio>
-#include <cstring>
 #include <map>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -20,6 +21,7 @@
 #include "collector/nccl_assembler.h"
 #include "collector/no_throw.h"
 #include "collector/proc_files.h"
+#include "collector/record_codec.h"
 #include "trace/rank_meta.h"
 #include "trace/run_dir.h"
 #include "trace/writer.h"
@@ -39,39 +41,11 @@ const char* CudaNotStartedReason() {
   return "not started: the process loaded the CUDA driver but did not initialize CUDA";
 }
 
-constexpr size_t kMaxPieces = 8;
-constexpr size_t kMaxPieceBytes = 4096;
-constexpr size_t kMaxTextBytes = 4096;
 constexpr size_t kDomainSlots = 8;
 // Events handed to the writer but not yet committed, beyond which the drain thread leaves
 // records in the thread buffers; half the writer's default queue, so Submit never refuses.
 constexpr uint64_t kMaxWriterBacklog = 512 * 1024;
 constexpr size_t kMaxRecordsPerPass = 256 * 1024;
-
-// The fixed part of every record in a thread buffer; text and payload pieces follow.
-struct RecordHeader {
-  uint32_t size = 0;  // whole record, unpadded; ThreadBuffer reads it first
-  RecordKind kind = RecordKind::kMark;
-  trace::PayloadKind payload_kind = trace::PayloadKind::kNone;
-  uint8_t has_registered = 0;
-  uint8_t piece_count = 0;
-  uint32_t depth = 0;
-  uint32_t category = 0;
-  uint32_t color = 0;
-  uint32_t text_size = 0;
-  uint64_t ticks = 0;
-  const NvtxDomain* domain = nullptr;
-  const NvtxString* registered = nullptr;
-  uint64_t payload_bits = 0;
-  uint64_t value = 0;
-};
-static_assert(sizeof(RecordHeader) == 64);
-
-struct PieceHeader {
-  uint64_t schema_id = 0;
-  uint32_t size = 0;
-  uint32_t padded = 0;
-};
 
 struct DomainDepth {
   const NvtxDomain* domain;
@@ -149,6 +123,19 @@ trace::Payload ToPayload(trace::PayloadKind kind, uint64_t bits) {
 
 // ---- drain-thread state ----------------------------------------------------------------
 
+// Payload pieces copied out of a record: (schema id, bytes).
+using OwnedPieces = std::vector<std::pair<uint64_t, std::vector<std::byte>>>;
+
+namespace {
+OwnedPieces ReadPieces(const RecordReader& record) {
+  OwnedPieces pieces;
+  record.ForEachPiece([&](uint64_t schema_id, std::span<const std::byte> bytes) {
+    pieces.emplace_back(schema_id, std::vector<std::byte>(bytes.begin(), bytes.end()));
+  });
+  return pieces;
+}
+}  // namespace
+
 struct OpenRange {
   int64_t start_ns = 0;
   uint64_t correlation_id = 0;  // push/pop ranges opened while a device tracer ran
@@ -159,13 +146,19 @@ struct OpenRange {
   uint32_t category = 0;
   uint32_t color = 0;
   trace::Payload payload;
-  std::vector<std::pair<uint64_t, std::vector<std::byte>>> pieces;  // schema id, bytes
+  OwnedPieces pieces;
 };
 
+// The drain thread's state, and the stages DrainOnce runs each record through: it finds
+// the record's thread lane, then matches push/pop and start/end into ranges, or writes a
+// mark or a thread name, into `batch`.
 struct Recorder::DrainState {
-  DrainState(ClockSource source, int64_t pid) : clock(source), nccl(pid) {}
+  DrainState(ClockSource source, int64_t process_id, NvtxRegistry& nvtx)
+      : clock(source), nccl(process_id), pid(process_id), registry(nvtx) {}
   TickConverter clock;
   NcclAssembler nccl;
+  const int64_t pid;
+  NvtxRegistry& registry;
   std::unique_ptr<trace::TraceWriter> writer;
   bool writer_failed = false;
   trace::EventTables batch;
@@ -179,7 +172,7 @@ struct Recorder::DrainState {
   struct PendingEnd {
     int64_t end_ns;
     trace::LaneId lane;
-    std::vector<std::pair<uint64_t, std::vector<std::byte>>> pieces;
+    OwnedPieces pieces;
   };
   std::unordered_map<uint64_t, PendingEnd> pending_ends;  // ends drained before their start
   std::unordered_map<int64_t, std::string> thread_names;  // from nvtxNameOsThread
@@ -187,7 +180,199 @@ struct Recorder::DrainState {
   std::unordered_map<const NvtxDomain*, trace::StringId> domain_ids;
   RecorderStats stats;
   uint64_t reported_drops = 0;
+
+  // ---- stages of one record; the writer exists ----
+  // An NCCL plugin callback: NCCL's threads (its proxy) get no thread lane, what they
+  // report is communicator work.
+  void AddNccl(const RecordReader& record);
+  // The buffer's thread with its lane, created at the thread's first record.
+  ThreadState& ThreadOf(const ThreadBuffer& buffer);
+  // Any other record, on its thread's lane.
+  void AddThreadRecord(const RecordReader& record, ThreadState& thread);
+  void AddPush(const RecordReader& record, int64_t ts, ThreadState& thread);
+  void AddPop(const RecordReader& record, int64_t ts, ThreadState& thread);
+  void AddStart(const RecordReader& record, int64_t ts, const ThreadState& thread);
+  void AddEnd(const RecordReader& record, int64_t ts, const ThreadState& thread);
+  void AddMark(const RecordReader& record, int64_t ts, const ThreadState& thread);
+  void AddThreadName(const RecordReader& record);
+
+  // ---- what the stages share ----
+  trace::StringId InternDomain(const NvtxDomain* domain);
+  trace::StringId NameOf(const RecordReader& record);  // registered string or inline text
+  trace::StringId ArgsOf(const NvtxDomain* domain, const OwnedPieces& pieces, bool unfinished);
+  OpenRange OpenRangeOf(const RecordReader& record, int64_t ts, const ThreadState& thread);
+  // Writes a finished range; `end_lane` is the lane that ended it (start/end ranges may end
+  // on another thread).
+  void EmitRange(OpenRange& range, int64_t end_ns, trace::LaneId end_lane, trace::NvtxRangeStyle style,
+                 bool unfinished);
 };
+
+void Recorder::DrainState::AddNccl(const RecordReader& record) {
+  const std::optional<NcclRecord> body = record.body<NcclRecord>();
+  if (!body) return;
+  nccl.Add(*body, record.text(), clock.ToRealtimeNs(record.header().ticks));
+}
+
+Recorder::DrainState::ThreadState& Recorder::DrainState::ThreadOf(const ThreadBuffer& buffer) {
+  ThreadState& thread = threads[buffer.serial()];
+  if (thread.lane == trace::kNoLane) {
+    thread.tid = buffer.tid();
+    auto named = thread_names.find(thread.tid);
+    trace::Lane lane;
+    lane.kind = trace::LaneKind::kCpuThread;
+    lane.pid = pid;
+    lane.tid = thread.tid;
+    lane.name = named != thread_names.end() ? named->second : ThreadNameOf(buffer);
+    thread.lane = writer->AddLane(lane);
+  }
+  return thread;
+}
+
+void Recorder::DrainState::AddThreadRecord(const RecordReader& record, ThreadState& thread) {
+  const int64_t ts = clock.ToRealtimeNs(record.header().ticks);
+  switch (record.header().kind) {
+    case RecordKind::kPush: AddPush(record, ts, thread); break;
+    case RecordKind::kPop: AddPop(record, ts, thread); break;
+    case RecordKind::kStart: AddStart(record, ts, thread); break;
+    case RecordKind::kEnd: AddEnd(record, ts, thread); break;
+    case RecordKind::kMark: AddMark(record, ts, thread); break;
+    case RecordKind::kNameThread: AddThreadName(record); break;
+    case RecordKind::kNccl: break;  // AddNccl, without a thread lane
+  }
+}
+
+void Recorder::DrainState::AddPush(const RecordReader& record, int64_t ts, ThreadState& thread) {
+  OpenRange range = OpenRangeOf(record, ts, thread);
+  range.correlation_id = record.header().value;
+  thread.stacks[record.header().domain].push_back(std::move(range));
+}
+
+void Recorder::DrainState::AddPop(const RecordReader& record, int64_t ts, ThreadState& thread) {
+  const RecordHeader& header = record.header();
+  auto& stack = thread.stacks[header.domain];
+  // Ranges above the popped level lost their pops (full buffer): end them here.
+  while (!stack.empty() && stack.back().depth > header.depth) {
+    EmitRange(stack.back(), ts, thread.lane, trace::NvtxRangeStyle::kPushPop, true);
+    stack.pop_back();
+  }
+  if (stack.empty() || stack.back().depth != header.depth) {
+    ++stats.unmatched_ends;  // its push was lost
+    return;
+  }
+  OpenRange& range = stack.back();
+  for (auto& piece : ReadPieces(record)) range.pieces.push_back(std::move(piece));
+  EmitRange(range, ts, thread.lane, trace::NvtxRangeStyle::kPushPop, false);
+  stack.pop_back();
+}
+
+void Recorder::DrainState::AddStart(const RecordReader& record, int64_t ts, const ThreadState& thread) {
+  OpenRange range = OpenRangeOf(record, ts, thread);
+  auto ended = pending_ends.find(record.header().value);
+  if (ended != pending_ends.end()) {
+    for (auto& piece : ended->second.pieces) range.pieces.push_back(std::move(piece));
+    EmitRange(range, ended->second.end_ns, ended->second.lane, trace::NvtxRangeStyle::kStartEnd, false);
+    pending_ends.erase(ended);
+  } else {
+    started.emplace(record.header().value, std::move(range));
+  }
+}
+
+void Recorder::DrainState::AddEnd(const RecordReader& record, int64_t ts, const ThreadState& thread) {
+  auto start = started.find(record.header().value);
+  if (start == started.end()) {
+    pending_ends[record.header().value] = {ts, thread.lane, ReadPieces(record)};
+    return;
+  }
+  for (auto& piece : ReadPieces(record)) start->second.pieces.push_back(std::move(piece));
+  EmitRange(start->second, ts, thread.lane, trace::NvtxRangeStyle::kStartEnd, false);
+  started.erase(start);
+}
+
+void Recorder::DrainState::AddMark(const RecordReader& record, int64_t ts, const ThreadState& thread) {
+  const RecordHeader& header = record.header();
+  trace::NvtxMarkEvent mark;
+  mark.lane = thread.lane;
+  mark.start_ns = mark.end_ns = ts;
+  mark.name = NameOf(record);
+  mark.domain = InternDomain(header.domain);
+  mark.category = header.category;
+  mark.color = header.color;
+  mark.payload = ToPayload(header.payload_kind, header.payload_bits);
+  mark.args = ArgsOf(header.domain, ReadPieces(record), false);
+  batch.nvtx_marks.push_back(mark);
+}
+
+void Recorder::DrainState::AddThreadName(const RecordReader& record) {
+  const auto tid = static_cast<int64_t>(record.header().value);
+  const std::string_view name = record.text();
+  thread_names[tid] = std::string(name);
+  for (auto& [serial, state] : threads) {
+    if (state.tid != tid || state.lane == trace::kNoLane) continue;
+    trace::Lane lane;
+    lane.kind = trace::LaneKind::kCpuThread;
+    lane.pid = pid;
+    lane.tid = tid;
+    lane.name = std::string(name);
+    writer->AddLane(lane);
+  }
+}
+
+trace::StringId Recorder::DrainState::InternDomain(const NvtxDomain* domain) {
+  if (domain == nullptr || domain->name.empty()) return trace::kEmptyString;
+  auto [it, added] = domain_ids.try_emplace(domain, trace::kEmptyString);
+  if (added) it->second = writer->Intern(domain->name);
+  return it->second;
+}
+
+trace::StringId Recorder::DrainState::NameOf(const RecordReader& record) {
+  if (const NvtxString* registered = record.header().registered; registered != nullptr) {
+    auto [it, added] = registered_ids.try_emplace(registered, trace::kEmptyString);
+    if (added) it->second = writer->Intern(registered->text);
+    return it->second;
+  }
+  return writer->Intern(record.text());
+}
+
+trace::StringId Recorder::DrainState::ArgsOf(const NvtxDomain* domain, const OwnedPieces& pieces, bool unfinished) {
+  std::vector<PayloadPiece> views;
+  for (const auto& [schema, bytes] : pieces) views.push_back({schema, bytes});
+  std::string json = PayloadsToJson(registry, domain, views, unfinished);
+  return json.empty() ? trace::kEmptyString : writer->Intern(json);
+}
+
+OpenRange Recorder::DrainState::OpenRangeOf(const RecordReader& record, int64_t ts, const ThreadState& thread) {
+  const RecordHeader& header = record.header();
+  OpenRange range;
+  range.start_ns = ts;
+  range.depth = header.depth;
+  range.lane = thread.lane;
+  range.name = NameOf(record);
+  range.domain = header.domain;
+  range.category = header.category;
+  range.color = header.color;
+  range.payload = ToPayload(header.payload_kind, header.payload_bits);
+  range.pieces = ReadPieces(record);
+  return range;
+}
+
+void Recorder::DrainState::EmitRange(OpenRange& range, int64_t end_ns, trace::LaneId end_lane,
+                                     trace::NvtxRangeStyle style, bool unfinished) {
+  trace::NvtxRangeEvent event;
+  event.lane = range.lane;
+  event.start_ns = range.start_ns;
+  event.end_ns = std::max(end_ns, range.start_ns);
+  event.name = range.name;
+  event.domain = InternDomain(range.domain);
+  event.category = range.category;
+  event.color = range.color;
+  event.payload = range.payload;
+  event.args = ArgsOf(range.domain, range.pieces, unfinished);
+  event.style = style;
+  event.correlation_id = range.correlation_id;
+  event.end_lane = end_lane != range.lane ? end_lane : trace::kNoLane;
+  batch.nvtx_ranges.push_back(event);
+  if (unfinished) ++stats.unfinished;
+}
 
 Recorder::Recorder(RecorderOptions options)
     : options_(std::move(options)),
@@ -195,7 +380,7 @@ Recorder::Recorder(RecorderOptions options)
       registry_(options_.config.trace),
       buffers_(options_.config.buffer_bytes),
       clock_source_(ChooseClockSource(options_.config.clock_override)),
-      drain_(std::make_unique<DrainState>(clock_source_, options_.pid)) {
+      drain_(std::make_unique<DrainState>(clock_source_, options_.pid, registry_)) {
   pthread_once(&g_exit_key_once, &CreateExitKey);
   drain_->clock.Calibrate();
   drain_thread_ = std::thread([this] {
@@ -249,49 +434,22 @@ ThreadBuffer* Recorder::BufferForThisThread() {
 bool Recorder::Append(const EventDraft& draft, RecordKind kind, uint32_t depth) {
   ThreadBuffer* buffer = BufferForThisThread();
   if (buffer == nullptr) return false;
-  std::string_view text = draft.text.substr(0, kMaxTextBytes);
-  size_t piece_count = std::min(draft.pieces.size(), kMaxPieces);
-  // Layout: header, text, then (8-aligned) each piece's header and padded bytes.
-  size_t size = sizeof(RecordHeader) + text.size();
-  if (piece_count > 0) {
-    size = (size + 7) & ~size_t{7};
-    for (size_t i = 0; i < piece_count; ++i) {
-      size += sizeof(PieceHeader) + ((std::min(draft.pieces[i].bytes.size(), kMaxPieceBytes) + 7) & ~size_t{7});
-    }
-  }
+  const std::string_view text = draft.text.substr(0, kMaxTextBytes);
+  const std::span<const PayloadPiece> pieces = draft.pieces.first(std::min(draft.pieces.size(), kMaxRecordPieces));
+  const size_t size = RecordSize(text.size(), pieces);
   std::byte* out = buffer->Reserve(size);
   if (out == nullptr) return false;
-  RecordHeader header;
-  header.size = static_cast<uint32_t>(size);
-  header.kind = kind;
+  RecordHeader header = FramedRecordHeader(kind, size, text.size(), pieces.size());
   header.payload_kind = draft.payload_kind;
-  header.piece_count = static_cast<uint8_t>(piece_count);
   header.depth = depth;
   header.category = draft.category;
   header.color = draft.color;
-  header.text_size = static_cast<uint32_t>(text.size());
   header.domain = draft.domain;
   header.registered = draft.registered;
   header.payload_bits = draft.payload_bits;
   header.value = draft.value;
   header.ticks = ReadTicks(clock_source_);
-  std::memcpy(out, &header, sizeof(header));
-  if (!text.empty()) std::memcpy(out + sizeof(header), text.data(), text.size());
-  if (piece_count > 0) {
-    size_t offset = (sizeof(header) + text.size() + 7) & ~size_t{7};
-    std::memset(out + sizeof(header) + text.size(), 0, offset - sizeof(header) - text.size());
-    for (size_t i = 0; i < piece_count; ++i) {
-      const PayloadPiece& piece = draft.pieces[i];
-      size_t bytes = std::min(piece.bytes.size(), kMaxPieceBytes);
-      size_t padded = (bytes + 7) & ~size_t{7};
-      PieceHeader piece_header{piece.schema_id, static_cast<uint32_t>(bytes), static_cast<uint32_t>(padded)};
-      std::memcpy(out + offset, &piece_header, sizeof(piece_header));
-      offset += sizeof(piece_header);
-      if (bytes > 0) std::memcpy(out + offset, piece.bytes.data(), bytes);
-      std::memset(out + offset + bytes, 0, padded - bytes);
-      offset += padded;
-    }
-  }
+  EncodeRecord(out, header, text, pieces);
   buffer->Commit(size);
   return true;
 }
@@ -381,20 +539,12 @@ bool Recorder::RecordNccl(const NcclRecord& nccl, std::string_view text) {
   ThreadBuffer* buffer = BufferForThisThread();
   if (buffer == nullptr) return false;
   text = text.substr(0, kMaxTextBytes);
-  // Layout: header, text, then (8-aligned) the record itself.
-  const size_t body = (sizeof(RecordHeader) + text.size() + 7) & ~size_t{7};
-  const size_t size = body + sizeof(NcclRecord);
+  const size_t size = RecordSizeWithBody<NcclRecord>(text.size());
   std::byte* out = buffer->Reserve(size);
   if (out == nullptr) return false;
-  RecordHeader header;
-  header.size = static_cast<uint32_t>(size);
-  header.kind = RecordKind::kNccl;
-  header.text_size = static_cast<uint32_t>(text.size());
+  RecordHeader header = FramedRecordHeader(RecordKind::kNccl, size, text.size(), 0);
   header.ticks = ReadTicks(clock_source_);
-  std::memcpy(out, &header, sizeof(header));
-  if (!text.empty()) std::memcpy(out + sizeof(header), text.data(), text.size());
-  std::memset(out + sizeof(header) + text.size(), 0, body - sizeof(header) - text.size());
-  std::memcpy(out + body, &nccl, sizeof(nccl));
+  EncodeRecordWithBody(out, header, text, nccl);
   buffer->Commit(size);
   return true;
 }
@@ -576,209 +726,46 @@ size_t Recorder::DrainOnce(size_t max_records) {
   size_t drained = 0;
   d.clock.Calibrate();
   std::vector<ThreadBuffer*> exited;
-  auto intern_domain = [&](const NvtxDomain* domain) -> trace::StringId {
-    if (domain == nullptr || domain->name.empty()) return trace::kEmptyString;
-    auto [it, added] = d.domain_ids.try_emplace(domain, trace::kEmptyString);
-    if (added) it->second = d.writer->Intern(domain->name);
-    return it->second;
-  };
-  auto read_pieces = [](const RecordHeader& header, std::span<const std::byte> record) {
-    std::vector<std::pair<uint64_t, std::vector<std::byte>>> pieces;
-    size_t offset = (sizeof(RecordHeader) + header.text_size + 7) & ~size_t{7};
-    for (int i = 0; i < header.piece_count && offset + sizeof(PieceHeader) <= record.size(); ++i) {
-      PieceHeader piece;
-      std::memcpy(&piece, record.data() + offset, sizeof(piece));
-      offset += sizeof(PieceHeader);
-      if (offset + piece.size > record.size()) break;
-      auto bytes = record.subspan(offset, piece.size);
-      pieces.emplace_back(piece.schema_id, std::vector<std::byte>(bytes.begin(), bytes.end()));
-      offset += piece.padded;
-    }
-    return pieces;
-  };
-  auto args_of = [&](const NvtxDomain* domain,
-                     const std::vector<std::pair<uint64_t, std::vector<std::byte>>>& pieces,
-                     bool unfinished) -> trace::StringId {
-    std::vector<PayloadPiece> views;
-    for (const auto& [schema, bytes] : pieces) views.push_back({schema, bytes});
-    std::string json = PayloadsToJson(registry_, domain, views, unfinished);
-    return json.empty() ? trace::kEmptyString : d.writer->Intern(json);
-  };
-  auto emit_range = [&](OpenRange& range, int64_t end_ns, trace::LaneId end_lane,
-                        trace::NvtxRangeStyle style, bool unfinished) {
-    trace::NvtxRangeEvent event;
-    event.lane = range.lane;
-    event.start_ns = range.start_ns;
-    event.end_ns = std::max(end_ns, range.start_ns);
-    event.name = range.name;
-    event.domain = intern_domain(range.domain);
-    event.category = range.category;
-    event.color = range.color;
-    event.payload = range.payload;
-    event.args = args_of(range.domain, range.pieces, unfinished);
-    event.style = style;
-    event.correlation_id = range.correlation_id;
-    event.end_lane = end_lane != range.lane ? end_lane : trace::kNoLane;
-    d.batch.nvtx_ranges.push_back(event);
-    if (unfinished) ++d.stats.unfinished;
-  };
-
   for (ThreadBuffer* buffer : buffers_.Snapshot()) {
     bool was_exited = buffer->exited();
     d.stats.buffer_drops += buffer->TakeDrops();
-    DrainState::ThreadState* thread = nullptr;
+    DrainState::ThreadState* thread = nullptr;  // looked up at the buffer's first thread record
     if (drained == max_records) break;
-    drained += buffer->Drain([&](std::span<const std::byte> record) {
+    drained += buffer->Drain([&](std::span<const std::byte> bytes) {
       ++d.stats.records;
-      if (record.size() < sizeof(RecordHeader)) return;
-      RecordHeader header;
-      std::memcpy(&header, record.data(), sizeof(header));
+      const std::optional<RecordReader> record = RecordReader::Open(bytes);
+      if (!record) return;
       EnsureWriter(/*has_events=*/true);
       if (!d.writer) return;
-      if (header.kind == RecordKind::kNccl) {
-        // NCCL's threads (its proxy) get no thread lane: what they report is communicator work.
-        const size_t body = (sizeof(RecordHeader) + header.text_size + 7) & ~size_t{7};
-        if (body + sizeof(NcclRecord) > record.size()) return;
-        NcclRecord nccl;
-        std::memcpy(&nccl, record.data() + body, sizeof(nccl));
-        const std::string_view nccl_text(reinterpret_cast<const char*>(record.data()) + sizeof(RecordHeader),
-                                         header.text_size);
-        d.nccl.Add(nccl, nccl_text, d.clock.ToRealtimeNs(header.ticks));
+      if (record->header().kind == RecordKind::kNccl) {
+        d.AddNccl(*record);
         return;
       }
-      if (thread == nullptr) {
-        thread = &d.threads[buffer->serial()];
-        if (thread->lane == trace::kNoLane) {
-          thread->tid = buffer->tid();
-          auto named = d.thread_names.find(thread->tid);
-          trace::Lane lane;
-          lane.kind = trace::LaneKind::kCpuThread;
-          lane.pid = options_.pid;
-          lane.tid = thread->tid;
-          lane.name = named != d.thread_names.end() ? named->second : ThreadNameOf(*buffer);
-          thread->lane = d.writer->AddLane(lane);
-        }
-      }
-      int64_t ts = d.clock.ToRealtimeNs(header.ticks);
-      std::string_view text(reinterpret_cast<const char*>(record.data()) + sizeof(RecordHeader),
-                            std::min<size_t>(header.text_size, record.size() - sizeof(RecordHeader)));
-      auto name_id = [&]() -> trace::StringId {
-        if (header.registered != nullptr) {
-          auto [it, added] = d.registered_ids.try_emplace(header.registered, trace::kEmptyString);
-          if (added) it->second = d.writer->Intern(header.registered->text);
-          return it->second;
-        }
-        return d.writer->Intern(text);
-      };
-      auto open_range = [&]() {
-        OpenRange range;
-        range.start_ns = ts;
-        range.depth = header.depth;
-        range.lane = thread->lane;
-        range.name = name_id();
-        range.domain = header.domain;
-        range.category = header.category;
-        range.color = header.color;
-        range.payload = ToPayload(header.payload_kind, header.payload_bits);
-        range.pieces = read_pieces(header, record);
-        return range;
-      };
-      switch (header.kind) {
-        case RecordKind::kPush: {
-          OpenRange range = open_range();
-          range.correlation_id = header.value;
-          thread->stacks[header.domain].push_back(std::move(range));
-          break;
-        }
-        case RecordKind::kPop: {
-          auto& stack = thread->stacks[header.domain];
-          // Ranges above the popped level lost their pops (full buffer): end them here.
-          while (!stack.empty() && stack.back().depth > header.depth) {
-            emit_range(stack.back(), ts, thread->lane, trace::NvtxRangeStyle::kPushPop, true);
-            stack.pop_back();
-          }
-          if (stack.empty() || stack.back().depth != header.depth) {
-            ++d.stats.unmatched_ends;  // its push was lost
-            break;
-          }
-          OpenRange& range = stack.back();
-          for (auto& piece : read_pieces(header, record)) range.pieces.push_back(std::move(piece));
-          emit_range(range, ts, thread->lane, trace::NvtxRangeStyle::kPushPop, false);
-          stack.pop_back();
-          break;
-        }
-        case RecordKind::kStart: {
-          OpenRange range = open_range();
-          auto ended = d.pending_ends.find(header.value);
-          if (ended != d.pending_ends.end()) {
-            for (auto& piece : ended->second.pieces) range.pieces.push_back(std::move(piece));
-            emit_range(range, ended->second.end_ns, ended->second.lane,
-                       trace::NvtxRangeStyle::kStartEnd, false);
-            d.pending_ends.erase(ended);
-          } else {
-            d.started.emplace(header.value, std::move(range));
-          }
-          break;
-        }
-        case RecordKind::kEnd: {
-          auto started = d.started.find(header.value);
-          if (started == d.started.end()) {
-            d.pending_ends[header.value] = {ts, thread->lane, read_pieces(header, record)};
-            break;
-          }
-          for (auto& piece : read_pieces(header, record)) started->second.pieces.push_back(std::move(piece));
-          emit_range(started->second, ts, thread->lane, trace::NvtxRangeStyle::kStartEnd, false);
-          d.started.erase(started);
-          break;
-        }
-        case RecordKind::kMark: {
-          trace::NvtxMarkEvent mark;
-          mark.lane = thread->lane;
-          mark.start_ns = mark.end_ns = ts;
-          mark.name = name_id();
-          mark.domain = intern_domain(header.domain);
-          mark.category = header.category;
-          mark.color = header.color;
-          mark.payload = ToPayload(header.payload_kind, header.payload_bits);
-          mark.args = args_of(header.domain, read_pieces(header, record), false);
-          d.batch.nvtx_marks.push_back(mark);
-          break;
-        }
-        case RecordKind::kNameThread: {
-          auto tid = static_cast<int64_t>(header.value);
-          d.thread_names[tid] = std::string(text);
-          for (auto& [serial, state] : d.threads) {
-            if (state.tid != tid || state.lane == trace::kNoLane) continue;
-            trace::Lane lane;
-            lane.kind = trace::LaneKind::kCpuThread;
-            lane.pid = options_.pid;
-            lane.tid = tid;
-            lane.name = std::string(text);
-            d.writer->AddLane(lane);
-          }
-          break;
-        }
-        case RecordKind::kNccl: break;  // handled above, without a thread lane
-      }
+      if (thread == nullptr) thread = &d.ThreadOf(*buffer);
+      d.AddThreadRecord(*record, *thread);
     }, max_records - drained);
     // An exited thread's buffer goes once it was seen exited before a drain that emptied it.
     if (was_exited && drained < max_records) exited.push_back(buffer);
   }
   buffers_.Remove(exited);
   WritePendingMeta();
-  if (d.writer) {
-    if (!d.nccl.empty()) d.nccl.Emit(Sink(), d.batch, RealtimeNowNs(), /*final=*/false);
-    if (d.stats.buffer_drops > d.reported_drops) {
-      d.writer->AddDrops(trace::DropRecord{"collector", "thread buffer full", -1, 0, 0,
-                                           d.stats.buffer_drops - d.reported_drops});
-      d.reported_drops = d.stats.buffer_drops;
-    }
-    if (!d.batch.empty()) {
-      d.writer->Submit(std::move(d.batch));
-      d.batch = trace::EventTables{};
-    }
-  }
+  SubmitDrained();
   return drained;
+}
+
+void Recorder::SubmitDrained() {
+  DrainState& d = *drain_;
+  if (!d.writer) return;
+  if (!d.nccl.empty()) d.nccl.Emit(Sink(), d.batch, RealtimeNowNs(), /*final=*/false);
+  if (d.stats.buffer_drops > d.reported_drops) {
+    d.writer->AddDrops(trace::DropRecord{"collector", "thread buffer full", -1, 0, 0,
+                                         d.stats.buffer_drops - d.reported_drops});
+    d.reported_drops = d.stats.buffer_drops;
+  }
+  if (!d.batch.empty()) {
+    d.writer->Submit(std::move(d.batch));
+    d.batch = trace::EventTables{};
+  }
 }
 
 Status Recorder::Finish(EndReason reason, int signal_number) {

@@ -31,6 +31,7 @@
 #include "collector/nvtx_registry.h"
 #include "collector/payload_decoder.h"
 #include "collector/rank_env.h"
+#include "collector/record_codec.h"
 #include "collector/thread_buffer.h"
 #include "trace/events.h"
 
@@ -39,11 +40,6 @@ class TraceWriter;
 }
 
 namespace rankscope::collector {
-
-enum class RecordKind : uint8_t {
-  kPush = 1, kPop = 2, kStart = 3, kEnd = 4, kMark = 5, kNameThread = 6,
-  kNccl = 7,  // an NCCL profiler-plugin callback (collector/nccl_events.h)
-};
 
 // What a handler knows about one event. Text and payload bytes are borrowed: Record
 // copies them before returning.
@@ -149,6 +145,9 @@ class Recorder {
   // the writer instead and drains everything.
   void DrainPass(bool final);
   size_t DrainOnce(size_t max_records);
+  // Hands what DrainOnce collected (and the NCCL operations now complete, and new drop
+  // counts) to the writer.
+  void SubmitDrained();
   // Whether the writer can take more now; with `wait`, waits (up to a minute) until it can.
   bool WriterCanTake(bool wait);
   // Converts what the device tracer delivered; `flush` asks it for held records first.

@@ -33,7 +33,15 @@ class TraceReader::Impl {
  public:
   explicit Impl(fs::path path) : path_(std::move(path)) {}
 
+  // Opening runs the stages below in order.
   Status Open();
+  // The application id says rankscope; the schema version is one this build reads.
+  Status CheckVersion();
+  // Every table and column of the file's version is there, in a plain table.
+  Status CheckTables();
+  // The per-table lane/time range queries of ReadLaneRange.
+  Status PrepareRangeQueries();
+  Status ReadMeta();
   Status Fail(Status s) const { return s.WithContext(path_.string()); }
   Result<std::vector<uint64_t>> LaneRowHints(size_t lanes) const;
 
@@ -55,11 +63,16 @@ class TraceReader::Impl {
 Status TraceReader::Impl::Open() {
   RS_RETURN_IF_ERROR(sql::CheckFileHeader(path_));
   RS_ASSIGN_OR_RETURN(db_, sql::OpenReadOnly(path_));
-  sqlite3* raw = db_.get();
-  int rc = SQLITE_OK;
+  RS_RETURN_IF_ERROR(CheckVersion());
+  RS_RETURN_IF_ERROR(CheckTables());
+  RS_RETURN_IF_ERROR(PrepareRangeQueries());
+  return ReadMeta();
+}
 
+Status TraceReader::Impl::CheckVersion() {
+  sqlite3* raw = db_.get();
   RS_ASSIGN_OR_RETURN(sql::Statement ids, sql::Statement::Prepare(raw, "PRAGMA application_id"));
-  rc = sqlite3_step(ids.get());
+  int rc = sqlite3_step(ids.get());
   if (rc != SQLITE_ROW) return sql::FromSqlite(raw, rc, "cannot read the database header");
   const int64_t application_id = ids.ColumnInt(0);
   RS_ASSIGN_OR_RETURN(sql::Statement version, sql::Statement::Prepare(raw, "PRAGMA user_version"));
@@ -78,16 +91,21 @@ Status TraceReader::Impl::Open() {
     return Corrupt(fmt::format("invalid trace schema version {}", schema_version));
   }
   schema_version_ = static_cast<int>(schema_version);
+  return Status::Ok();
+}
 
+Status TraceReader::Impl::CheckTables() {
   // Every schema table must be a plain table (a view could run any query, e.g. an endless
   // recursive one) with the columns this version reads. Tables and columns added after the
   // file's version are not looked for: older files lack them, and whatever a file has under
   // such a name is never read.
+  sqlite3* raw = db_.get();
   std::set<std::string> plain_tables;
   {
     RS_ASSIGN_OR_RETURN(sql::Statement tables,
                         sql::Statement::Prepare(raw, "SELECT name FROM sqlite_schema WHERE type = 'table' "
                                                      "AND sql NOT LIKE 'CREATE VIRTUAL%'"));
+    int rc;
     while ((rc = sqlite3_step(tables.get())) == SQLITE_ROW) plain_tables.insert(tables.ColumnText(0));
     if (rc != SQLITE_DONE) return sql::FromSqlite(raw, rc, "reading the schema");
   }
@@ -106,7 +124,11 @@ Status TraceReader::Impl::Open() {
       return Corrupt(fmt::format("table '{}' is missing or malformed", table.name));
     }
   }
+  return Status::Ok();
+}
 
+Status TraceReader::Impl::PrepareRangeQueries() {
+  sqlite3* raw = db_.get();
   int index = 0;
   Status status;
   EventTables none;
@@ -127,8 +149,14 @@ Status TraceReader::Impl::Open() {
   });
   RS_RETURN_IF_ERROR(status);
   RS_ASSIGN_OR_RETURN(lane_max_, sql::Statement::Prepare(raw, "SELECT max_duration_ns FROM lanes WHERE id = ?"));
+  return Status::Ok();
+}
+
+Status TraceReader::Impl::ReadMeta() {
+  sqlite3* raw = db_.get();
   RS_ASSIGN_OR_RETURN(sql::Statement meta_stmt, sql::Statement::Prepare(raw, "SELECT key, value FROM meta"));
   std::map<std::string, std::string> rows;
+  int rc;
   while ((rc = sqlite3_step(meta_stmt.get())) == SQLITE_ROW) {
     rows[meta_stmt.ColumnText(0)] = meta_stmt.ColumnText(1);
   }
@@ -389,6 +417,208 @@ struct Placement {
   std::vector<size_t> next, end;
 };
 
+// One worker's scratch, sized for `buckets` at its first use.
+Placement& ScratchOf(std::vector<Placement>& placement, int worker, size_t buckets) {
+  Placement& p = placement[static_cast<size_t>(worker)];
+  if (p.next.size() != buckets) {
+    p.next.assign(buckets, 0);
+    p.end.assign(buckets, 0);
+  }
+  return p;
+}
+
+// Lane bucket b is lane id b for 1..L; bucket 0 collects lane ids outside 1..L (damaged
+// or foreign files).
+class LaneBuckets {
+ public:
+  explicit LaneBuckets(size_t lanes) : count_(lanes + 1) {}
+  size_t count() const { return count_; }
+  size_t Of(int64_t lane) const {
+    return lane > 0 && static_cast<uint64_t>(lane) < count_ ? static_cast<size_t>(lane) : 0;
+  }
+
+ private:
+  size_t count_;
+};
+
+// Per event table: the first slot of each lane bucket, and the table's size last.
+using BucketStarts = std::array<std::vector<size_t>, codec::kEventTableCount>;
+
+Result<sql::Statement> ChunkQuery(sqlite3* db, const Chunk& chunk, const std::string& columns) {
+  return sql::Statement::Prepare(db, fmt::format("SELECT {} FROM {} WHERE id BETWEEN {} AND {}", columns,
+                                                 TableName(chunk.table), chunk.first_id, chunk.last_id));
+}
+
+// Stage: chunks for every event table the file's version has (tables without chunks load
+// empty).
+template <typename HasTable>
+Status PlanAllChunks(sqlite3* db, HasTable&& has_table, std::vector<Chunk>* chunks) {
+  for (int t = 0; t < codec::kEventTableCount; ++t) {
+    if (!has_table(TableName(t))) continue;
+    RS_RETURN_IF_ERROR(PlanChunks(db, t, chunks));
+  }
+  return Status::Ok();
+}
+
+// Stage: per-lane row counts from the block directory (`lane_blocks`), kept only where
+// they are plausible: within a chunk's id span, and for all chunks together at most one
+// row per 8 bytes of the file.
+Status ApplyBlockDirectory(sqlite3* db, const fs::path& path, const LaneBuckets& buckets,
+                           std::vector<Chunk>& chunks) {
+  std::map<std::pair<std::string, int64_t>, size_t> chunk_of;
+  for (size_t c = 0; c < chunks.size(); ++c) {
+    chunk_of[{std::string(TableName(chunks[c].table)), chunks[c].block}] = c;
+  }
+  std::vector<std::map<size_t, size_t>> claimed(chunks.size());
+  std::vector<bool> implausible(chunks.size(), false);
+  RS_ASSIGN_OR_RETURN(sql::Statement stmt,
+                      sql::Statement::Prepare(db, "SELECT event_table, block, lane, rows FROM lane_blocks"));
+  int rc;
+  while ((rc = sqlite3_step(stmt.get())) == SQLITE_ROW) {
+    auto it = chunk_of.find({stmt.ColumnText(0), stmt.ColumnInt(1)});
+    if (it == chunk_of.end()) continue;  // a block without rows, or no table of ours
+    const int64_t rows = stmt.ColumnInt(3);
+    const Chunk& chunk = chunks[it->second];
+    size_t& sum = claimed[it->second][buckets.Of(stmt.ColumnInt(2))];
+    if (rows < 0 || rows > chunk.last_id - chunk.first_id + 1) implausible[it->second] = true;
+    else sum = std::min<size_t>(sum + static_cast<size_t>(rows), SIZE_MAX / 2);
+  }
+  if (rc != SQLITE_DONE) return sql::FromSqlite(db, rc, "reading lane_blocks");
+  // A row takes at least 8 bytes of the file: more claimed rows than that means lies.
+  std::error_code ec;
+  uintmax_t file_bytes = fs::file_size(path, ec);
+  file_bytes += fs::exists(path.string() + "-wal", ec) ? fs::file_size(path.string() + "-wal", ec) : 0;
+  size_t total = 0;
+  for (size_t c = 0; c < chunks.size(); ++c) {
+    size_t in_chunk = 0;
+    for (const auto& [bucket, rows] : claimed[c]) in_chunk += rows;
+    if (implausible[c] || claimed[c].empty() ||
+        in_chunk > static_cast<size_t>(chunks[c].last_id - chunks[c].first_id + 1)) {
+      continue;
+    }
+    chunks[c].counts.assign(claimed[c].begin(), claimed[c].end());
+    chunks[c].known = true;
+    total += in_chunk;
+  }
+  if (total > file_bytes / 8) {
+    for (Chunk& chunk : chunks) chunk.known = false;
+  }
+  return Status::Ok();
+}
+
+// Stage: counts the rows per lane of every chunk without usable counts (one pass over the
+// lane column).
+Status CountUnknownChunks(const fs::path& path, int workers, const LaneBuckets& buckets, std::vector<Chunk>& chunks,
+                          std::vector<Placement>& placement) {
+  return RunParallel(path, workers, chunks.size(), [&](sqlite3* conn, int worker, size_t c) -> Status {
+    Chunk& chunk = chunks[c];
+    if (chunk.known) return Status::Ok();
+    RS_ASSIGN_OR_RETURN(sql::Statement stmt, ChunkQuery(conn, chunk, "lane"));
+    std::vector<size_t>& rows = ScratchOf(placement, worker, buckets.count()).next;
+    int rc;
+    while ((rc = sqlite3_step(stmt.get())) == SQLITE_ROW) ++rows[buckets.Of(stmt.ColumnInt(0))];
+    if (rc != SQLITE_DONE) return sql::FromSqlite(conn, rc, "counting rows per lane");
+    chunk.counts.clear();
+    for (size_t b = 0; b < buckets.count(); ++b) {
+      if (rows[b] > 0) chunk.counts.emplace_back(b, rows[b]);
+      rows[b] = 0;
+    }
+    chunk.known = true;
+    return Status::Ok();
+  });
+}
+
+// Stage: every row's slot, from the counts: bucket by bucket, and within a bucket chunk by
+// chunk (row-id order). Sizes the tables of `events` to hold them.
+BucketStarts AssignSlots(std::vector<Chunk>& chunks, const LaneBuckets& buckets, EventTables& events) {
+  BucketStarts bucket_start;
+  const size_t count = buckets.count();
+  for (int t = 0; t < codec::kEventTableCount; ++t) {
+    std::vector<std::tuple<size_t, size_t, size_t>> entries;  // (bucket, chunk, index in counts)
+    for (size_t c = 0; c < chunks.size(); ++c) {
+      if (chunks[c].table != t) continue;
+      chunks[c].first_slot.assign(chunks[c].counts.size(), 0);
+      for (size_t i = 0; i < chunks[c].counts.size(); ++i) entries.emplace_back(chunks[c].counts[i].first, c, i);
+    }
+    std::sort(entries.begin(), entries.end());
+    std::vector<size_t>& start = bucket_start[static_cast<size_t>(t)];
+    start.assign(count + 1, SIZE_MAX);
+    size_t slot = 0;
+    for (const auto& [bucket, c, i] : entries) {
+      if (start[bucket] == SIZE_MAX) start[bucket] = slot;
+      chunks[c].first_slot[i] = slot;
+      slot += chunks[c].counts[i].second;
+    }
+    start[count] = slot;
+    for (size_t b = count; b-- > 0;) {
+      if (start[b] == SIZE_MAX) start[b] = start[b + 1];
+    }
+    WithTable(events, t, [slot](std::string_view, auto& table) { table.resize(slot); });
+  }
+  return bucket_start;
+}
+
+// Stage: decodes each row into its slot. Returns true when the counts were wrong: a row
+// found no room left in its bucket, or a bucket was left short.
+Result<bool> DecodeChunks(const fs::path& path, int workers, int schema_version, const LaneBuckets& buckets,
+                          const std::vector<Chunk>& chunks, std::vector<Placement>& placement, EventTables& events) {
+  std::atomic<bool> wrong{false};
+  Status decoded = RunParallel(path, workers, chunks.size(), [&](sqlite3* conn, int worker, size_t c) -> Status {
+    const Chunk& chunk = chunks[c];
+    Placement& p = ScratchOf(placement, worker, buckets.count());
+    for (size_t i = 0; i < chunk.counts.size(); ++i) {
+      p.next[chunk.counts[i].first] = chunk.first_slot[i];
+      p.end[chunk.counts[i].first] = chunk.first_slot[i] + chunk.counts[i].second;
+    }
+    Status s;
+    WithTable(events, chunk.table, [&](std::string_view name, auto& table) {
+      auto stmt = ChunkQuery(conn, chunk, FindTable(name)->SelectList(schema_version));
+      if (!stmt.ok()) {
+        s = stmt.status();
+        return;
+      }
+      int rc;
+      while ((rc = sqlite3_step(stmt->get())) == SQLITE_ROW) {
+        const size_t b = buckets.Of(stmt->ColumnInt(0));
+        if (p.next[b] == p.end[b]) {
+          wrong = true;
+          return;
+        }
+        codec::Read(*stmt, &table[p.next[b]++]);
+      }
+      if (rc != SQLITE_DONE) s = sql::FromSqlite(conn, rc, fmt::format("reading table '{}'", name));
+    });
+    for (const auto& [bucket, rows] : chunk.counts) {
+      if (p.next[bucket] != p.end[bucket]) wrong = true;
+      p.next[bucket] = p.end[bucket] = 0;
+    }
+    return s;
+  });
+  RS_RETURN_IF_ERROR(decoded);
+  return wrong.load();
+}
+
+// Stage: checks time order within each lane and sorts where another tool broke it; rows on
+// lanes the file never declared go before or after the known lanes.
+void SortLanesByTime(const BucketStarts& bucket_start, const LaneBuckets& buckets, EventTables& events) {
+  for (int t = 0; t < codec::kEventTableCount; ++t) {
+    const std::vector<size_t>& start = bucket_start[static_cast<size_t>(t)];
+    WithTable(events, t, [&](std::string_view, auto& table) {
+      auto by_time = [](const auto& a, const auto& b) { return codec::StartOf(a) < codec::StartOf(b); };
+      auto by_lane_time = [](const auto& a, const auto& b) {
+        const LaneId la = codec::LaneOf(a), lb = codec::LaneOf(b);
+        return la != lb ? la < lb : codec::StartOf(a) < codec::StartOf(b);
+      };
+      for (size_t b = 1; b < buckets.count(); ++b) {
+        auto first = table.begin() + static_cast<ptrdiff_t>(start[b]);
+        auto last = table.begin() + static_cast<ptrdiff_t>(start[b + 1]);
+        if (!std::is_sorted(first, last, by_time)) std::stable_sort(first, last, by_time);
+      }
+      if (start[1] > 0) std::stable_sort(table.begin(), table.end(), by_lane_time);
+    });
+  }
+}
+
 }  // namespace
 
 // Loading a whole rank. The event tables are split into blocks of kBlockRows row ids, and
@@ -401,8 +631,8 @@ struct Placement {
 // tables, the file's size), so a hostile file cannot make the reader allocate more than a
 // small multiple of its size. Blocks without usable counts are counted first (a pass over
 // the lane column), and counts that turn out wrong restart the load with every block
-// counted. Lane bucket b is lane id b for 1..L; bucket 0 collects lane ids outside 1..L
-// (damaged or foreign files), after which the table is sorted by (lane, start) as a whole.
+// counted. Rows of lane ids outside 1..L (lane bucket 0) make the table sorted by
+// (lane, start) as a whole.
 Result<RankTrace> TraceReader::LoadAll(LoadOptions options) const {
   sqlite3* db = impl_->db_.get();
   ReadTransaction snapshot(db);
@@ -410,182 +640,34 @@ Result<RankTrace> TraceReader::LoadAll(LoadOptions options) const {
   trace.path = impl_->path_;
   trace.meta = impl_->meta_;
   std::vector<Chunk> chunks;
-  for (int t = 0; t < codec::kEventTableCount; ++t) {
-    if (!impl_->HasTable(TableName(t))) continue;  // no chunks: the table loads empty
-    if (Status s = PlanChunks(db, t, &chunks); !s.ok()) return impl_->Fail(s);
-  }
+  auto has_table = [this](std::string_view name) { return impl_->HasTable(name); };
+  if (Status s = PlanAllChunks(db, has_table, &chunks); !s.ok()) return impl_->Fail(s);
   // Strings and lanes are committed before the events that use them: read them after the
   // event tables' extent, in the same snapshot.
   RS_ASSIGN_OR_RETURN(trace.strings, ReadStrings());
   RS_ASSIGN_OR_RETURN(trace.lanes, ReadLanes());
   RS_ASSIGN_OR_RETURN(trace.drops, ReadDrops());
-  const size_t buckets = trace.lanes.size() + 1;
-  auto bucket_of = [buckets](int64_t lane) {
-    return lane > 0 && static_cast<uint64_t>(lane) < buckets ? static_cast<size_t>(lane) : 0;
-  };
-
-  // The block directory, kept only where it is plausible.
-  {
-    std::map<std::pair<std::string, int64_t>, size_t> chunk_of;
-    for (size_t c = 0; c < chunks.size(); ++c) {
-      chunk_of[{std::string(TableName(chunks[c].table)), chunks[c].block}] = c;
-    }
-    std::vector<std::map<size_t, size_t>> claimed(chunks.size());
-    std::vector<bool> implausible(chunks.size(), false);
-    auto stmt = sql::Statement::Prepare(db, "SELECT event_table, block, lane, rows FROM lane_blocks");
-    if (!stmt.ok()) return impl_->Fail(stmt.status());
-    int rc;
-    while ((rc = sqlite3_step(stmt->get())) == SQLITE_ROW) {
-      auto it = chunk_of.find({stmt->ColumnText(0), stmt->ColumnInt(1)});
-      if (it == chunk_of.end()) continue;  // a block without rows, or no table of ours
-      const int64_t rows = stmt->ColumnInt(3);
-      const Chunk& chunk = chunks[it->second];
-      size_t& sum = claimed[it->second][bucket_of(stmt->ColumnInt(2))];
-      if (rows < 0 || rows > chunk.last_id - chunk.first_id + 1) implausible[it->second] = true;
-      else sum = std::min<size_t>(sum + static_cast<size_t>(rows), SIZE_MAX / 2);
-    }
-    if (rc != SQLITE_DONE) return impl_->Fail(sql::FromSqlite(db, rc, "reading lane_blocks"));
-    // A row takes at least 8 bytes of the file: more claimed rows than that means lies.
-    std::error_code ec;
-    uintmax_t file_bytes = fs::file_size(impl_->path_, ec);
-    file_bytes += fs::exists(impl_->path_.string() + "-wal", ec) ? fs::file_size(impl_->path_.string() + "-wal", ec) : 0;
-    size_t total = 0;
-    for (size_t c = 0; c < chunks.size(); ++c) {
-      size_t in_chunk = 0;
-      for (const auto& [bucket, rows] : claimed[c]) in_chunk += rows;
-      if (implausible[c] || claimed[c].empty() ||
-          in_chunk > static_cast<size_t>(chunks[c].last_id - chunks[c].first_id + 1)) {
-        continue;
-      }
-      chunks[c].counts.assign(claimed[c].begin(), claimed[c].end());
-      chunks[c].known = true;
-      total += in_chunk;
-    }
-    if (total > file_bytes / 8) {
-      for (Chunk& chunk : chunks) chunk.known = false;
-    }
-  }
+  const LaneBuckets buckets(trace.lanes.size());
+  if (Status s = ApplyBlockDirectory(db, impl_->path_, buckets, chunks); !s.ok()) return impl_->Fail(s);
 
   const int hardware = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int workers = static_cast<int>(std::clamp<size_t>(
       static_cast<size_t>(options.threads > 0 ? options.threads : hardware), 1, std::max<size_t>(1, chunks.size())));
   std::vector<Placement> placement(static_cast<size_t>(workers));
-  auto chunk_query = [](sqlite3* conn, const Chunk& chunk, const std::string& columns) {
-    return sql::Statement::Prepare(conn, fmt::format("SELECT {} FROM {} WHERE id BETWEEN {} AND {}", columns,
-                                                     TableName(chunk.table), chunk.first_id, chunk.last_id));
-  };
-  auto scratch = [&](int worker) -> Placement& {
-    Placement& p = placement[static_cast<size_t>(worker)];
-    if (p.next.size() != buckets) {
-      p.next.assign(buckets, 0);
-      p.end.assign(buckets, 0);
-    }
-    return p;
-  };
-
-  std::array<std::vector<size_t>, codec::kEventTableCount> bucket_start;  // first slot per bucket
+  BucketStarts bucket_start;
   for (int attempt = 0;; ++attempt) {
-    // Count the rows per lane of every chunk without usable counts.
-    Status counted = RunParallel(impl_->path_, workers, chunks.size(), [&](sqlite3* conn, int worker, size_t c) -> Status {
-      Chunk& chunk = chunks[c];
-      if (chunk.known) return Status::Ok();
-      RS_ASSIGN_OR_RETURN(sql::Statement stmt, chunk_query(conn, chunk, "lane"));
-      std::vector<size_t>& rows = scratch(worker).next;
-      int rc;
-      while ((rc = sqlite3_step(stmt.get())) == SQLITE_ROW) ++rows[bucket_of(stmt.ColumnInt(0))];
-      if (rc != SQLITE_DONE) return sql::FromSqlite(conn, rc, "counting rows per lane");
-      chunk.counts.clear();
-      for (size_t b = 0; b < buckets; ++b) {
-        if (rows[b] > 0) chunk.counts.emplace_back(b, rows[b]);
-        rows[b] = 0;
-      }
-      chunk.known = true;
-      return Status::Ok();
-    });
-    if (!counted.ok()) return impl_->Fail(counted);
-
-    // Slots: bucket by bucket, and within a bucket chunk by chunk (row-id order).
-    for (int t = 0; t < codec::kEventTableCount; ++t) {
-      std::vector<std::tuple<size_t, size_t, size_t>> entries;  // (bucket, chunk, index in counts)
-      for (size_t c = 0; c < chunks.size(); ++c) {
-        if (chunks[c].table != t) continue;
-        chunks[c].first_slot.assign(chunks[c].counts.size(), 0);
-        for (size_t i = 0; i < chunks[c].counts.size(); ++i) entries.emplace_back(chunks[c].counts[i].first, c, i);
-      }
-      std::sort(entries.begin(), entries.end());
-      std::vector<size_t>& start = bucket_start[static_cast<size_t>(t)];
-      start.assign(buckets + 1, SIZE_MAX);
-      size_t slot = 0;
-      for (const auto& [bucket, c, i] : entries) {
-        if (start[bucket] == SIZE_MAX) start[bucket] = slot;
-        chunks[c].first_slot[i] = slot;
-        slot += chunks[c].counts[i].second;
-      }
-      start[buckets] = slot;
-      for (size_t b = buckets; b-- > 0;) {
-        if (start[b] == SIZE_MAX) start[b] = start[b + 1];
-      }
-      WithTable(trace.events, t, [slot](std::string_view, auto& table) { table.resize(slot); });
+    if (Status s = CountUnknownChunks(impl_->path_, workers, buckets, chunks, placement); !s.ok()) {
+      return impl_->Fail(s);
     }
-
-    // Decode each row into its slot. A row with no room left in its bucket, or a bucket
-    // left short, means the counts were wrong.
-    std::atomic<bool> wrong{false};
-    Status decoded = RunParallel(impl_->path_, workers, chunks.size(), [&](sqlite3* conn, int worker, size_t c) -> Status {
-      Chunk& chunk = chunks[c];
-      Placement& p = scratch(worker);
-      for (size_t i = 0; i < chunk.counts.size(); ++i) {
-        p.next[chunk.counts[i].first] = chunk.first_slot[i];
-        p.end[chunk.counts[i].first] = chunk.first_slot[i] + chunk.counts[i].second;
-      }
-      Status s;
-      WithTable(trace.events, chunk.table, [&](std::string_view name, auto& table) {
-        auto stmt = chunk_query(conn, chunk, FindTable(name)->SelectList(impl_->schema_version_));
-        if (!stmt.ok()) {
-          s = stmt.status();
-          return;
-        }
-        int rc;
-        while ((rc = sqlite3_step(stmt->get())) == SQLITE_ROW) {
-          const size_t b = bucket_of(stmt->ColumnInt(0));
-          if (p.next[b] == p.end[b]) {
-            wrong = true;
-            return;
-          }
-          codec::Read(*stmt, &table[p.next[b]++]);
-        }
-        if (rc != SQLITE_DONE) s = sql::FromSqlite(conn, rc, fmt::format("reading table '{}'", name));
-      });
-      for (const auto& [bucket, rows] : chunk.counts) {
-        if (p.next[bucket] != p.end[bucket]) wrong = true;
-        p.next[bucket] = p.end[bucket] = 0;
-      }
-      return s;
-    });
-    if (!decoded.ok()) return impl_->Fail(decoded);
-    if (!wrong) break;
+    bucket_start = AssignSlots(chunks, buckets, trace.events);
+    Result<bool> wrong =
+        DecodeChunks(impl_->path_, workers, impl_->schema_version_, buckets, chunks, placement, trace.events);
+    if (!wrong.ok()) return impl_->Fail(wrong.status());
+    if (!*wrong) break;
     if (attempt > 0) return impl_->Fail(Inconsistent("the file changed while it was being loaded"));
     for (Chunk& chunk : chunks) chunk.known = false;  // the directory lied: count everything
   }
-
-  // Check time order within each lane; sort where another tool broke it.
-  for (int t = 0; t < codec::kEventTableCount; ++t) {
-    const std::vector<size_t>& start = bucket_start[static_cast<size_t>(t)];
-    WithTable(trace.events, t, [&](std::string_view, auto& table) {
-      auto by_time = [](const auto& a, const auto& b) { return codec::StartOf(a) < codec::StartOf(b); };
-      auto by_lane_time = [](const auto& a, const auto& b) {
-        const LaneId la = codec::LaneOf(a), lb = codec::LaneOf(b);
-        return la != lb ? la < lb : codec::StartOf(a) < codec::StartOf(b);
-      };
-      for (size_t b = 1; b < buckets; ++b) {
-        auto first = table.begin() + static_cast<ptrdiff_t>(start[b]);
-        auto last = table.begin() + static_cast<ptrdiff_t>(start[b + 1]);
-        if (!std::is_sorted(first, last, by_time)) std::stable_sort(first, last, by_time);
-      }
-      // Rows on lanes the file never declared belong before or after the known lanes.
-      if (start[1] > 0) std::stable_sort(table.begin(), table.end(), by_lane_time);
-    });
-  }
+  SortLanesByTime(bucket_start, buckets, trace.events);
   return trace;
 }
 
