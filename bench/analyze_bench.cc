@@ -413,26 +413,15 @@ bool HaveRun(const fs::path& dir, int ranks, uint64_t events) {
 // when DIR holds rank files but no params.txt of ours: they may be someone's real run.
 Status ClearRun(const fs::path& dir) {
   std::error_code ec;
-  std::vector<fs::path> doomed;
-  for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
-    std::string name = entry.path().filename().string();
-    for (const char* suffix : {"-wal", "-shm", "-journal"}) {
-      if (name.ends_with(suffix)) name.resize(name.size() - std::string_view(suffix).size());
-    }
-    if (trace::ParseRankFileName(name).is_rank_file) doomed.push_back(entry.path());
-  }
-  if (ec) return IoError(fmt::format("{}: cannot list: {}", dir.string(), ec.message()));
+  if (!fs::is_directory(dir, ec) || !trace::HasRankFiles(dir)) return Status::Ok();
   std::ifstream in(dir / kParamsFile);
   std::string line;
   const bool ours = in && std::getline(in, line) && line.starts_with("generator=");
-  if (!doomed.empty() && !ours) {
+  if (!ours) {
     return InvalidArgument(fmt::format("{} holds rank files that analyze_bench did not write; choose another directory",
                                        dir.string()));
   }
-  for (const fs::path& path : doomed) {
-    if (!fs::remove(path, ec) && ec) return IoError(fmt::format("{}: cannot remove: {}", path.string(), ec.message()));
-  }
-  return Status::Ok();
+  return trace::RemoveRankFiles(dir).status();
 }
 
 // params.txt: "generator=V ranks=R events=N", plus " incomplete" until every file is closed.

@@ -11,6 +11,7 @@
 
 #include "trace/event_codec.h"
 #include "trace/reader.h"
+#include "trace/run_dir.h"
 #include "trace/schema.h"
 #include "trace/writer.h"
 
@@ -28,7 +29,8 @@ fs::path BenchDir() {
 }
 
 void Remove(const fs::path& path) {
-  for (const char* suffix : {"", "-wal", "-shm", "-journal"}) fs::remove(path.string() + suffix);
+  fs::remove(path);
+  for (const fs::path& companion : RankFileCompanions(path)) fs::remove(companion);
 }
 
 // A GPU-trace-like mix: every kernel has its launch call; a few copies and NVTX ranges.

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cstddef>
 #include <ctime>
 
 #include "cli/launcher.h"
@@ -129,7 +131,13 @@ int RunProfile(const ProfileRequest& request, const ProfileContext& context) {
                              checked.trace.ToList(),
                              checked.local_ranks ? fmt::format("; {} local ranks", *checked.local_ranks) : ""));
   if (!run_dir.removed_files.empty()) {
-    PrintNote(out, fmt::format("--force deleted {} rank file(s) of an earlier run", run_dir.removed_files.size()));
+    const auto rank_files = std::count_if(run_dir.removed_files.begin(), run_dir.removed_files.end(),
+                                          [](const fs::path& file) {
+                                            return trace::ParseRankFileName(file.filename().string()).is_rank_file;
+                                          });
+    const auto companions = static_cast<std::ptrdiff_t>(run_dir.removed_files.size()) - rank_files;
+    PrintNote(out, fmt::format("--force deleted {} rank file(s) of an earlier run{}", rank_files,
+                               companions > 0 ? fmt::format(" and {} -wal/-shm/-journal file(s)", companions) : ""));
   }
   for (const std::string& note : InjectionReplacementNotes(context.environment, settings)) PrintNote(out, note);
 

@@ -111,16 +111,6 @@ Result<fs::path> CreateDefaultRunDir(const fs::path& parent, std::time_t now) {
                                    Quoted(parent), kMaxAttempts, base));
 }
 
-bool IsRankFileOrSidecar(std::string_view name) {
-  for (std::string_view suffix : {"-wal", "-shm"}) {
-    if (name.ends_with(suffix)) {
-      name.remove_suffix(suffix.size());
-      break;
-    }
-  }
-  return trace::ParseRankFileName(name).is_rank_file;
-}
-
 Result<PreparedRunDir> PrepareRunDir(const fs::path& dir, bool force) {
   PreparedRunDir prepared;
   std::error_code ec;
@@ -157,34 +147,14 @@ Result<PreparedRunDir> PrepareRunDir(const fs::path& dir, bool force) {
                     Quoted(dir)));
   }
 
-  // Check everything first: a refusal must not leave a half-emptied directory.
-  std::vector<fs::path> doomed;
-  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    if (!IsRankFileOrSidecar(it->path().filename().string())) continue;
-    std::error_code type_ec;
-    if (it->symlink_status(type_ec).type() == fs::file_type::directory) {
-      return AlreadyExists(
-          fmt::format("{} is a directory, not a rank file; --force deletes only files: "
-                      "remove it yourself",
-                      Quoted(it->path())));
-    }
-    doomed.push_back(it->path());
-  }
-  if (ec) return IoError(fmt::format("cannot list the run directory {}: {}", Quoted(dir), ec.message()));
   if (::access(dir.c_str(), W_OK | X_OK) != 0) {
     const int error = errno;
     return IoError(fmt::format("cannot replace rank files in {}: {}", Quoted(dir), ErrnoText(error)));
   }
-
-  std::sort(doomed.begin(), doomed.end());
-  for (const fs::path& file : doomed) {
-    fs::remove(file, ec);
-    if (ec) {
-      return IoError(fmt::format("cannot delete {} (--force): {}; {} of {} rank files deleted before it",
-                                 Quoted(file), ec.message(), prepared.removed_files.size(), doomed.size()));
-    }
-    prepared.removed_files.push_back(file);
-  }
+  // trace/ checks every entry before it removes any: a refusal leaves the directory as it was.
+  Result<std::vector<fs::path>> removed = trace::RemoveRankFiles(dir);
+  if (!removed.ok()) return removed.status().WithContext("--force");
+  prepared.removed_files = std::move(removed).value();
   RS_ASSIGN_OR_RETURN(prepared.path, AbsoluteDirectory(dir));
   return prepared;
 }

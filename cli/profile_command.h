@@ -42,20 +42,16 @@ std::string DefaultRunDirName(const std::tm& local_time);
 // the same second get different directories. Returns the new directory's absolute path.
 Result<std::filesystem::path> CreateDefaultRunDir(const std::filesystem::path& parent, std::time_t now);
 
-// True for "rank-3.sqlite", "rank-unknown-77.sqlite" and their "-wal" and "-shm" files:
-// what --force may delete.
-bool IsRankFileOrSidecar(std::string_view file_name);
-
 struct PreparedRunDir {
   std::filesystem::path path{};                        // absolute, symlinks resolved
   bool created = false;                                // false: it existed (--force)
-  std::vector<std::filesystem::path> removed_files{};  // rank files --force deleted
+  std::vector<std::filesystem::path> removed_files{};  // rank files and companions --force deleted
 };
 
 // Makes `dir` ready to receive a run's rank files. A missing directory is created (with its
 // missing parents). An existing one is refused unless `force`; with `force` its rank files
-// (IsRankFileOrSidecar) are deleted and every other entry is kept. Every check runs before
-// anything is deleted, so an error leaves the directory as it was.
+// and their companions are deleted (trace::RemoveRankFiles) and every other entry is kept.
+// Every check runs before anything is deleted, so an error leaves the directory as it was.
 Result<PreparedRunDir> PrepareRunDir(const std::filesystem::path& dir, bool force);
 
 // ---- the collector library -------------------------------------------------------------

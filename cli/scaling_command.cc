@@ -3,13 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <charconv>
-#include <fstream>
-#include <iterator>
-#include <sstream>
 
-#include "compare/comparable_json.h"
-#include "interop/interop.h"
+#include "compare/run_set.h"
 #include "compare/scaling.h"
 #include "report/scaling_plot.h"
 #include "report/scaling_report.h"
@@ -21,97 +16,6 @@
 namespace rankscope::cli {
 namespace fs = std::filesystem;
 namespace {
-
-bool HasRankFiles(const fs::path& dir) {
-  std::error_code ec;
-  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    if (name.rfind("rank-", 0) == 0 && name.size() > 12 && name.ends_with(".sqlite")) return true;
-  }
-  return false;
-}
-
-// "n4" → 4; nothing for other names.
-std::optional<int> SweepSizeOf(const std::string& name) {
-  if (name.size() < 2 || name.front() != 'n') return std::nullopt;
-  int size = 0;
-  const auto [end, ec] = std::from_chars(name.data() + 1, name.data() + name.size(), size);
-  if (ec != std::errc() || end != name.data() + name.size() || size <= 0) return std::nullopt;
-  return size;
-}
-
-// The n<N>/ runs of a sweep directory, smallest first.
-std::vector<std::pair<int, fs::path>> SweepRuns(const fs::path& dir) {
-  std::vector<std::pair<int, fs::path>> runs;
-  std::error_code ec;
-  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    const std::optional<int> size = SweepSizeOf(it->path().filename().string());
-    if (size && it->is_directory(ec) && HasRankFiles(it->path())) runs.emplace_back(*size, it->path());
-  }
-  std::sort(runs.begin(), runs.end());
-  return runs;
-}
-
-// `source` names the run in warnings and reports: the user's path, not a temporary import's.
-Result<compare::ComparableRun> AnalyzeToComparable(const fs::path& run, const std::string& source,
-                                                    const analyzer::AnalyzeOptions& options,
-                                                    std::vector<std::string>* warnings, bool* partial) {
-  Result<analyzer::Report> report = analyzer::AnalyzeRun(run, options);
-  if (!report.ok()) return report.status();
-  for (const std::string& warning : report->warnings) warnings->push_back(source + ": " + warning);
-  if (!report->run.missing_ranks.empty() || !report->run.ranks_without_activity.empty()) *partial = true;
-  compare::ComparableRun comparable = compare::MakeComparable(*report);
-  comparable.source = source;
-  return comparable;
-}
-
-Result<compare::ComparableSet> LoadWithPartial(const std::string& path, const analyzer::AnalyzeOptions& options,
-                                                std::vector<std::string>* warnings, bool* partial) {
-  std::error_code ec;
-  const fs::file_status status = fs::status(path, ec);
-  if (ec || !fs::exists(status)) return NotFound(fmt::format("{}: no such file or directory", Printable(path)));
-  compare::ComparableSet set;
-  set.source = path;
-  const std::vector<std::pair<int, fs::path>> sweep =
-      fs::is_directory(status) && !HasRankFiles(path) ? SweepRuns(path) : std::vector<std::pair<int, fs::path>>();
-  if (!sweep.empty()) {
-    set.sweep = true;
-    for (const auto& [size, dir] : sweep) {
-      RS_ASSIGN_OR_RETURN(compare::ComparableRun run, AnalyzeToComparable(dir, dir.string(), options, warnings, partial));
-      set.runs.push_back(std::move(run));
-    }
-    // Scaling efficiency joins the figures once there are two sizes to relate.
-    if (set.runs.size() >= 2) {
-      RS_ASSIGN_OR_RETURN(compare::ScalingTable table, compare::ComputeScalingOfRuns(std::move(set.runs)));
-      set.runs = std::move(table.runs);
-    }
-    return set;
-  }
-  Result<interop::TraceFormat> format = interop::DetectTraceFormat(path);
-  if (!format.ok()) {
-    if (!fs::is_directory(status)) return format.status();
-    return InvalidArgument(fmt::format(
-        "{}: neither a run (no rank-*.sqlite files), a sweep (no n<N>/ run directories) nor a directory of PyTorch "
-        "profiler traces",
-        Printable(path)));
-  }
-  if (*format == interop::TraceFormat::kRankscopeReport) {
-    std::ifstream file(path, std::ios::binary);
-    std::ostringstream text;
-    text << file.rdbuf();
-    if (!file && !file.eof()) return IoError(fmt::format("{}: cannot read", Printable(path)));
-    return compare::ParseComparableJson(text.str(), path);
-  }
-  // A run, or another tool's traces of one run (imported for the analysis).
-  RS_ASSIGN_OR_RETURN(std::unique_ptr<interop::ResolvedRun> run, interop::ResolveRun({fs::path(path)}));
-  for (const std::string& note : run->notes()) warnings->push_back(path + ": " + note);
-  const size_t warned = warnings->size();
-  Result<compare::ComparableRun> comparable = AnalyzeToComparable(run->path(), path, options, warnings, partial);
-  for (size_t i = warned; i < warnings->size(); ++i) (*warnings)[i] = run->Describe(std::move((*warnings)[i]));
-  if (!comparable.ok()) return Status(comparable.status().code(), run->Describe(comparable.status().message()));
-  set.runs.push_back(std::move(*comparable));
-  return set;
-}
 
 void PrintWarnings(std::FILE* err, const std::vector<std::string>& warnings) {
   for (const std::string& warning : warnings) PrintText(err, fmt::format("rankscope: warning: {}\n", OneLine(warning)));
@@ -138,14 +42,6 @@ Status CheckOutputs(const std::vector<std::pair<std::string, std::string>>& outp
 
 }  // namespace
 
-fs::path SweepRunDir(const fs::path& sweep_dir, int world_size) { return sweep_dir / fmt::format("n{}", world_size); }
-
-Result<compare::ComparableSet> LoadComparableSet(const std::string& path, const analyzer::AnalyzeOptions& options,
-                                                  std::vector<std::string>* warnings) {
-  bool partial = false;
-  return LoadWithPartial(path, options, warnings, &partial);
-}
-
 int RunScale(const ScaleRequest& request, std::FILE* out, std::FILE* err) {
   Result<ReportFormat> format = ParseReportFormat(request.format);
   Result<analyzer::AnalyzeOptions> options = MakeAnalyzeOptions(request.analysis);
@@ -160,7 +56,7 @@ int RunScale(const ScaleRequest& request, std::FILE* out, std::FILE* err) {
   std::vector<std::string> warnings;
   bool partial = false;
   for (const std::string& path : request.runs) {
-    Result<compare::ComparableSet> set = LoadWithPartial(path, *options, &warnings, &partial);
+    Result<compare::ComparableSet> set = compare::LoadComparableSet(path, *options, &warnings, &partial);
     if (!set.ok()) {
       PrintWarnings(err, warnings);
       PrintError(err, set.status().message());
@@ -212,12 +108,13 @@ int RunCompare(const CompareRequest& request, std::FILE* out, std::FILE* err) {
     return kExitUsage;
   }
   std::vector<std::string> warnings;
-  Result<compare::ComparableSet> baseline = LoadComparableSet(request.baseline, *options, &warnings);
+  // A partial run is warned about but does not change compare's verdict: no `partial`.
+  Result<compare::ComparableSet> baseline = compare::LoadComparableSet(request.baseline, *options, &warnings, nullptr);
   if (!baseline.ok()) {
     PrintError(err, "--baseline " + baseline.status().message());
     return kExitUsage;
   }
-  Result<compare::ComparableSet> current = LoadComparableSet(request.current, *options, &warnings);
+  Result<compare::ComparableSet> current = compare::LoadComparableSet(request.current, *options, &warnings, nullptr);
   PrintWarnings(err, warnings);
   if (!current.ok()) {
     PrintError(err, current.status().message());
@@ -323,7 +220,8 @@ int RunSweep(const SweepRequest& request, const ProfileContext& context, std::FI
   bool partial = false;
   for (const int size : *sizes) {
     const fs::path run_dir = SweepRunDir(dir, size);
-    Result<compare::ComparableRun> run = AnalyzeToComparable(run_dir, run_dir.string(), *options, &warnings, &partial);
+    Result<compare::ComparableRun> run =
+        compare::AnalyzeToComparable(run_dir, run_dir.string(), *options, &warnings, &partial);
     if (!run.ok()) {
       PrintWarnings(err, warnings);
       PrintError(err, run.status().message());

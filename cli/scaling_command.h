@@ -10,6 +10,7 @@
 
 #include "analyzer/analyze.h"
 #include "compare/compare.h"
+#include "compare/run_set.h"
 #include "cli/analyze_command.h"
 #include "cli/profile.h"
 
@@ -18,15 +19,9 @@ namespace rankscope::cli {
 // compare's exit codes: 0 nothing regressed, 1 a regression, 2 bad input (kExitUsage).
 inline constexpr int kExitRegression = 1;
 
-// Where `rankscope sweep` puts the N-rank run: DIR/n<N>.
-std::filesystem::path SweepRunDir(const std::filesystem::path& sweep_dir, int world_size);
-
-// What a path given to scale or compare holds, read into comparable runs: a run directory
-// or a rank file (analyzed now), a sweep directory (DIR/n<N>/ runs, each analyzed, with
-// scaling efficiency), or a JSON report (analysis or scaling, read back). Warnings about
-// partial runs go to `warnings`.
-Result<compare::ComparableSet> LoadComparableSet(const std::string& path, const analyzer::AnalyzeOptions& options,
-                                                  std::vector<std::string>* warnings);
+// Where `rankscope sweep` puts the N-rank run: DIR/n<N>. What a path given to scale or
+// compare holds is read by compare::LoadComparableSet (compare/run_set.h).
+using compare::SweepRunDir;
 
 struct ScaleRequest {
   std::vector<std::string> runs;

@@ -1,11 +1,13 @@
 #include "compare/scaling.h"
 
+#include <Eigen/Dense>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <vector>
 
 #include "analyzer/metrics.h"
 
@@ -69,63 +71,51 @@ double Evaluate(const Coefficients& k, const ModelTerms& t, double hidden_ns) {
   return k[0] * t.compute + std::max(0.0, ring - hidden_ns);
 }
 
-// Least squares of A·k = b over the columns in `free` (others 0), by the normal equations
-// with Gaussian elimination; false when they are singular. Columns are scaled to unit
-// length first, so the singularity test does not depend on the units (ns against 1/ns).
-bool SolveSubset(const std::vector<std::array<double, 3>>& a, const std::vector<double>& b,
-                 const std::array<bool, 3>& free, Coefficients& out) {
+// The fit's system A·k = b: one row per measured point, one column per coefficient (c, α, γ).
+using Design = Eigen::Matrix<double, Eigen::Dynamic, 3>;
+
+// A column whose part independent of the other columns is below this fraction of its length
+// counts as dependent, and the subset as singular: 10⁻¹⁰ on the normal equations' pivots,
+// the squares of R's diagonal, so the same subsets are refused, but the solve no longer
+// squares the condition number.
+constexpr double kDependentColumn = 1e-5;
+
+// Least squares of A·k = b over the columns in `free` (others 0), by a column-pivoting
+// Householder QR; false when the columns are dependent. Columns are scaled to unit length
+// first, so the dependence test does not depend on the units (ns against 1/ns).
+bool SolveSubset(const Design& a, const Eigen::VectorXd& b, const std::array<bool, 3>& free, Coefficients& out) {
   std::vector<int> columns;
-  std::vector<double> scale;
   for (int c = 0; c < 3; ++c) {
-    if (!free[c]) continue;
-    double squares = 0;
-    for (const auto& row : a) squares += row[c] * row[c];
-    if (!(squares > 0)) return false;
-    columns.push_back(c);
-    scale.push_back(1.0 / std::sqrt(squares));
+    if (free[c]) columns.push_back(c);
   }
-  const size_t m = columns.size();
-  std::vector<std::vector<double>> normal(m, std::vector<double>(m + 1, 0.0));
-  for (size_t row = 0; row < a.size(); ++row) {
-    for (size_t i = 0; i < m; ++i) {
-      const double ai = a[row][columns[i]] * scale[i];
-      for (size_t j = 0; j < m; ++j) normal[i][j] += ai * a[row][columns[j]] * scale[j];
-      normal[i][m] += ai * b[row];
-    }
+  const auto m = static_cast<Eigen::Index>(columns.size());
+  Eigen::MatrixXd scaled(a.rows(), m);
+  Eigen::VectorXd scale(m);
+  for (Eigen::Index i = 0; i < m; ++i) {
+    const double length = a.col(columns[i]).norm();
+    if (!(length > 0)) return false;
+    scale[i] = 1.0 / length;
+    scaled.col(i) = a.col(columns[i]) * scale[i];
   }
-  for (size_t i = 0; i < m; ++i) {
-    size_t pivot = i;
-    for (size_t r = i + 1; r < m; ++r) {
-      if (std::abs(normal[r][i]) > std::abs(normal[pivot][i])) pivot = r;
-    }
-    // The diagonal starts at 1; a pivot this small means dependent columns.
-    if (std::abs(normal[pivot][i]) < 1e-10) return false;
-    std::swap(normal[i], normal[pivot]);
-    for (size_t r = 0; r < m; ++r) {
-      if (r == i) continue;
-      const double factor = normal[r][i] / normal[i][i];
-      for (size_t c = i; c <= m; ++c) normal[r][c] -= factor * normal[i][c];
-    }
-  }
+  Eigen::ColPivHouseholderQR<Eigen::MatrixXd> qr(scaled);
+  qr.setThreshold(kDependentColumn);
+  if (qr.rank() < m) return false;
+  const Eigen::VectorXd solution = qr.solve(b);
   out = {0, 0, 0};
-  for (size_t i = 0; i < m; ++i) out[columns[i]] = normal[i][m] / normal[i][i] * scale[i];
+  for (Eigen::Index i = 0; i < m; ++i) out[columns[i]] = solution[i] * scale[i];
   return true;
 }
 
 // Non-negative least squares over three unknowns: the best of every subset whose
 // unconstrained solution is non-negative (exact for so few unknowns).
-bool SolveNonNegative(const std::vector<std::array<double, 3>>& a, const std::vector<double>& b, Coefficients& best) {
+bool SolveNonNegative(const Design& a, const Eigen::VectorXd& b, Coefficients& best) {
   double best_error = INFINITY;
   for (int mask = 1; mask < 8; ++mask) {
     const std::array<bool, 3> free = {(mask & 1) != 0, (mask & 2) != 0, (mask & 4) != 0};
     Coefficients k;
     if (!SolveSubset(a, b, free, k)) continue;
     if (std::any_of(k.begin(), k.end(), [](double v) { return v < 0; })) continue;
-    double error = 0;
-    for (size_t row = 0; row < a.size(); ++row) {
-      const double fitted = a[row][0] * k[0] + a[row][1] * k[1] + a[row][2] * k[2];
-      error += (fitted - b[row]) * (fitted - b[row]);
-    }
+    const double error = (a * Eigen::Vector3d(k[0], k[1], k[2]) - b).squaredNorm();
     if (error < best_error) {
       best_error = error;
       best = k;
@@ -161,19 +151,21 @@ Result<ScalingFit> FitScalingModel(const ScalingModelInput& input) {
   for (size_t i = 0; i < count; ++i) exposed[i] = input.world_sizes[i] > 1;
   Coefficients k = {0, 0, 0};
   bool solved = false;
+  const auto rows = static_cast<Eigen::Index>(count);
   for (int round = 0; round < 8; ++round) {
-    std::vector<std::array<double, 3>> a;
-    std::vector<double> b;
+    Design a(rows, 3);
+    Eigen::VectorXd b(rows);
     for (size_t i = 0; i < count; ++i) {
+      const auto row = static_cast<Eigen::Index>(i);
       const ModelTerms t = TermsAt(input.mode, n0, input.world_sizes[i]);
       // Rows divided by the measured time: least squares on relative residuals.
       const double w = 1.0 / input.step_time_ns[i];
       if (exposed[i]) {
-        a.push_back({t.compute * w, t.hops * w, t.volume * w});
-        b.push_back((input.step_time_ns[i] + hidden) * w);
+        a.row(row) << t.compute * w, t.hops * w, t.volume * w;
+        b[row] = (input.step_time_ns[i] + hidden) * w;
       } else {
-        a.push_back({t.compute * w, 0, 0});
-        b.push_back(input.step_time_ns[i] * w);
+        a.row(row) << t.compute * w, 0.0, 0.0;
+        b[row] = input.step_time_ns[i] * w;
       }
     }
     if (!SolveNonNegative(a, b, k)) break;
@@ -201,11 +193,11 @@ Result<ScalingFit> FitScalingModel(const ScalingModelInput& input) {
     return sum;
   };
   {
-    std::vector<std::array<double, 3>> a;
-    std::vector<double> b;
+    Design a = Design::Zero(rows, 3);
+    const Eigen::VectorXd b = Eigen::VectorXd::Ones(rows);
     for (size_t i = 0; i < count; ++i) {
-      a.push_back({TermsAt(input.mode, n0, input.world_sizes[i]).compute / input.step_time_ns[i], 0, 0});
-      b.push_back(1.0);
+      const double compute = TermsAt(input.mode, n0, input.world_sizes[i]).compute;
+      a(static_cast<Eigen::Index>(i), 0) = compute / input.step_time_ns[i];
     }
     Coefficients compute_only = {0, 0, 0};
     if (SolveSubset(a, b, {true, false, false}, compute_only) &&

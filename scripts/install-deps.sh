@@ -12,6 +12,7 @@ packages=(
   nlohmann-json3-dev # JSON
   libsimdjson-dev  # large JSON in: Kineto traces
   zlib1g-dev       # gzip: .json.gz traces and Chrome exports
+  libeigen3-dev    # least squares of the scaling projection fit (compare/)
   clang libclang-rt-14-dev  # the importers' libFuzzer targets (tests/fuzz)
   libgtest-dev     # tests
   libbenchmark-dev # bench/

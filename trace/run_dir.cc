@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <random>
 
@@ -16,6 +17,7 @@ namespace {
 constexpr std::string_view kPrefix = "rank-";
 constexpr std::string_view kUnknownPrefix = "rank-unknown-";
 constexpr std::string_view kSuffix = ".sqlite";
+constexpr std::array<std::string_view, 3> kCompanionSuffixes = {"-wal", "-shm", "-journal"};
 
 // Decimal digits without padding: "0", "17", never "007".
 bool CanonicalNumber(std::string_view s) {
@@ -51,6 +53,70 @@ ParsedRankFileName ParseRankFileName(std::string_view name) {
   auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), rank);
   if (!CanonicalNumber(digits) || ec != std::errc() || ptr != digits.data() + digits.size()) return {};
   return {true, rank};
+}
+
+std::vector<fs::path> RankFileCompanions(const fs::path& rank_file) {
+  std::vector<fs::path> companions;
+  for (std::string_view suffix : kCompanionSuffixes) {
+    fs::path companion = rank_file;
+    companion += suffix;
+    companions.push_back(std::move(companion));
+  }
+  return companions;
+}
+
+bool IsRankFileOrCompanion(std::string_view file_name) {
+  for (std::string_view suffix : kCompanionSuffixes) {
+    if (file_name.ends_with(suffix)) {
+      file_name.remove_suffix(suffix.size());
+      break;
+    }
+  }
+  return ParseRankFileName(file_name).is_rank_file;
+}
+
+Result<std::vector<fs::path>> ListRankFiles(const fs::path& dir) {
+  std::vector<fs::path> files;
+  std::error_code ec;
+  // increment(ec) rather than a range-for: the library reports errors, never throws.
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    if (ParseRankFileName(it->path().filename().string()).is_rank_file) files.push_back(it->path());
+  }
+  if (ec) return IoError(fmt::format("{}: cannot list the directory: {}", Quoted(dir), ec.message()));
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+bool HasRankFiles(const fs::path& dir) {
+  const Result<std::vector<fs::path>> files = ListRankFiles(dir);
+  return files.ok() && !files->empty();
+}
+
+Result<std::vector<fs::path>> RemoveRankFiles(const fs::path& dir) {
+  std::vector<fs::path> doomed;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    if (!IsRankFileOrCompanion(it->path().filename().string())) continue;
+    // symlink_status: a link named like a rank file is removed as a link, whatever it names.
+    std::error_code type_ec;
+    if (it->symlink_status(type_ec).type() == fs::file_type::directory) {
+      return AlreadyExists(fmt::format("{} is a directory, not a rank file; only files are removed: remove it yourself",
+                                       Quoted(it->path())));
+    }
+    doomed.push_back(it->path());
+  }
+  if (ec) return IoError(fmt::format("{}: cannot list the directory: {}", Quoted(dir), ec.message()));
+  std::sort(doomed.begin(), doomed.end());
+  std::vector<fs::path> removed;
+  for (const fs::path& file : doomed) {
+    fs::remove(file, ec);
+    if (ec) {
+      return IoError(fmt::format("cannot remove {}: {}; {} of {} rank files and companions removed before it",
+                                 Quoted(file), ec.message(), removed.size(), doomed.size()));
+    }
+    removed.push_back(file);
+  }
+  return removed;
 }
 
 std::string GenerateRunId() {
@@ -93,11 +159,7 @@ Result<Run> OpenRun(const fs::path& path) {
   Run run;
   if (fs::is_directory(status)) {
     run.directory = path;
-    // increment(ec) rather than a range-for: the library reports errors, never throws.
-    for (fs::directory_iterator it(path, ec), end; !ec && it != end; it.increment(ec)) {
-      if (ParseRankFileName(it->path().filename().string()).is_rank_file) files.push_back(it->path());
-    }
-    if (ec) return IoError(fmt::format("{}: cannot list the directory: {}", path.string(), ec.message()));
+    RS_ASSIGN_OR_RETURN(files, ListRankFiles(path));
     if (files.empty()) {
       return NotFound(fmt::format("{}: no rank files (rank-<R>.sqlite) in this directory", path.string()));
     }

@@ -25,6 +25,28 @@ struct ParsedRankFileName {
 // Classifies a file name; other files in a run directory are ignored.
 ParsedRankFileName ParseRankFileName(std::string_view file_name);
 
+// ---- the rank files of a directory -------------------------------------------------------
+// Every command that finds, replaces or deletes rank files goes through these, so they all
+// agree on what a rank file is. Only `dir` itself is looked at, never its subdirectories.
+
+// The files SQLite may keep next to a rank file: its write-ahead log (-wal), the log's
+// index (-shm) and a rollback journal (-journal).
+std::vector<std::filesystem::path> RankFileCompanions(const std::filesystem::path& rank_file);
+// True for a rank file's name and for the name of one of its companions.
+bool IsRankFileOrCompanion(std::string_view file_name);
+
+// The rank files in `dir`, sorted by path. Errors: a directory that cannot be listed.
+Result<std::vector<std::filesystem::path>> ListRankFiles(const std::filesystem::path& dir);
+// Whether `dir` holds a rank file; false for a path that is no readable directory.
+bool HasRankFiles(const std::filesystem::path& dir);
+
+// Removes the rank files of `dir` with their companions, and companions left without their
+// rank file too (an old journal next to a new rank file would be rolled into it). Other
+// entries are kept. Everything is checked before the first removal: an entry named like a
+// rank file or companion that is a directory, or a directory that cannot be listed, is an
+// error and removes nothing. Returns the removed paths, sorted.
+Result<std::vector<std::filesystem::path>> RemoveRankFiles(const std::filesystem::path& dir);
+
 // A fresh random run id (32 hex digits).
 std::string GenerateRunId();
 // 1 to 128 characters of letters, digits, '.', '_' and '-'.

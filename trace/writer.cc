@@ -76,9 +76,8 @@ Status Validate(const RankIdentity& id) {
 
 void RemoveWithSidecars(const fs::path& path) {
   std::error_code ignored;
-  for (const char* suffix : {"", "-wal", "-shm", "-journal"}) {
-    fs::remove(fs::path(path.string() + suffix), ignored);
-  }
+  fs::remove(path, ignored);
+  for (const fs::path& companion : RankFileCompanions(path)) fs::remove(companion, ignored);
 }
 
 }  // namespace

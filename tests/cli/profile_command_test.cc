@@ -119,17 +119,6 @@ TEST(RunDir, DefaultDirGetsASuffixWhenTaken) {
   EXPECT_EQ(next->filename(), base + "-4");
 }
 
-TEST(RunDir, RankFilesAndTheirSidecars) {
-  for (const char* name : {"rank-0.sqlite", "rank-17.sqlite-wal", "rank-3.sqlite-shm", "rank-unknown-42.sqlite",
-                           "rank-unknown-42.sqlite-wal"}) {
-    EXPECT_TRUE(IsRankFileOrSidecar(name)) << name;
-  }
-  for (const char* name : {"notes.txt", "rank-0.sqlite.bak", "rank-00.sqlite", "rank-x.sqlite",
-                           "rank-0.sqlite-journal", "rank-0.sqlite-wal-shm", "my-rank-0.sqlite", "rank-0.db"}) {
-    EXPECT_FALSE(IsRankFileOrSidecar(name)) << name;
-  }
-}
-
 TEST(RunDir, CreatesMissingDirectoriesAsAbsolutePaths) {
   TempDir tmp;
   auto prepared = PrepareRunDir(tmp / "a/b/run", /*force=*/false);
