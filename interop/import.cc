@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -199,6 +200,50 @@ std::string TextHead(const fs::path& file, size_t max_bytes) {
   return text;
 }
 
+// ---- DamagedEvents ---------------------------------------------------------------------------
+
+void DamagedEvents::Count(std::string_view kind, std::string_view reason, std::string_view detail) {
+  auto found = kinds_.find(kind);
+  if (found == kinds_.end()) {
+    found = kinds_.emplace(std::string(kind), Kind{}).first;
+    found->second.first_detail = std::string(detail);
+  }
+  auto counted = found->second.reasons.find(reason);
+  if (counted == found->second.reasons.end()) counted = found->second.reasons.emplace(std::string(reason), 0).first;
+  ++counted->second;
+}
+
+std::vector<DamagedEvents::Line> DamagedEvents::Lines() const {
+  std::vector<Line> lines;
+  for (const auto& [kind, counts] : kinds_) {
+    std::vector<std::pair<std::string_view, uint64_t>> reasons(counts.reasons.begin(), counts.reasons.end());
+    std::stable_sort(reasons.begin(), reasons.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+    uint64_t events = 0;
+    for (const auto& [reason, count] : reasons) events += count;
+    Line line;
+    line.kind = kind;
+    // Kinds are the importers' own words (categories they know), not text from the trace.
+    line.text = fmt::format("left out {} {}{}event{}", events, kind, kind.empty() ? "" : " ", events == 1 ? "" : "s");
+    if (reasons.size() == 1) {
+      line.text += fmt::format(" {}", reasons[0].first);
+    } else {
+      std::string list;
+      for (const auto& [reason, count] : reasons) {
+        list += fmt::format("{}{} {}", list.empty() ? "" : ", ", count, reason);
+      }
+      line.text += ": " + list;
+    }
+    if (!counts.first_detail.empty()) line.text += fmt::format(" (first: {})", counts.first_detail);
+    line.meta_key = "import.left_out.";
+    for (char c : kind.empty() ? std::string("event") : kind) {
+      const auto byte = static_cast<unsigned char>(c);
+      line.meta_key += std::isalnum(byte) ? static_cast<char>(std::tolower(byte)) : '_';
+    }
+    lines.push_back(std::move(line));
+  }
+  return lines;
+}
+
 // ---- RankFileBuilder ------------------------------------------------------------------------
 
 Result<std::unique_ptr<RankFileBuilder>> RankFileBuilder::Create(const fs::path& file, const trace::RankIdentity& who) {
@@ -310,6 +355,16 @@ Result<RankFileBuilder*> RunSink::Rank(trace::RankIdentity who, std::string_view
   return raw;
 }
 
+void RunSink::NoteDamaged(std::string_view source, const DamagedEvents& damaged) {
+  for (const DamagedEvents::Line& line : damaged.Lines()) notes_.push_back(fmt::format("{}: {}", source, line.text));
+}
+
+std::vector<int> RunSink::ranks_taken() const {
+  std::vector<int> ranks;
+  for (const auto& [rank, builder] : ranks_) ranks.push_back(rank);
+  return ranks;
+}
+
 Status RunSink::Finish(ImportResult* result) {
   const int ranks = static_cast<int>(ranks_.size());
   // Where a trace does not say, the world holds at least every rank imported and the highest.
@@ -322,6 +377,10 @@ Status RunSink::Finish(ImportResult* result) {
   for (auto& [rank, builder] : ranks_) {
     if (unknown_world_size_.contains(rank)) {
       builder->SetMeta(trace::meta_key::kWorldSize, std::to_string(assumed_world_size));
+    }
+    for (const DamagedEvents::Line& line : builder->damaged().Lines()) {
+      notes_.push_back(fmt::format("{}: {}", sources_.at(rank), line.text));
+      builder->SetMeta(line.meta_key, line.text);
     }
     const uint64_t events = builder->events_written() + builder->events().size();
     RS_RETURN_IF_ERROR(builder->Close());
@@ -429,15 +488,11 @@ Result<ImportResult> ImportTraces(const std::vector<fs::path>& inputs, const fs:
   std::error_code ec;
   fs::create_directories(run_dir, ec);
   if (ec) return IoError(fmt::format("{}: cannot create the run directory: {}", Quoted(run_dir), ec.message()));
-  if (import::HasRankFiles(run_dir)) {
-    if (!options.overwrite) {
-      return AlreadyExists(fmt::format("{}: already holds rank files (use --force to replace them)",
-                                       Quoted(run_dir)));
-    }
-    for (fs::directory_iterator it(run_dir, ec), end; !ec && it != end; it.increment(ec)) {
-      if (trace::ParseRankFileName(it->path().filename().string()).is_rank_file) fs::remove(it->path(), ec);
-    }
+  if (!options.overwrite && trace::HasRankFiles(run_dir)) {
+    return AlreadyExists(fmt::format("{}: already holds rank files (use --force to replace them)", Quoted(run_dir)));
   }
+  // Rank files go with their -wal/-shm/-journal: a new rank file must not meet an old log.
+  if (options.overwrite) RS_RETURN_IF_ERROR(trace::RemoveRankFiles(run_dir).status());
   const std::string run_id = options.run_id.empty() ? trace::GenerateRunId() : options.run_id;
   import::RunSink sink(run_dir, run_id);
   for (const auto& [file, format] : files) {

@@ -9,6 +9,11 @@
 // and the rows the writer owns in every file it writes: schema_version (of the new file),
 // clock.end.* and closed_cleanly (written when the new file closes). Drop records (events
 // lost while recording) are carried, so the new files still say their data is incomplete.
+//
+// The "rankscope" object is the file's structure: anything wrong in it fails the import. An
+// event of traceEvents that is damaged (a field missing or of the wrong type, a pid or lane
+// the object does not list, a range that never ends) is left out and counted (the policy of
+// import_internal.h).
 #include <simdjson.h>
 
 #include <algorithm>
@@ -171,6 +176,7 @@ struct RankEntry {
 // A start/end range whose `b` has been read and whose `e` has not.
 struct OpenRange {
   RankEntry* rank = nullptr;
+  uint64_t index = 0;  // of its `b` in traceEvents
   trace::NvtxRangeEvent range;
   bool end_known = false;
 };
@@ -203,15 +209,15 @@ class ChromeImporter {
     if (auto error = top.find_field_unordered("traceEvents").get_array().get(events)) {
       return error == simdjson::NO_SUCH_FIELD ? Bad("no \"traceEvents\"") : JsonError(error, "traceEvents");
     }
+    in_events_ = true;
     for (auto element : events) {
-      od::object event;
-      if (auto error = element.get_object().get(event)) return JsonError(error, Context());
-      RS_RETURN_IF_ERROR(ImportEvent(event));
+      od::value value;
+      if (auto error = std::move(element).get(value)) return JsonError(error, Context());
+      RS_RETURN_IF_ERROR(ImportEvent(value));
       ++index_;
     }
-    if (!open_ranges_.empty()) {
-      return Bad(fmt::format("{} NVTX start/end ranges begin (\"ph\":\"b\") and never end", open_ranges_.size()));
-    }
+    LeaveOutUnendedRanges();
+    sink_.NoteDamaged(Quoted(file_), damaged_);
     for (RankEntry& rank : ranks_) {
       rank.builder->Flush(/*force=*/true);
       for (const trace::DropRecord& drop : rank.drops) rank.builder->AddDrops(drop);
@@ -240,9 +246,28 @@ class ChromeImporter {
     return where;
   }
 
-  // Records the first problem with a field; readers return a harmless default after one.
-  void Fail(std::string what) {
-    if (error_.ok()) error_ = Corrupt(fmt::format("{}: {}: {}", Quoted(file_), Context(), what));
+  // Records the first problem with a field (`key`); readers return a harmless default after
+  // one. In traceEvents the problem leaves the event out (the policy of import_internal.h);
+  // in the "rankscope" object it fails the import (StructureError).
+  void Fail(std::string_view key, std::string what) {
+    FailBecause(fmt::format("without a valid \"{}\"", key), std::move(what));
+  }
+  void FailBecause(std::string reason, std::string what) {
+    if (!problem_) problem_ = Problem{std::move(reason), fmt::format("{}: {}", Context(), what)};
+  }
+  bool failed() const { return problem_.has_value(); }
+  // The problem recorded, as the error of damaged structure.
+  Status StructureError() {
+    if (!problem_) return Status::Ok();
+    Status error = Corrupt(fmt::format("{}: {}", Quoted(file_), problem_->detail));
+    problem_.reset();
+    return error;
+  }
+  // A JSON value of the wrong type or a number out of range: the field is damaged, the JSON
+  // around it is not, and the parser goes on after it.
+  static bool IsValueError(simdjson::error_code error) {
+    return error == simdjson::INCORRECT_TYPE || error == simdjson::NUMBER_ERROR ||
+           error == simdjson::NUMBER_OUT_OF_RANGE;
   }
 
   // ---- JSON values ----
@@ -300,7 +325,9 @@ class ChromeImporter {
       auto slot = keys.find(key);
       if (slot == keys.end()) continue;
       if (auto error = ReadValue(field.value(), fields[slot->second])) {
-        return JsonError(error, fmt::format("{}{}: \"{}\"", Context(), suffix, key));
+        if (!IsValueError(error)) return JsonError(error, fmt::format("{}{}: \"{}\"", Context(), suffix, key));
+        fields[slot->second].type = Value::Type::kNone;
+        Fail(key, fmt::format("\"{}\" is not a value rankscope reads: {}", key, simdjson::error_message(error)));
       }
     }
     return Status::Ok();
@@ -308,7 +335,7 @@ class ChromeImporter {
 
   bool Present(const Value& v, std::string_view key, bool required) {
     if (v.type != Value::Type::kNone && v.type != Value::Type::kNull) return true;
-    if (required) Fail(fmt::format("no \"{}\"", key));
+    if (required) Fail(key, fmt::format("no \"{}\"", key));
     return false;
   }
 
@@ -317,7 +344,7 @@ class ChromeImporter {
     if (!Present(v, key, required)) return fallback;
     if (v.type == Value::Type::kInt && std::in_range<T>(v.i)) return static_cast<T>(v.i);
     if (v.type == Value::Type::kUint && std::in_range<T>(v.u)) return static_cast<T>(v.u);
-    Fail(fmt::format("\"{}\" is not an integer in the range of its field", key));
+    Fail(key, fmt::format("\"{}\" is not an integer in the range of its field", key));
     return fallback;
   }
 
@@ -334,14 +361,14 @@ class ChromeImporter {
         break;
       default: break;
     }
-    Fail(fmt::format("\"{}\" is not a number", key));
+    Fail(key, fmt::format("\"{}\" is not a number", key));
     return 0.0;
   }
 
   std::string_view Text(const Value& v, std::string_view key, bool required = true) {
     if (!Present(v, key, required)) return {};
     if (v.type == Value::Type::kString) return v.s;
-    Fail(fmt::format("\"{}\" is not a string", key));
+    Fail(key, fmt::format("\"{}\" is not a string", key));
     return {};
   }
 
@@ -351,7 +378,7 @@ class ChromeImporter {
         std::all_of(v.dims.begin(), v.dims.end(), [](uint64_t n) { return n <= UINT32_MAX; })) {
       return {static_cast<uint32_t>(v.dims[0]), static_cast<uint32_t>(v.dims[1]), static_cast<uint32_t>(v.dims[2])};
     }
-    Fail(fmt::format("\"{}\" is not three unsigned 32-bit integers", key));
+    Fail(key, fmt::format("\"{}\" is not three unsigned 32-bit integers", key));
     return {};
   }
 
@@ -361,7 +388,7 @@ class ChromeImporter {
     if (!Present(v, key, true)) return E{};
     if (v.type == Value::Type::kString) {
       if (std::optional<int> value = EnumsByName::Get().Find(type, v.s)) return static_cast<E>(*value);
-      Fail(fmt::format("\"{}\" is {}, not a {} name", key, Printable(v.s), type));
+      Fail(key, fmt::format("\"{}\" is {}, not a {} name", key, Printable(v.s), type));
       return E{};
     }
     return static_cast<E>(Int<uint8_t>(v, key));
@@ -444,7 +471,7 @@ class ChromeImporter {
           if (auto error = element.get_object().get(lane)) return JsonError(error, context_);
           RS_RETURN_IF_ERROR(ReadObject(lane, LaneKeys(), lane_));
           rank.lanes.push_back(LaneFrom(lane_));
-          RS_RETURN_IF_ERROR(error_);
+          RS_RETURN_IF_ERROR(StructureError());
           if (rank.lanes.back().id != rank.lanes.size()) {
             return Bad(fmt::format("{}: lane ids must run 1, 2, ... in order", context_));
           }
@@ -476,7 +503,7 @@ class ChromeImporter {
           record.context = Int<uint32_t>(drop_[kDropContext], "context");
           record.stream = Int<uint64_t>(drop_[kDropStream], "stream");
           record.count = Int<uint64_t>(drop_[kDropCount], "count");
-          RS_RETURN_IF_ERROR(error_);
+          RS_RETURN_IF_ERROR(StructureError());
           rank.drops.push_back(std::move(record));
         }
       }
@@ -567,10 +594,39 @@ class ChromeImporter {
 
   // ---- events ----
 
-  Status ImportEvent(od::object object) {
+  // The categories of complete events the exporter writes.
+  static bool ExportedCategory(std::string_view cat) {
+    static constexpr std::string_view kCategories[] = {
+        "kernel",    "gpu_memcpy",      "gpu_memset", "cuda_runtime", "cuda_driver", "cuda_api",
+        "cuda_sync", "user_annotation", "collective", "collective_part", "overhead"};
+    return std::find(std::begin(kCategories), std::end(kCategories), cat) != std::end(kCategories);
+  }
+
+  // What a damaged event is counted as: its category for complete events, else its phase's
+  // kind of event.
+  std::string_view DamagedKind() const {
+    const Value& ph = event_[kPh];
+    const Value& cat = event_[kCat];
+    if (ph.type != Value::Type::kString) return "";
+    if (ph.s == "X") return cat.type == Value::Type::kString && ExportedCategory(cat.s) ? cat.s : std::string_view();
+    if (ph.s == "b" || ph.s == "e") return "start/end range";
+    if (ph.s == "i") return "instant";
+    if (ph.s == "C") return "counter";
+    return "";
+  }
+
+  // One element of traceEvents. JSON that is not JSON fails the import; an event that is
+  // damaged is left out and counted, on its rank when it names one.
+  Status ImportEvent(od::value element) {
     event_.Reset();
     args_.Reset();
-    in_events_ = true;
+    event_rank_ = nullptr;
+    od::object object;
+    if (auto error = element.get_object().get(object)) {
+      if (error != simdjson::INCORRECT_TYPE) return JsonError(error, Context());
+      damaged_.Count("", "not a JSON object", fmt::format("traceEvents[{}] is not an object", index_));
+      return Status::Ok();
+    }
     for (auto member : object) {
       od::field field;
       std::string_view key;
@@ -578,54 +634,77 @@ class ChromeImporter {
       if (auto error = field.unescaped_key().get(key)) return JsonError(error, Context());
       if (key == "args") {
         od::object args;
-        if (auto error = field.value().get_object().get(args)) return JsonError(error, Context() + ": \"args\"");
+        if (auto error = field.value().get_object().get(args)) {
+          if (error != simdjson::INCORRECT_TYPE) return JsonError(error, Context() + ": \"args\"");
+          FailBecause("with args that are not an object", "\"args\" is not an object");
+          continue;
+        }
         RS_RETURN_IF_ERROR(ReadObject(args, ArgKeys(), args_, ": \"args\""));
         continue;
       }
       auto slot = EventKeys().find(key);
       if (slot == EventKeys().end()) continue;
       if (auto error = ReadValue(field.value(), event_[slot->second])) {
-        return JsonError(error, fmt::format("{}: \"{}\"", Context(), key));
+        if (!IsValueError(error)) return JsonError(error, fmt::format("{}: \"{}\"", Context(), key));
+        event_[slot->second].type = Value::Type::kNone;
+        Fail(key, fmt::format("\"{}\" is not a value rankscope reads: {}", key, simdjson::error_message(error)));
       }
     }
+    if (!failed()) ConvertEvent();
+    if (problem_) {
+      DamagedEvents& damaged = event_rank_ != nullptr ? event_rank_->builder->damaged() : damaged_;
+      damaged.Count(DamagedKind(), problem_->reason, problem_->detail);
+      problem_.reset();
+    }
+    return Status::Ok();
+  }
+
+  // The event read into event_ and args_, added to its rank; on a problem, nothing is added.
+  void ConvertEvent() {
     const std::string_view ph = Text(event_[kPh], "ph");
-    RS_RETURN_IF_ERROR(error_);
-    if (ph == "M" || ph == "s" || ph == "f") return Status::Ok();  // names and flows: from lanes and ids
+    if (failed() || ph == "M" || ph == "s" || ph == "f") return;  // names and flows: from lanes and ids
     RankEntry* rank = RankOf();
-    RS_RETURN_IF_ERROR(error_);
+    if (rank == nullptr) return;
+    event_rank_ = rank;
     if (ph == "X") {
-      RS_RETURN_IF_ERROR(Complete(*rank));
+      Complete(*rank);
     } else if (ph == "b") {
-      RS_RETURN_IF_ERROR(BeginRange(*rank));
+      BeginRange(*rank);
     } else if (ph == "e") {
-      RS_RETURN_IF_ERROR(EndRange());
+      EndRange();
     } else if (ph == "i") {
       trace::NvtxMarkEvent mark;
       Common(*rank, mark, kExternalId);
-      mark.end_ns = event_[kEndNs].type != Value::Type::kNone ? Int<int64_t>(event_[kEndNs], "end_ns") : mark.start_ns;
+      if (!failed()) {
+        const bool has_end = event_[kEndNs].type != Value::Type::kNone;
+        mark.end_ns = has_end ? Int<int64_t>(event_[kEndNs], "end_ns") : mark.start_ns;
+      }
+      EndsAfterStart(mark, "end_ns");
       Nvtx(*rank, mark);
-      RS_RETURN_IF_ERROR(error_);
+      if (failed()) return;
       rank->builder->events().nvtx_marks.push_back(mark);
     } else if (ph == "C") {
       trace::CounterSample sample;
       sample.lane = LaneOf(*rank);
       sample.ts_ns = Start();
       sample.value = Real(args_[kValue], "value");
-      RS_RETURN_IF_ERROR(error_);
+      if (failed()) return;
       rank->builder->events().counter_samples.push_back(sample);
     } else {
-      return Bad(fmt::format("{}: an event of a phase rankscope does not export", Context()));
+      FailBecause("of a phase rankscope does not export", fmt::format("phase {}", Printable(ph, 8)));
+      return;
     }
     rank->builder->Flush();
-    return Status::Ok();
   }
 
+  // The rank whose process the event names; nullptr after a problem.
   RankEntry* RankOf() {
     const int64_t pid = Int<int64_t>(event_[kPid], "pid");
-    if (!error_.ok()) return nullptr;
+    if (failed()) return nullptr;
     auto it = pids_.find(pid);
     if (it == pids_.end()) {
-      Fail(fmt::format("pid {} is not a process of the \"rankscope\" object", pid));
+      FailBecause("of a pid the \"rankscope\" object does not list",
+                  fmt::format("pid {} is not a process of the \"rankscope\" object", pid));
       return nullptr;
     }
     return &ranks_[it->second];
@@ -633,8 +712,8 @@ class ChromeImporter {
 
   trace::LaneId LaneOf(const RankEntry& rank) {
     const auto tid = Int<trace::LaneId>(event_[kTid], "tid");
-    if (error_.ok() && (tid == trace::kNoLane || tid > rank.lanes.size())) {
-      Fail(fmt::format("tid {} is not a lane of its rank", tid));
+    if (!failed() && (tid == trace::kNoLane || tid > rank.lanes.size())) {
+      Fail("tid", fmt::format("tid {} is not a lane of its rank", tid));
     }
     return tid;
   }
@@ -642,10 +721,10 @@ class ChromeImporter {
   // ns from a `ts`-like value relative to the base time.
   int64_t Absolute(const Value& v, std::string_view key) {
     const double us = Real(v, key);
-    if (!error_.ok()) return 0;
+    if (failed()) return 0;
     int64_t t = 0;
     const std::optional<int64_t> offset = MicrosToNs(us);
-    if (!offset || __builtin_add_overflow(base_, *offset, &t)) Fail(fmt::format("\"{}\" is out of range", key));
+    if (!offset || __builtin_add_overflow(base_, *offset, &t)) Fail(key, fmt::format("\"{}\" is out of range", key));
     return t;
   }
 
@@ -657,11 +736,16 @@ class ChromeImporter {
   int64_t End(int64_t start) {
     if (event_[kEndNs].type != Value::Type::kNone) return Int<int64_t>(event_[kEndNs], "end_ns");
     const double us = Real(event_[kDur], "dur");
-    if (!error_.ok()) return 0;
+    if (failed()) return 0;
     int64_t end = 0;
     const std::optional<int64_t> duration = MicrosToNs(us);
-    if (!duration || __builtin_add_overflow(start, *duration, &end)) Fail("\"dur\" is out of range");
+    if (!duration || __builtin_add_overflow(start, *duration, &end)) Fail("dur", "\"dur\" is out of range");
     return end;
+  }
+
+  // The writer refuses an event that ends before it starts.
+  void EndsAfterStart(const trace::EventCommon& e, std::string_view key) {
+    if (!failed() && e.end_ns < e.start_ns) Fail(key, fmt::format("it ends before it starts (\"{}\")", key));
   }
 
   std::string_view StoredName() {
@@ -680,7 +764,9 @@ class ChromeImporter {
 
   void Interval(RankEntry& rank, trace::EventCommon& e, ArgSlot correlation = kCorrelation) {
     Common(rank, e, correlation);
-    if (error_.ok()) e.end_ns = End(e.start_ns);
+    if (failed()) return;
+    e.end_ns = End(e.start_ns);
+    EndsAfterStart(e, event_[kEndNs].type != Value::Type::kNone ? "end_ns" : "dur");
   }
 
   void Nvtx(RankEntry& rank, trace::NvtxAttributes& a) {
@@ -688,7 +774,7 @@ class ChromeImporter {
     a.category = Int<uint32_t>(args_[kCategory], "category");
     a.color = Int<uint32_t>(args_[kColor], "color");
     a.payload.kind = Enum<trace::PayloadKind>(args_[kPayloadKind], "payload kind", "payload_kind");
-    if (!error_.ok()) return;
+    if (failed()) return;
     switch (a.payload.kind) {
       case trace::PayloadKind::kUint64:
       case trace::PayloadKind::kUint32:
@@ -703,9 +789,9 @@ class ChromeImporter {
     a.args = Intern(rank, Text(args_[kPayloadArgs], "payload args"));
   }
 
-  Status Complete(RankEntry& rank) {
+  void Complete(RankEntry& rank) {
     const std::string_view cat = Text(event_[kCat], "cat");
-    RS_RETURN_IF_ERROR(error_);
+    if (failed()) return;
     trace::EventTables& out = rank.builder->events();
     if (cat == "kernel") {
       trace::KernelEvent k;
@@ -715,8 +801,7 @@ class ChromeImporter {
       k.registers_per_thread = Int<uint32_t>(args_[kRegisters], "registers per thread");
       k.static_shared_bytes = Int<uint32_t>(args_[kStaticShared], "static shared memory");
       k.dynamic_shared_bytes = Int<uint32_t>(args_[kDynamicShared], "dynamic shared memory");
-      RS_RETURN_IF_ERROR(error_);
-      out.kernels.push_back(k);
+      if (!failed()) out.kernels.push_back(k);
     } else if (cat == "gpu_memcpy") {
       trace::MemcpyEvent c;
       Interval(rank, c);
@@ -726,16 +811,14 @@ class ChromeImporter {
       c.dst_kind = Enum<trace::MemoryKind>(args_[kDstKind], "dst kind", "memory_kind");
       c.src_device = Int<int32_t>(args_[kSrcDevice], "src device");
       c.dst_device = Int<int32_t>(args_[kDstDevice], "dst device");
-      RS_RETURN_IF_ERROR(error_);
-      out.memcpys.push_back(c);
+      if (!failed()) out.memcpys.push_back(c);
     } else if (cat == "gpu_memset") {
       trace::MemsetEvent s;
       Interval(rank, s);
       s.bytes = Int<uint64_t>(args_[kBytes], "bytes");
       s.value = Int<uint32_t>(args_[kValue], "value");
       s.memory_kind = Enum<trace::MemoryKind>(args_[kMemoryKind], "memory kind", "memory_kind");
-      RS_RETURN_IF_ERROR(error_);
-      out.memsets.push_back(s);
+      if (!failed()) out.memsets.push_back(s);
     } else if (cat == "cuda_runtime" || cat == "cuda_driver" || cat == "cuda_api") {
       trace::ApiCallEvent a;
       Interval(rank, a);
@@ -743,8 +826,7 @@ class ChromeImporter {
       a.callback_id = Int<uint32_t>(args_[kCbid], "cbid");
       a.return_code = Int<int32_t>(args_[kReturnCode], "return code");
       a.external_id = Int<uint64_t>(args_[kExternalId], "External id");
-      RS_RETURN_IF_ERROR(error_);
-      out.api_calls.push_back(a);
+      if (!failed()) out.api_calls.push_back(a);
     } else if (cat == "cuda_sync") {
       trace::SyncEvent y;
       Interval(rank, y);
@@ -752,16 +834,14 @@ class ChromeImporter {
       y.context = Int<uint32_t>(args_[kContext], "context");
       y.stream = Int<uint64_t>(args_[kStream], "stream");
       y.cuda_event_id = Int<uint64_t>(args_[kCudaEvent], "cuda event");
-      RS_RETURN_IF_ERROR(error_);
-      out.syncs.push_back(y);
+      if (!failed()) out.syncs.push_back(y);
     } else if (cat == "user_annotation") {
       trace::NvtxRangeEvent r;
       Interval(rank, r, kExternalId);
       Nvtx(rank, r);
       r.style = trace::NvtxRangeStyle::kPushPop;
       r.end_lane = EndLane(rank);
-      RS_RETURN_IF_ERROR(error_);
-      out.nvtx_ranges.push_back(r);
+      if (!failed()) out.nvtx_ranges.push_back(r);
     } else if (cat == "collective") {
       trace::CollectiveEvent c;
       Interval(rank, c);
@@ -778,8 +858,7 @@ class ChromeImporter {
       c.channels = Int<uint32_t>(args_[kChannels], "channels");
       c.algorithm = Intern(rank, Text(args_[kAlgorithm], "algorithm"));
       c.protocol = Intern(rank, Text(args_[kProtocol], "protocol"));
-      RS_RETURN_IF_ERROR(error_);
-      out.collectives.push_back(c);
+      if (!failed()) out.collectives.push_back(c);
     } else if (cat == "collective_part") {
       trace::CollectivePartEvent p;
       Interval(rank, p);
@@ -790,31 +869,30 @@ class ChromeImporter {
       p.peer = Int<int32_t>(args_[kPeer], "peer");
       p.step = Int<int32_t>(args_[kStep], "step");
       p.bytes = Int<uint64_t>(args_[kBytes], "bytes");
-      RS_RETURN_IF_ERROR(error_);
-      out.collective_parts.push_back(p);
+      if (!failed()) out.collective_parts.push_back(p);
     } else if (cat == "overhead") {
       trace::OverheadEvent o;
       Interval(rank, o);
       o.overhead_kind = Enum<trace::OverheadKind>(args_[kOverheadKind], "overhead kind", "overhead_kind");
-      RS_RETURN_IF_ERROR(error_);
-      out.overheads.push_back(o);
+      if (!failed()) out.overheads.push_back(o);
     } else {
-      return Bad(fmt::format("{}: a complete event of category {}, which rankscope does not export", Context(),
-                             Printable(cat)));
+      FailBecause("of a category rankscope does not export", fmt::format("category {}", Printable(cat)));
     }
-    return Status::Ok();
   }
 
   trace::LaneId EndLane(const RankEntry& rank) {
     const auto lane = Int<trace::LaneId>(args_[kEndLane], "end lane", /*required=*/false, trace::kNoLane);
-    if (error_.ok() && lane > rank.lanes.size()) Fail(fmt::format("\"end lane\" {} is not a lane of its rank", lane));
+    if (!failed() && lane > rank.lanes.size()) {
+      Fail("end lane", fmt::format("\"end lane\" {} is not a lane of its rank", lane));
+    }
     return lane;
   }
 
   // A start/end range's `b`: the range, waiting for its `e`.
-  Status BeginRange(RankEntry& rank) {
+  void BeginRange(RankEntry& rank) {
     OpenRange open;
     open.rank = &rank;
+    open.index = index_;
     trace::NvtxRangeEvent& r = open.range;
     Common(rank, r, kExternalId);
     Nvtx(rank, r);
@@ -822,28 +900,50 @@ class ChromeImporter {
                   ? trace::NvtxRangeStyle::kStartEnd
                   : static_cast<trace::NvtxRangeStyle>(Int<uint8_t>(args_[kStyle], "style"));
     r.end_lane = EndLane(rank);
-    if (event_[kEndNs].type != Value::Type::kNone) {
+    if (!failed() && event_[kEndNs].type != Value::Type::kNone) {
       r.end_ns = Int<int64_t>(event_[kEndNs], "end_ns");
+      EndsAfterStart(r, "end_ns");
       open.end_known = true;
     }
     const uint64_t id = Int<uint64_t>(event_[kId], "id");
-    RS_RETURN_IF_ERROR(error_);
-    if (!open_ranges_.emplace(id, open).second) return Bad(fmt::format("{}: id {} begins twice", Context(), id));
-    return Status::Ok();
+    if (failed()) return;
+    if (!open_ranges_.emplace(id, open).second) {
+      FailBecause("beginning an id already begun", fmt::format("id {} begins twice", id));
+    }
   }
 
-  Status EndRange() {
+  void EndRange() {
     const uint64_t id = Int<uint64_t>(event_[kId], "id");
-    RS_RETURN_IF_ERROR(error_);
+    if (failed()) return;
     auto it = open_ranges_.find(id);
-    if (it == open_ranges_.end()) return Bad(fmt::format("{}: id {} ends without a begin", Context(), id));
+    if (it == open_ranges_.end()) {
+      FailBecause("ending an id that never began", fmt::format("id {} ends without a begin", id));
+      return;
+    }
     OpenRange open = it->second;
     open_ranges_.erase(it);
-    if (!open.end_known) open.range.end_ns = Absolute(event_[kTs], "ts");
-    RS_RETURN_IF_ERROR(error_);
+    // The range is its begin's: counted there, not on the `e`'s pid, when it is damaged.
+    event_rank_ = open.rank;
+    if (!open.end_known) {
+      open.range.end_ns = Absolute(event_[kTs], "ts");
+      EndsAfterStart(open.range, "ts");
+    }
+    if (failed()) return;
     open.rank->builder->events().nvtx_ranges.push_back(open.range);
     open.rank->builder->Flush();
-    return Status::Ok();
+  }
+
+  // Ranges whose `b` was read and whose `e` never came, in the order they began.
+  void LeaveOutUnendedRanges() {
+    std::vector<std::pair<uint64_t, const OpenRange*>> unended;
+    for (const auto& [id, open] : open_ranges_) unended.emplace_back(id, &open);
+    std::sort(unended.begin(), unended.end(),
+              [](const auto& a, const auto& b) { return a.second->index < b.second->index; });
+    for (const auto& [id, open] : unended) {
+      const std::string detail = fmt::format("traceEvents[{}]: id {} begins and never ends", open->index, id);
+      open->rank->builder->damaged().Count("start/end range", "that never ended (no \"e\")", detail);
+    }
+    open_ranges_.clear();
   }
 
   const fs::path& file_;
@@ -857,7 +957,14 @@ class ChromeImporter {
   uint64_t index_ = 0;  // of the event in traceEvents
   std::string context_;     // in the "rankscope" object
   bool in_events_ = false;  // in traceEvents: Context() says which event
-  Status error_;
+  // The first problem with the object being read, and why it is a problem.
+  struct Problem {
+    std::string reason;
+    std::string detail;
+  };
+  std::optional<Problem> problem_;
+  RankEntry* event_rank_ = nullptr;  // the rank of the event being read, once known
+  DamagedEvents damaged_;            // events of no rank: their pid is unknown
 };
 
 }  // namespace

@@ -1,6 +1,6 @@
-// Internal to the importers (import.cc drives them; import_kineto.cc, import_nsys.cc read).
-// An importer reads its input, asks the RunSink for a rank's RankFileBuilder, and adds
-// events to it; the sink writes the run directory.
+// Internal to the importers (import.cc drives them; import_kineto.cc, import_nsys.cc and
+// import_chrome.cc read). An importer reads its input, asks the RunSink for a rank's
+// RankFileBuilder, and adds events to it; the sink writes the run directory.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +12,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "interop/interop.h"
@@ -32,6 +33,40 @@ inline constexpr size_t kJsonPadding = 64;
 // with kJsonPadding spare capacity after them. One line naming the file on failure: missing,
 // unreadable, a truncated or damaged gzip stream, or more than `max_bytes` once unpacked.
 Result<std::string> ReadMaybeGzip(const std::filesystem::path& file, size_t max_bytes = size_t{64} << 30);
+
+// ---- the bad-event policy, one for every importer ------------------------------------------
+//
+// An event that lacks a field it needs, or has one of the wrong type, negative where it cannot
+// be, not finite or out of range, is damaged: it is left out, counted by its kind and why, and
+// the import goes on. Each kind's count becomes one note (ImportResult::notes) and one meta row
+// of its rank file (`import.left_out.<kind>`), the same line in both. Only damaged structure
+// fails an import, with one line naming the file: not JSON (or cut short), a top level that is
+// not an object, traceEvents that is not an array, a truncated or damaged gzip or SQLite file,
+// an nsys export without the tables or columns it needs or of a schema version not read here,
+// a "rankscope" object whose ranks, lanes or strings are damaged.
+class DamagedEvents {
+ public:
+  // One damaged event of `kind` (the event's category as its trace names it: "kernel",
+  // "cpu_op", "NVTX range"; empty when it has none), left out for `reason` ("without a valid
+  // ts/dur"). `detail` says which event and what exactly is wrong; the first of each kind is
+  // kept for the note.
+  void Count(std::string_view kind, std::string_view reason, std::string_view detail);
+
+  struct Line {
+    std::string kind;
+    std::string meta_key;  // import.left_out.<kind>: lower case, '_' for anything else
+    std::string text;      // "left out 3 kernel events without a valid ts/dur (first: ...)"
+  };
+  // One line per kind, in the order of the kinds' names.
+  std::vector<Line> Lines() const;
+
+ private:
+  struct Kind {
+    std::map<std::string, uint64_t, std::less<>> reasons;
+    std::string first_detail;
+  };
+  std::map<std::string, Kind, std::less<>> kinds_;
+};
 
 // One rank file an importer writes. Lanes (by identity) and strings are looked up once;
 // events go to the writer in batches, and the builder waits while the writer is behind
@@ -54,6 +89,10 @@ class RankFileBuilder {
   trace::EventTables& events() { return batch_; }
   void Flush(bool force = false);
 
+  // Damaged events of this rank, left out (the policy above); noted when the run finishes.
+  DamagedEvents& damaged() { return damaged_; }
+  const DamagedEvents& damaged() const { return damaged_; }
+
   uint64_t events_written() const { return written_; }
   const std::filesystem::path& path() const { return path_; }
   const trace::RankIdentity& identity() const { return identity_; }
@@ -70,6 +109,7 @@ class RankFileBuilder {
   uint64_t written_ = 0;
   std::unordered_map<std::string, trace::StringId> strings_;
   std::vector<std::pair<trace::Lane, trace::LaneId>> lanes_;  // few: a linear scan
+  DamagedEvents damaged_;
   bool closed_ = false;
 };
 
@@ -85,10 +125,16 @@ class RunSink {
   // (`note_assignment` false). `source` names the input in messages.
   Result<RankFileBuilder*> Rank(trace::RankIdentity who, std::string_view source, bool note_assignment = true);
   void Note(std::string line) { notes_.push_back(std::move(line)); }
+  // Damaged events that belong to no rank (their process is unknown): a note per kind, each
+  // line starting with `source`.
+  void NoteDamaged(std::string_view source, const DamagedEvents& damaged);
   const std::string& run_id() const { return run_id_; }
+  // The ranks inputs have claimed so far, lowest first.
+  std::vector<int> ranks_taken() const;
 
   // Closes every file; ranks whose world size no input gave get the number of ranks
-  // imported. Errors leave nothing behind.
+  // imported; each rank's damaged events become notes and meta rows. Errors leave nothing
+  // behind.
   Status Finish(ImportResult* result);
 
  private:
@@ -100,6 +146,52 @@ class RunSink {
   std::vector<std::string> notes_;
   bool finished_ = false;
 };
+
+// ---- nsys: which process is which rank ---------------------------------------------------------
+
+// What one process of an nsys export says about its rank.
+struct NsysProcessEvidence {
+  int64_t pid = 0;
+  // (rank, rank count) of its world communicator, from NCCL's ncclCommInitRank payload.
+  std::optional<std::pair<int, int>> nccl_rank;
+  std::optional<int> mpi_rank;  // from nsys's MPI trace
+  std::string mpi_evidence;     // where that was read: "MPI_RANKS", "thread 'MPI Rank 0'"
+};
+
+struct NsysRankEvidence {
+  std::vector<NsysProcessEvidence> processes;  // the processes that become ranks, any order
+  // The launched process's environment: evidence only for an export of one process, the one
+  // case where nsys records whose environment it is.
+  std::map<std::string, std::string> launch_environment;
+  bool blobs_exported = false;  // nsys export --include-blobs=true: NCCL payloads are kept
+  std::set<int> ranks_taken;    // by the run's other inputs: process-order ranks avoid them
+};
+
+enum class NsysRankSource { kNcclPayload, kMpi, kEnvironment, kProcessOrder };
+
+struct NsysRankAssignment {
+  int64_t pid = 0;
+  int rank = 0;
+  bool from_evidence = false;  // false: by process order
+  std::optional<int> world_size;
+  std::optional<int> local_rank;
+};
+
+struct NsysRankChoice {
+  NsysRankSource source = NsysRankSource::kProcessOrder;
+  std::vector<NsysRankAssignment> ranks;  // by pid
+  std::vector<std::string> notes;         // how, and why not otherwise
+};
+
+// `import.rank_source` of a rank file: "nccl init payload", "nsys mpi trace", ...
+std::string_view NsysRankSourceName(NsysRankSource source);
+
+// Which process is which rank, from the evidence alone (it reads and writes nothing). The
+// first kind of evidence that some process has and that gives no two processes one rank
+// wins: NCCL init payloads, then nsys's MPI trace, then (for one process) the launch
+// environment; processes without it take the lowest ranks left, by pid. An error for no
+// processes or one pid listed twice.
+Result<NsysRankChoice> ChooseNsysRanks(const NsysRankEvidence& evidence);
 
 // Kineto / PyTorch profiler JSON: one rank, from `distributedInfo` (or, for a rankscope
 // Chrome export, every rank it holds).

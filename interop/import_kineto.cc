@@ -22,7 +22,10 @@
 //                                      has no args.correlation: the flow's id, matched by pid,
 //                                      tid and ts (s at the call, f at the kernel, copy or set)
 // Everything else (the "Trace" span, counters, other categories) is counted and named in one
-// note.
+// note. An event of an imported category that is damaged (a field it needs missing, of the
+// wrong type, negative or out of range), or an entry of traceEvents that is not an object, is
+// left out and counted (import_internal.h, DamagedEvents); only JSON that is not JSON, or a
+// file that is not a trace, fails.
 #include <simdjson.h>
 
 #include <algorithm>
@@ -538,6 +541,36 @@ struct StringHash {
   size_t operator()(std::string_view text) const { return std::hash<std::string_view>{}(text); }
 };
 
+// Where an event goes, as read from it; its lane is made only once the whole event is read.
+struct CpuPlace {
+  int64_t pid = 0;
+  int64_t tid = 0;
+};
+
+struct GpuPlace {
+  int32_t device = 0;
+  std::optional<uint64_t> stream;  // nullopt: none (context and device synchronizations)
+  std::optional<uint32_t> context;
+};
+
+// Why a damaged event is left out: the reason it is counted under, and exactly what is wrong
+// with it (the note shows it for the first event of its kind).
+struct Damage {
+  std::string reason;
+  std::string detail;
+};
+using Damaged = std::optional<Damage>;  // nullopt: nothing wrong
+
+// The kind a damaged event is counted under: its category as the trace names it, among those
+// imported; "instant" for instants.
+std::string_view DamagedKind(const RawEvent& e) {
+  const std::string_view ph = e.ph.kind == Token::kString ? e.ph.text : std::string_view();
+  if (ph == "i" || ph == "I") return "instant";
+  if (e.cat.kind != Token::kString) return "";
+  const std::string_view cat = e.cat.text;
+  return CategoryOf(cat) != Category::kOther || cat == "ac2g" || cat == "async_cpu_to_gpu" ? cat : std::string_view();
+}
+
 // ---- the importer -------------------------------------------------------------------------------
 
 class KinetoImporter {
@@ -560,20 +593,26 @@ class KinetoImporter {
   Status AtEnd(od::document& doc) const;
   error_code ReadDistributedInfo(od::value& value, trace::RankIdentity* who);
   Status ConvertEvents(od::document& doc, od::array events);
-  Status Convert(const RawEvent& e, uint64_t index);
+  // Adds one event to the rank file; what is wrong with it when it is damaged (the policy
+  // of import_internal.h), and then nothing of it is added.
+  Damaged Convert(const RawEvent& e, uint64_t index);
 
-  Status EventError(const RawEvent& e, uint64_t index, std::string_view problem) const;
-  // Field helpers: an error Status naming the event when the field is missing (where
-  // required) or of the wrong type.
-  Status Integer(const RawEvent& e, uint64_t index, const Token& token, std::string_view field,
-                 std::optional<int64_t>* out) const;
-  Status Id(const RawEvent& e, uint64_t index, const Token& token, std::string_view field,
-            std::optional<int64_t>* out) const;
-  Status Times(const RawEvent& e, uint64_t index, bool with_duration, trace::EventCommon* common) const;
-  Status CpuLane(const RawEvent& e, uint64_t index, trace::LaneId* lane);
-  Status GpuLane(const RawEvent& e, uint64_t index, const Token& device_arg, const Token& context_arg,
-                 trace::LaneId* lane, std::optional<uint64_t>* stream);
-  Status Correlation(const RawEvent& e, uint64_t index, const Token& token, uint64_t* out) const;
+  // Field readers: nullopt when the field is usable (an optional one may be absent), else the
+  // damage, which names the event.
+  Damage EventDamage(const RawEvent& e, uint64_t index, std::string reason, std::string_view problem) const;
+  Damaged Integer(const RawEvent& e, uint64_t index, const Token& token, std::string_view field,
+                  std::optional<int64_t>* out) const;
+  Damaged Id(const RawEvent& e, uint64_t index, const Token& token, std::string_view field,
+             std::optional<int64_t>* out) const;
+  Damaged Times(const RawEvent& e, uint64_t index, bool with_duration, trace::EventCommon* common) const;
+  Damaged Correlation(const RawEvent& e, uint64_t index, const Token& token, uint64_t* out) const;
+  Damaged ReadCpuPlace(const RawEvent& e, uint64_t index, CpuPlace* place) const;
+  Damaged ReadGpuPlace(const RawEvent& e, uint64_t index, const Token& device_arg, const Token& context_arg,
+                       GpuPlace* place) const;
+  // The lanes of places read: created once the whole event has been read, so that a damaged
+  // event leaves no lane behind.
+  trace::LaneId CpuLane(const CpuPlace& place);
+  trace::LaneId GpuLane(const GpuPlace& place);
 
   // Launch-to-device flows (ac2g), for events without args.correlation: such an event waits
   // aside until every flow has been read, then takes the id of the flow that ends (device
@@ -587,7 +626,7 @@ class KinetoImporter {
     FlowPoint at;
     Event event;
   };
-  Status ReadFlow(const RawEvent& e, uint64_t index, bool start);
+  Damaged ReadFlow(const RawEvent& e, uint64_t index, bool start);
   std::optional<FlowPoint> PointOf(const RawEvent& e, int64_t start_ns) const;
   // True when `event` has no correlation and was set aside to get one from a flow.
   template <typename Event>
@@ -645,66 +684,79 @@ Status KinetoImporter::AtEnd(od::document& doc) const {
                              location - json_.data()));
 }
 
-Status KinetoImporter::EventError(const RawEvent& e, uint64_t index, std::string_view problem) const {
+Damage KinetoImporter::EventDamage(const RawEvent& e, uint64_t index, std::string reason,
+                                   std::string_view problem) const {
   // Only events of the categories imported get here: their category is one of ours.
   const bool ours = e.cat.kind == Token::kString && CategoryOf(e.cat.text) != Category::kOther;
   const std::string_view cat = ours ? e.cat.text : std::string_view("event");
   const std::string name =
       e.name.kind == Token::kString ? fmt::format(" {}", Printable(e.name.text, 60)) : std::string();
-  return Corrupt(fmt::format("{}: traceEvents[{}] ({}{}): {}", source_, index, cat, name, problem));
+  return Damage{std::move(reason), fmt::format("traceEvents[{}] ({}{}): {}", index, cat, name, problem)};
 }
 
-Status KinetoImporter::Integer(const RawEvent& e, uint64_t index, const Token& token, std::string_view field,
-                               std::optional<int64_t>* out) const {
+Damaged KinetoImporter::Integer(const RawEvent& e, uint64_t index, const Token& token, std::string_view field,
+                                std::optional<int64_t>* out) const {
   if (!token.present()) {
     *out = std::nullopt;
-    return Status::Ok();
+    return std::nullopt;
   }
   if (token.kind != Token::kNumber) {
-    return EventError(e, index, fmt::format("{} is {}, not an integer", field, TypeName(token)));
+    return EventDamage(e, index, fmt::format("without a valid {}", field),
+                       fmt::format("{} is {}, not an integer", field, TypeName(token)));
   }
   *out = IntegerFromText(token.text);
-  if (!*out) return EventError(e, index, fmt::format("{} is not an integer: {}", field, Shown(token)));
-  return Status::Ok();
+  if (!*out) {
+    return EventDamage(e, index, fmt::format("without a valid {}", field),
+                       fmt::format("{} is not an integer: {}", field, Shown(token)));
+  }
+  return std::nullopt;
 }
 
-Status KinetoImporter::Id(const RawEvent& e, uint64_t index, const Token& token, std::string_view field,
-                          std::optional<int64_t>* out) const {
+Damaged KinetoImporter::Id(const RawEvent& e, uint64_t index, const Token& token, std::string_view field,
+                           std::optional<int64_t>* out) const {
   if (token.kind == Token::kString) {
     *out = IdFromString(token.text);
-    if (!*out) return EventError(e, index, fmt::format("{} {} is not a number", field, Shown(token)));
-    return Status::Ok();
+    if (!*out) {
+      return EventDamage(e, index, fmt::format("without a valid {}", field),
+                         fmt::format("{} {} is not a number", field, Shown(token)));
+    }
+    return std::nullopt;
   }
   return Integer(e, index, token, field, out);
 }
 
-Status KinetoImporter::Times(const RawEvent& e, uint64_t index, bool with_duration, trace::EventCommon* common) const {
-  if (!e.ts.present()) return EventError(e, index, "no ts");
-  if (e.ts.kind != Token::kNumber) return EventError(e, index, fmt::format("ts is {}, not a number", TypeName(e.ts)));
+Damaged KinetoImporter::Times(const RawEvent& e, uint64_t index, bool with_duration,
+                              trace::EventCommon* common) const {
+  // No string is built unless the event is damaged: this runs for every event.
+  const char* const reason = with_duration ? "without a valid ts/dur" : "without a valid ts";
+  if (!e.ts.present()) return EventDamage(e, index, reason, "no ts");
+  if (e.ts.kind != Token::kNumber) {
+    return EventDamage(e, index, reason, fmt::format("ts is {}, not a number", TypeName(e.ts)));
+  }
   const std::optional<Decimal> ts = ParseDecimal(e.ts.text);
   const std::optional<int64_t> ts_ns = ts ? Scaled(*ts, 3, /*exact=*/false) : std::nullopt;
   if (!ts_ns || __builtin_add_overflow(base_ns_, *ts_ns, &common->start_ns)) {
-    return EventError(e, index, fmt::format("ts {} is not a time in microseconds", Shown(e.ts)));
+    return EventDamage(e, index, reason, fmt::format("ts {} is not a time in microseconds", Shown(e.ts)));
   }
   common->end_ns = common->start_ns;
-  if (!with_duration) return Status::Ok();
-  if (!e.dur.present()) return EventError(e, index, "no dur");
+  if (!with_duration) return std::nullopt;
+  if (!e.dur.present()) return EventDamage(e, index, reason, "no dur");
   if (e.dur.kind != Token::kNumber) {
-    return EventError(e, index, fmt::format("dur is {}, not a number", TypeName(e.dur)));
+    return EventDamage(e, index, reason, fmt::format("dur is {}, not a number", TypeName(e.dur)));
   }
   const std::optional<Decimal> dur = ParseDecimal(e.dur.text);
   const std::optional<int64_t> dur_ns = dur ? Scaled(*dur, 3, /*exact=*/false) : std::nullopt;
   if (!dur_ns || *dur_ns < 0 || __builtin_add_overflow(common->start_ns, *dur_ns, &common->end_ns)) {
-    return EventError(e, index, fmt::format("dur {} is not a duration in microseconds", Shown(e.dur)));
+    return EventDamage(e, index, reason, fmt::format("dur {} is not a duration in microseconds", Shown(e.dur)));
   }
-  return Status::Ok();
+  return std::nullopt;
 }
 
-Status KinetoImporter::Correlation(const RawEvent& e, uint64_t index, const Token& token, uint64_t* out) const {
+Damaged KinetoImporter::Correlation(const RawEvent& e, uint64_t index, const Token& token, uint64_t* out) const {
   std::optional<int64_t> value;
-  RS_RETURN_IF_ERROR(Integer(e, index, token, "args.correlation", &value));
+  if (Damaged damage = Integer(e, index, token, "args.correlation", &value)) return damage;
   *out = static_cast<uint64_t>(value.value_or(0));
-  return Status::Ok();
+  return std::nullopt;
 }
 
 std::optional<KinetoImporter::FlowPoint> KinetoImporter::PointOf(const RawEvent& e, int64_t start_ns) const {
@@ -714,18 +766,18 @@ std::optional<KinetoImporter::FlowPoint> KinetoImporter::PointOf(const RawEvent&
   return FlowPoint{*pid, *tid, start_ns};
 }
 
-Status KinetoImporter::ReadFlow(const RawEvent& e, uint64_t index, bool start) {
+Damaged KinetoImporter::ReadFlow(const RawEvent& e, uint64_t index, bool start) {
   trace::EventCommon at;
-  RS_RETURN_IF_ERROR(Times(e, index, /*with_duration=*/false, &at));
+  if (Damaged damage = Times(e, index, /*with_duration=*/false, &at)) return damage;
   std::optional<int64_t> id;
-  RS_RETURN_IF_ERROR(Id(e, index, e.id, "id", &id));
+  if (Damaged damage = Id(e, index, e.id, "id", &id)) return damage;
   const std::optional<FlowPoint> point = PointOf(e, at.start_ns);
   if (!id || *id <= 0 || !point) {
     Skip(start ? "(flow start without id, pid or tid)" : "(flow end without id, pid or tid)");
-    return Status::Ok();
+    return std::nullopt;
   }
   (start ? flow_starts_ : flow_ends_).emplace_back(*point, static_cast<uint64_t>(*id));
-  return Status::Ok();
+  return std::nullopt;
 }
 
 template <typename Event>
@@ -772,57 +824,71 @@ void KinetoImporter::CorrelateByFlows() {
                          tied == waiting ? "" : "; the others have no correlation"));
 }
 
-Status KinetoImporter::CpuLane(const RawEvent& e, uint64_t index, trace::LaneId* lane) {
-  if (!e.pid.present()) return EventError(e, index, "no pid");
-  if (!e.tid.present()) return EventError(e, index, "no tid");
+Damaged KinetoImporter::ReadCpuPlace(const RawEvent& e, uint64_t index, CpuPlace* place) const {
+  if (!e.pid.present()) return EventDamage(e, index, "without a valid pid", "no pid");
+  if (!e.tid.present()) return EventDamage(e, index, "without a valid tid", "no tid");
   std::optional<int64_t> pid, tid;
-  RS_RETURN_IF_ERROR(Id(e, index, e.pid, "pid", &pid));
-  RS_RETURN_IF_ERROR(Id(e, index, e.tid, "tid", &tid));
-  if (!os_pid_) os_pid_ = *pid;
+  if (Damaged damage = Id(e, index, e.pid, "pid", &pid)) return damage;
+  if (Damaged damage = Id(e, index, e.tid, "tid", &tid)) return damage;
+  place->pid = *pid;
+  place->tid = *tid;
+  return std::nullopt;
+}
+
+trace::LaneId KinetoImporter::CpuLane(const CpuPlace& place) {
+  if (!os_pid_) os_pid_ = place.pid;
   LaneKey key;
   key.kind = trace::LaneKind::kCpuThread;
-  key.pid = *pid;
-  key.tid = *tid;
-  *lane = Lane(key);
-  return Status::Ok();
+  key.pid = place.pid;
+  key.tid = place.tid;
+  return Lane(key);
 }
 
 // Device: `device_arg` (args.device or its stand-in), else the event's pid; stream:
 // args.stream, else the tid ("stream 16" in old traces); context: `context_arg`. A stream
-// of 4294967295 or below 0 is none (`stream` nullopt): such events share one lane per
-// device and context.
-Status KinetoImporter::GpuLane(const RawEvent& e, uint64_t index, const Token& device_arg, const Token& context_arg,
-                               trace::LaneId* lane, std::optional<uint64_t>* stream) {
-  if (!e.pid.present()) return EventError(e, index, "no pid");
-  if (!e.tid.present()) return EventError(e, index, "no tid");
+// of 4294967295 or below 0 is none: such events share one lane per device and context.
+Damaged KinetoImporter::ReadGpuPlace(const RawEvent& e, uint64_t index, const Token& device_arg,
+                                     const Token& context_arg, GpuPlace* place) const {
+  if (!e.pid.present()) return EventDamage(e, index, "without a valid pid", "no pid");
+  if (!e.tid.present()) return EventDamage(e, index, "without a valid tid", "no tid");
   std::optional<int64_t> device, context, stream_id;
-  RS_RETURN_IF_ERROR(Integer(e, index, device_arg, "args.device", &device));
-  if (!device) RS_RETURN_IF_ERROR(Id(e, index, e.pid, "pid", &device));
+  if (Damaged damage = Integer(e, index, device_arg, "args.device", &device)) return damage;
+  if (!device) {
+    if (Damaged damage = Id(e, index, e.pid, "pid", &device)) return damage;
+  }
   if (*device < 0 || *device > INT32_MAX) {
-    return EventError(e, index, fmt::format("device {} is out of range", *device));
+    return EventDamage(e, index, "without a valid device", fmt::format("device {} is out of range", *device));
   }
-  RS_RETURN_IF_ERROR(Integer(e, index, e.args.stream, "args.stream", &stream_id));
-  if (!stream_id) RS_RETURN_IF_ERROR(Id(e, index, e.tid, "tid", &stream_id));
-  RS_RETURN_IF_ERROR(Integer(e, index, context_arg, "args.context", &context));
+  if (Damaged damage = Integer(e, index, e.args.stream, "args.stream", &stream_id)) return damage;
+  if (!stream_id) {
+    if (Damaged damage = Id(e, index, e.tid, "tid", &stream_id)) return damage;
+  }
+  if (Damaged damage = Integer(e, index, context_arg, "args.context", &context)) return damage;
   if (context && (*context < 0 || *context > UINT32_MAX)) {
-    return EventError(e, index, fmt::format("args.context {} is out of range", *context));
+    return EventDamage(e, index, "without a valid args.context",
+                       fmt::format("args.context {} is out of range", *context));
   }
-  const bool none = *stream_id < 0 || *stream_id == kNoStream;
+  place->device = static_cast<int32_t>(*device);
+  const bool no_stream = *stream_id < 0 || *stream_id == kNoStream;
+  place->stream = no_stream ? std::nullopt : std::optional<uint64_t>(static_cast<uint64_t>(*stream_id));
+  place->context = context ? std::optional<uint32_t>(static_cast<uint32_t>(*context)) : std::nullopt;
+  return std::nullopt;
+}
+
+trace::LaneId KinetoImporter::GpuLane(const GpuPlace& place) {
   LaneKey key;
   key.kind = trace::LaneKind::kGpuStream;
-  key.device = static_cast<int32_t>(*device);
-  key.stream = static_cast<uint64_t>(none ? kNoStream : *stream_id);
+  key.device = place.device;
+  key.stream = place.stream.value_or(static_cast<uint64_t>(kNoStream));
   const std::pair<int32_t, uint64_t> device_stream{key.device, key.stream};
-  if (context) {
-    key.context = static_cast<uint32_t>(*context);
+  if (place.context) {
+    key.context = *place.context;
     context_of_.try_emplace(device_stream, key.context);
   } else if (auto known = context_of_.find(device_stream); known != context_of_.end()) {
     // No context given (old traces, GPU annotations): the stream's, from its other events.
     key.context = known->second;
   }
-  *stream = none ? std::nullopt : std::optional<uint64_t>(key.stream);
-  *lane = Lane(key);
-  return Status::Ok();
+  return Lane(key);
 }
 
 trace::LaneId KinetoImporter::Lane(const LaneKey& key) {
@@ -1039,42 +1105,46 @@ Status KinetoImporter::ConvertEvents(od::document& doc, od::array events) {
     if (!is_object) {
       Token token;
       if (error_code e = ReadToken(value, &token)) return Malformed(e, doc, index);
-      return Corrupt(fmt::format("{}: traceEvents[{}] is {}, not an object", source_, index, TypeName(token)));
+      builder_->damaged().Count("", "not a JSON object",
+                                fmt::format("traceEvents[{}] is {}", index, TypeName(token)));
+    } else if (const Damaged damage = Convert(event, index)) {
+      builder_->damaged().Count(DamagedKind(event), damage->reason, damage->detail);
     }
-    RS_RETURN_IF_ERROR(Convert(event, index));
     if (++index % kFlushEvery == 0) builder_->Flush();
   }
   return Status::Ok();
 }
 
-Status KinetoImporter::Convert(const RawEvent& e, uint64_t index) {
+Damaged KinetoImporter::Convert(const RawEvent& e, uint64_t index) {
   const std::string_view ph = e.ph.kind == Token::kString ? e.ph.text : std::string_view();
   const std::string_view cat = e.cat.kind == Token::kString ? e.cat.text : std::string_view();
   const std::string_view name = e.name.kind == Token::kString ? e.name.text : std::string_view();
 
   if (ph == "M") {
-    if (name != "thread_name" && name != "process_name") return Status::Ok();
-    if (e.args.name.kind != Token::kString) return Status::Ok();
+    if (name != "thread_name" && name != "process_name") return std::nullopt;
+    if (e.args.name.kind != Token::kString) return std::nullopt;
     const std::optional<int64_t> pid = AnyId(e.pid);
     const std::optional<int64_t> tid = AnyId(e.tid);
-    if (!pid) return Status::Ok();
+    if (!pid) return std::nullopt;
     if (name == "process_name") {
       process_names_[*pid] = std::string(e.args.name.text);
     } else if (tid) {
       thread_names_[{*pid, *tid}] = std::string(e.args.name.text);
     }
-    return Status::Ok();
+    return std::nullopt;
   }
 
   if (e.cat.present() && e.cat.kind != Token::kString) {
     Skip("(cat not a string)");
-    return Status::Ok();
+    return std::nullopt;
   }
   if (ph == "i" || ph == "I") {
     trace::NvtxMarkEvent mark;
-    RS_RETURN_IF_ERROR(Times(e, index, /*with_duration=*/false, &mark));
+    if (Damaged damage = Times(e, index, /*with_duration=*/false, &mark)) return damage;
     if (AnyId(e.pid) && AnyId(e.tid)) {
-      RS_RETURN_IF_ERROR(CpuLane(e, index, &mark.lane));
+      CpuPlace place;
+      if (Damaged damage = ReadCpuPlace(e, index, &place)) return damage;
+      mark.lane = CpuLane(place);
     } else {
       // A global instant ("pid": "Traces", "tid": "Trace PyTorch Profiler"): one lane of its
       // own, pid and tid 0, named after the first such event's tid.
@@ -1091,14 +1161,14 @@ Status KinetoImporter::Convert(const RawEvent& e, uint64_t index) {
     mark.domain = Intern(cat);
     if (e.args.object) mark.args = InternArgs(e.args.text);
     builder_->events().nvtx_marks.push_back(mark);
-    return Status::Ok();
+    return std::nullopt;
   }
 
   if ((cat == "ac2g" || cat == "async_cpu_to_gpu") && (ph == "s" || ph == "f")) return ReadFlow(e, index, ph == "s");
 
   const Category category = CategoryOf(cat);
   if (category == Category::kOther || ph != "X") {
-    if (category != Category::kOther && !e.ph.present()) return EventError(e, index, "no ph");
+    if (category != Category::kOther && !e.ph.present()) return EventDamage(e, index, "without ph", "no ph");
     if (!cat.empty()) {
       Skip(cat);
     } else if (ph.empty() || ph == "X") {
@@ -1109,147 +1179,165 @@ Status KinetoImporter::Convert(const RawEvent& e, uint64_t index) {
       const int length = std::snprintf(what.data(), what.size(), "ph %.*s", shown, ph.data());
       Skip(std::string_view(what.data(), static_cast<size_t>(std::max(length, 0))));
     }
-    return Status::Ok();
+    return std::nullopt;
   }
   if (e.name.present() && e.name.kind != Token::kString) {
-    return EventError(e, index, fmt::format("name is {}, not a string", TypeName(e.name)));
+    return EventDamage(e, index, "without a valid name", fmt::format("name is {}, not a string", TypeName(e.name)));
   }
   if (e.args.self.present() && !e.args.object) {
-    return EventError(e, index, fmt::format("args is {}, not an object", TypeName(e.args.self)));
+    return EventDamage(e, index, "with args that are not an object",
+                       fmt::format("args is {}, not an object", TypeName(e.args.self)));
   }
 
+  // Every field is read and checked first; only then are lanes and strings made and the
+  // event added.
   trace::EventTables& out = builder_->events();
   switch (category) {
     case Category::kKernel: {
       trace::KernelEvent k;
-      RS_RETURN_IF_ERROR(Times(e, index, true, &k));
-      std::optional<uint64_t> stream;
-      RS_RETURN_IF_ERROR(GpuLane(e, index, e.args.device, e.args.context, &k.lane, &stream));
-      k.name = Intern(name);
-      RS_RETURN_IF_ERROR(Correlation(e, index, e.args.correlation, &k.correlation_id));
+      GpuPlace place;
+      if (Damaged damage = Times(e, index, true, &k)) return damage;
+      if (Damaged damage = ReadGpuPlace(e, index, e.args.device, e.args.context, &place)) return damage;
+      if (Damaged damage = Correlation(e, index, e.args.correlation, &k.correlation_id)) return damage;
       for (const auto& [dim, field, label] : {std::tuple{&e.args.grid, &k.grid, "args.grid"},
                                               std::tuple{&e.args.block, &k.block, "args.block"}}) {
         if (!dim->present) continue;
-        if (!dim->valid) return EventError(e, index, fmt::format("{} is not [x, y, z] of unsigned integers", label));
+        if (!dim->valid) {
+          return EventDamage(e, index, fmt::format("without a valid {}", label),
+                             fmt::format("{} is not [x, y, z] of unsigned integers", label));
+        }
         *field = dim->value;
       }
       std::optional<int64_t> registers, shared;
-      RS_RETURN_IF_ERROR(Integer(e, index, e.args.registers, "args.registers per thread", &registers));
-      RS_RETURN_IF_ERROR(Integer(e, index, e.args.shared_memory, "args.shared memory", &shared));
-      if (registers.value_or(0) < 0 || registers.value_or(0) > UINT32_MAX || shared.value_or(0) < 0 ||
-          shared.value_or(0) > UINT32_MAX) {
-        return EventError(e, index, "args.registers per thread or args.shared memory is out of range");
+      if (Damaged damage = Integer(e, index, e.args.registers, "args.registers per thread", &registers)) return damage;
+      if (Damaged damage = Integer(e, index, e.args.shared_memory, "args.shared memory", &shared)) return damage;
+      if (registers.value_or(0) < 0 || registers.value_or(0) > UINT32_MAX) {
+        return EventDamage(e, index, "without a valid args.registers per thread",
+                           "args.registers per thread is out of range");
+      }
+      if (shared.value_or(0) < 0 || shared.value_or(0) > UINT32_MAX) {
+        return EventDamage(e, index, "without a valid args.shared memory", "args.shared memory is out of range");
       }
       k.registers_per_thread = static_cast<uint32_t>(registers.value_or(0));
       // Kineto writes static + dynamic shared memory as one number.
       k.static_shared_bytes = static_cast<uint32_t>(shared.value_or(0));
+      k.lane = GpuLane(place);
+      k.name = Intern(name);
       if (!AwaitFlow(e, k, &kernels_awaiting_)) out.kernels.push_back(k);
-      return Status::Ok();
+      return std::nullopt;
     }
     case Category::kMemcpy: {
       trace::MemcpyEvent m;
-      RS_RETURN_IF_ERROR(Times(e, index, true, &m));
-      std::optional<uint64_t> stream;
+      GpuPlace place;
+      if (Damaged damage = Times(e, index, true, &m)) return damage;
       // Peer copies name their devices fromDevice / inDevice / toDevice.
       const Token& device = e.args.device.present() ? e.args.device : e.args.in_device;
       const Token& context = e.args.context.present() ? e.args.context : e.args.in_context;
-      RS_RETURN_IF_ERROR(GpuLane(e, index, device, context, &m.lane, &stream));
-      m.name = Intern(name);
-      RS_RETURN_IF_ERROR(Correlation(e, index, e.args.correlation, &m.correlation_id));
+      if (Damaged damage = ReadGpuPlace(e, index, device, context, &place)) return damage;
+      if (Damaged damage = Correlation(e, index, e.args.correlation, &m.correlation_id)) return damage;
       std::optional<int64_t> bytes, from, to;
-      RS_RETURN_IF_ERROR(Integer(e, index, e.args.bytes, "args.bytes", &bytes));
-      RS_RETURN_IF_ERROR(Integer(e, index, e.args.from_device, "args.fromDevice", &from));
-      RS_RETURN_IF_ERROR(Integer(e, index, e.args.to_device, "args.toDevice", &to));
-      if (bytes.value_or(0) < 0) return EventError(e, index, "args.bytes is negative");
+      if (Damaged damage = Integer(e, index, e.args.bytes, "args.bytes", &bytes)) return damage;
+      if (Damaged damage = Integer(e, index, e.args.from_device, "args.fromDevice", &from)) return damage;
+      if (Damaged damage = Integer(e, index, e.args.to_device, "args.toDevice", &to)) return damage;
+      if (bytes.value_or(0) < 0) return EventDamage(e, index, "without a valid args.bytes", "args.bytes is negative");
       m.bytes = static_cast<uint64_t>(bytes.value_or(0));
       if (from && *from >= 0 && *from <= INT32_MAX) m.src_device = static_cast<int32_t>(*from);
       if (to && *to >= 0 && *to <= INT32_MAX) m.dst_device = static_cast<int32_t>(*to);
       ParseMemcpyName(name, &m);
+      m.lane = GpuLane(place);
+      m.name = Intern(name);
       if (!AwaitFlow(e, m, &memcpys_awaiting_)) out.memcpys.push_back(m);
-      return Status::Ok();
+      return std::nullopt;
     }
     case Category::kMemset: {
       trace::MemsetEvent m;
-      RS_RETURN_IF_ERROR(Times(e, index, true, &m));
-      std::optional<uint64_t> stream;
-      RS_RETURN_IF_ERROR(GpuLane(e, index, e.args.device, e.args.context, &m.lane, &stream));
-      m.name = Intern(name);
-      RS_RETURN_IF_ERROR(Correlation(e, index, e.args.correlation, &m.correlation_id));
+      GpuPlace place;
+      if (Damaged damage = Times(e, index, true, &m)) return damage;
+      if (Damaged damage = ReadGpuPlace(e, index, e.args.device, e.args.context, &place)) return damage;
+      if (Damaged damage = Correlation(e, index, e.args.correlation, &m.correlation_id)) return damage;
       std::optional<int64_t> bytes;
-      RS_RETURN_IF_ERROR(Integer(e, index, e.args.bytes, "args.bytes", &bytes));
-      if (bytes.value_or(0) < 0) return EventError(e, index, "args.bytes is negative");
+      if (Damaged damage = Integer(e, index, e.args.bytes, "args.bytes", &bytes)) return damage;
+      if (bytes.value_or(0) < 0) return EventDamage(e, index, "without a valid args.bytes", "args.bytes is negative");
       m.bytes = static_cast<uint64_t>(bytes.value_or(0));
       if (name.starts_with("Memset")) m.memory_kind = MemoryKindsIn(name).first;
+      m.lane = GpuLane(place);
+      m.name = Intern(name);
       if (!AwaitFlow(e, m, &memsets_awaiting_)) out.memsets.push_back(m);
-      return Status::Ok();
+      return std::nullopt;
     }
     case Category::kRuntime:
     case Category::kDriver: {
       trace::ApiCallEvent a;
-      RS_RETURN_IF_ERROR(Times(e, index, true, &a));
-      RS_RETURN_IF_ERROR(CpuLane(e, index, &a.lane));
-      a.name = Intern(name);
-      a.domain = category == Category::kRuntime ? trace::ApiDomain::kRuntime : trace::ApiDomain::kDriver;
-      RS_RETURN_IF_ERROR(Correlation(e, index, e.args.correlation, &a.correlation_id));
+      CpuPlace place;
+      if (Damaged damage = Times(e, index, true, &a)) return damage;
+      if (Damaged damage = ReadCpuPlace(e, index, &place)) return damage;
+      if (Damaged damage = Correlation(e, index, e.args.correlation, &a.correlation_id)) return damage;
       std::optional<int64_t> cbid, external;
-      RS_RETURN_IF_ERROR(Integer(e, index, e.args.cbid, "args.cbid", &cbid));
-      RS_RETURN_IF_ERROR(Integer(e, index, e.args.external_id, "args.External id", &external));
+      if (Damaged damage = Integer(e, index, e.args.cbid, "args.cbid", &cbid)) return damage;
+      if (Damaged damage = Integer(e, index, e.args.external_id, "args.External id", &external)) return damage;
       if (cbid.value_or(0) < 0 || cbid.value_or(0) > UINT32_MAX) {
-        return EventError(e, index, "args.cbid is out of range");
+        return EventDamage(e, index, "without a valid args.cbid", "args.cbid is out of range");
       }
+      a.domain = category == Category::kRuntime ? trace::ApiDomain::kRuntime : trace::ApiDomain::kDriver;
       a.callback_id = static_cast<uint32_t>(cbid.value_or(0));
       // The innermost op's External id: the range (cpu_op) that made the call.
       a.external_id = static_cast<uint64_t>(external.value_or(0));
+      a.lane = CpuLane(place);
+      a.name = Intern(name);
       if (!AwaitFlow(e, a, &calls_awaiting_)) out.api_calls.push_back(a);
-      return Status::Ok();
+      return std::nullopt;
     }
     case Category::kSync: {
       trace::SyncEvent s;
-      RS_RETURN_IF_ERROR(Times(e, index, true, &s));
-      std::optional<uint64_t> stream;
-      RS_RETURN_IF_ERROR(GpuLane(e, index, e.args.device, e.args.context, &s.lane, &stream));
-      s.name = Intern(name);
+      GpuPlace place;
+      if (Damaged damage = Times(e, index, true, &s)) return damage;
+      if (Damaged damage = ReadGpuPlace(e, index, e.args.device, e.args.context, &place)) return damage;
+      if (Damaged damage = Correlation(e, index, e.args.correlation, &s.correlation_id)) return damage;
+      std::optional<int64_t> wait_on, event_id;
+      if (Damaged damage = Integer(e, index, e.args.wait_on_stream, "args.wait_on_stream", &wait_on)) return damage;
+      if (Damaged damage = Integer(e, index, e.args.wait_on_event, "args.wait_on_cuda_event_id", &event_id)) {
+        return damage;
+      }
       s.sync_kind = SyncKindFromName(name);
-      RS_RETURN_IF_ERROR(Correlation(e, index, e.args.correlation, &s.correlation_id));
-      std::optional<int64_t> context, wait_on, event_id;
-      RS_RETURN_IF_ERROR(Integer(e, index, e.args.context, "args.context", &context));
-      RS_RETURN_IF_ERROR(Integer(e, index, e.args.wait_on_stream, "args.wait_on_stream", &wait_on));
-      RS_RETURN_IF_ERROR(Integer(e, index, e.args.wait_on_event, "args.wait_on_cuda_event_id", &event_id));
-      s.context = static_cast<uint32_t>(context.value_or(0));
+      s.context = place.context.value_or(0);
       // The stream waited on: a Stream Wait Event waits on another stream's event.
       if (s.sync_kind == trace::SyncKind::kStreamWaitEvent && wait_on && *wait_on >= 0 && *wait_on != kNoStream) {
         s.stream = static_cast<uint64_t>(*wait_on);
       } else {
-        s.stream = stream.value_or(0);
+        s.stream = place.stream.value_or(0);
       }
       if (event_id && *event_id > 0) s.cuda_event_id = static_cast<uint64_t>(*event_id);
+      s.lane = GpuLane(place);
+      s.name = Intern(name);
       out.syncs.push_back(s);
-      return Status::Ok();
+      return std::nullopt;
     }
     case Category::kCpuRange:
     case Category::kGpuRange: {
       trace::NvtxRangeEvent r;
-      RS_RETURN_IF_ERROR(Times(e, index, true, &r));
+      CpuPlace cpu;
+      GpuPlace gpu;
+      if (Damaged damage = Times(e, index, true, &r)) return damage;
       if (category == Category::kCpuRange) {
-        RS_RETURN_IF_ERROR(CpuLane(e, index, &r.lane));
+        if (Damaged damage = ReadCpuPlace(e, index, &cpu)) return damage;
       } else {
-        std::optional<uint64_t> stream;
-        RS_RETURN_IF_ERROR(GpuLane(e, index, e.args.device, e.args.context, &r.lane, &stream));
+        if (Damaged damage = ReadGpuPlace(e, index, e.args.device, e.args.context, &gpu)) return damage;
       }
+      std::optional<int64_t> external;
+      if (Damaged damage = Integer(e, index, e.args.external_id, "args.External id", &external)) return damage;
+      r.lane = category == Category::kCpuRange ? CpuLane(cpu) : GpuLane(gpu);
       r.name = Intern(name);
       r.domain = Intern(cat);
       r.style = trace::NvtxRangeStyle::kPushPop;
-      std::optional<int64_t> external;
-      RS_RETURN_IF_ERROR(Integer(e, index, e.args.external_id, "args.External id", &external));
       r.correlation_id = static_cast<uint64_t>(external.value_or(0));
       // Annotations keep their args; op args (shapes, types) would dwarf the rest of the file.
       if ((cat == "user_annotation" || cat == "gpu_user_annotation") && e.args.object) r.args = InternArgs(e.args.text);
       out.nvtx_ranges.push_back(r);
-      return Status::Ok();
+      return std::nullopt;
     }
     case Category::kOther: break;
   }
-  return Status::Ok();
+  return std::nullopt;
 }
 
 }  // namespace

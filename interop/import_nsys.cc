@@ -5,9 +5,11 @@
 // Order of work: check the file and its schema version, probe which tables and columns it
 // has (nsys creates tables lazily and adds columns between versions), find the processes
 // that become ranks, decide their ranks (NCCL init payloads, MPI, the launch environment,
-// else process order), then stream each event table once into the rank files. Rows that
-// lack a value they need are skipped and counted; what was skipped or left out, and how
-// ranks and times were chosen, ends up in the import's notes.
+// else process order; ChooseNsysRanks decides from the evidence alone), then stream each
+// event table once into the rank files. A row that lacks a value it needs, or ends before it
+// starts, is damaged: left out and counted on its rank (the policy of import_internal.h). What
+// was left out, and how ranks and times were chosen, ends up in the import's notes; missing
+// tables or columns, or a schema version not read here, fail the import.
 #include <algorithm>
 #include <bit>
 #include <cctype>
@@ -385,16 +387,31 @@ struct TableInfo {
   std::set<std::string, std::less<>> columns;
 };
 
-// Rows read from one table, and why some were not imported.
-struct TableStats {
-  uint64_t imported = 0;
-  uint64_t missing = 0;        // a needed value was NULL or not an integer
-  uint64_t bad_time = 0;       // end before start, or out of range once on the wall clock
-  uint64_t unclosed = 0;       // NVTX ranges without an end
-  uint64_t other_process = 0;  // rows of processes that are not ranks
+// An event table as its damaged rows are counted: the kind of event it holds, and the column
+// of the process (or thread) that the rows belong to.
+struct EventTable {
+  std::string_view name;
+  std::string_view kind;
+  std::string_view owner_column;
 };
 
-enum class RankSource { kNone, kNcclPayload, kMpi, kEnvironment, kProcessOrder };
+constexpr EventTable kKernels = {kKernelTable, "kernel", "globalPid"};
+constexpr EventTable kMemcpys = {kMemcpyTable, "memcpy", "globalPid"};
+constexpr EventTable kMemsets = {kMemsetTable, "memset", "globalPid"};
+constexpr EventTable kRuntimeCalls = {kRuntimeTable, "CUDA API call", "globalTid"};
+constexpr EventTable kSyncs = {kSyncTable, "sync", "globalPid"};
+constexpr EventTable kOverheads = {kOverheadTable, "CUPTI overhead", "globalTid"};
+
+// What is wrong with a value a row needs: "streamId is NULL", "end is text 'later'".
+std::string ValueProblem(const sql::Statement& row, int column, std::string_view name) {
+  switch (sqlite3_column_type(row.get(), column)) {
+    case SQLITE_NULL: return fmt::format("{} is NULL", name);
+    case SQLITE_TEXT: return fmt::format("{} is text {}", name, Printable(row.ColumnText(column), 40));
+    case SQLITE_FLOAT: return fmt::format("{} is a real number", name);
+    case SQLITE_BLOB: return fmt::format("{} is a blob", name);
+    default: return fmt::format("{} is {}, out of range", name, row.ColumnInt(column));
+  }
+}
 
 struct Process {
   uint64_t key = 0;  // globalPid: the process's global id with the thread bits zero
@@ -421,23 +438,19 @@ struct Process {
 // An event's start and end on the wall clock, in ns.
 using WallSpan = std::pair<int64_t, int64_t>;
 
-// Where an event row goes: the rank's process, and the row's times on the wall clock.
-struct EventTarget {
-  Process* process = nullptr;
-  WallSpan times;
-};
-
 // What an event table's rows need besides start, end and a global id (columns 0-2).
 enum class AlsoNeeds {
   kNothing,
   kDeviceAndStream,  // the GPU activity tables: deviceId (column 3) and streamId (column 5)
 };
 
-// A GPU activity row has an integer deviceId (column 3) that fits a lane's int32, and an
-// integer streamId (column 5).
-bool HasDeviceAndStream(const sql::Statement& row) {
-  const std::optional<int64_t> device = Int(row, 3), stream = Int(row, 5);
-  return device && stream && *device >= INT32_MIN && *device <= INT32_MAX;
+// What is wrong with a GPU activity row's deviceId (column 3: an integer that fits a lane's
+// int32) or streamId (column 5: an integer); nullopt when nothing is.
+std::optional<std::string> DeviceOrStreamProblem(const sql::Statement& row) {
+  const std::optional<int64_t> device = Int(row, 3);
+  if (!device || *device < INT32_MIN || *device > INT32_MAX) return ValueProblem(row, 3, "deviceId");
+  if (!Int(row, 5)) return ValueProblem(row, 5, "streamId");
+  return std::nullopt;
 }
 
 struct NcclInitCandidate {
@@ -467,16 +480,19 @@ class NsysImporter {
   std::string Col(std::string_view table, std::string_view column) const;
   template <typename OnRow>
   Status ForEachRow(const std::string& query, OnRow&& on_row);
-  // The checks every event row goes through once it has its values: times that fit the
-  // wall clock (else bad_time), then a process that is a rank (else left out as another
-  // process's). nullopt when the row is not imported.
-  std::optional<EventTarget> LocateEvent(TableStats& stats, uint64_t global_id, int64_t start, int64_t end);
+  // The checks every event row goes through, in order. First the rank the row belongs to,
+  // by its process (or thread) id in `column`; nullptr for a row without one (counted as
+  // damaged, of no rank) or of a process that is no rank (counted with that process's rows).
+  Process* RowOwner(const sql::Statement& row, int column, const EventTable& table);
+  // The row's times on the wall clock; nullopt when they end before they start or do not
+  // fit (the row is counted as damaged on its rank).
+  std::optional<WallSpan> RowTimes(Process& process, const EventTable& table, int64_t start, int64_t end);
   // Streams an event table whose query selects start, end and globalPid or globalTid as
-  // columns 0-2: a row lacking one of them, or what `also` names, counts as missing; then
-  // LocateEvent. `convert(process, times, global_id, row)` adds the row's event; counting
-  // it and flushing happen here.
+  // columns 0-2 (and what `also` names): a damaged row is counted and left out (the policy of
+  // import_internal.h). `convert(process, times, global_id, row)` adds the row's event;
+  // flushing happens here.
   template <typename Convert>
-  Status ForEachEvent(std::string_view table, const std::string& query, AlsoNeeds also, Convert&& convert);
+  Status ForEachEvent(const EventTable& table, const std::string& query, AlsoNeeds also, Convert&& convert);
 
   Status OpenAndCheckVersion();
   Status ProbeTables();
@@ -486,7 +502,11 @@ class NsysImporter {
   Status ReadProcessInfo();
   Status ScanNvtxMetadata();
   Status ReadMpiRanks();
-  Status ChooseRanksAndCreateFiles();
+  // Hosts, the launched command and its environment: what rank files say, and evidence.
+  Status ReadLaunchInfo();
+  NsysRankEvidence RankEvidence() const;
+  // One rank file per process, with the ranks `choice` gives.
+  Status CreateRankFiles(const NsysRankChoice& choice);
 
   Status ImportKernels();
   Status ImportMemcpys();
@@ -509,7 +529,7 @@ class NsysImporter {
   trace::OverheadKind OverheadKindOf(int64_t id) const;
   Process* RankProcess(uint64_t global_id);
   trace::LaneId StreamLane(Process& process, int64_t device, int64_t context, int64_t stream);
-  // The stream lane of a GPU activity row that HasDeviceAndStream (context: column 4).
+  // The stream lane of a GPU activity row without a DeviceOrStreamProblem (context: column 4).
   trace::LaneId GpuLane(Process& process, const sql::Statement& row);
   trace::LaneId ThreadLane(Process& process, int64_t tid);
   std::string DomainName(uint64_t process_key, int64_t domain) const;
@@ -537,6 +557,13 @@ class NsysImporter {
   std::map<int64_t, trace::OverheadKind> overhead_kinds_;
 
   std::map<uint64_t, Process> processes_;  // the processes that become ranks, by key
+  struct LaunchInfo {
+    std::map<uint64_t, std::string> hosts;  // by VM, when the export has several
+    std::set<std::string> any_host;
+    std::string command;  // the launched process's command line
+    std::map<std::string, std::string> environment;
+  };
+  LaunchInfo launch_;
   std::map<uint64_t, std::string> process_names_;  // PROCESSES.name of every process
   uint64_t last_key_ = 0;
   Process* last_process_ = nullptr;
@@ -552,7 +579,7 @@ class NsysImporter {
   std::vector<NcclInitCandidate> nccl_inits_;
   std::map<std::pair<int64_t, int64_t>, std::vector<PayloadEntry>> payload_schemas_;
 
-  std::map<std::string, TableStats, std::less<>> stats_;
+  DamagedEvents damaged_without_process_;  // rows that name no process: of no rank
   std::map<uint64_t, uint64_t> other_process_events_;  // process key -> rows left out
 };
 
@@ -963,15 +990,8 @@ Status NsysImporter::ReadMpiRanks() {
   return Status::Ok();
 }
 
-Status NsysImporter::ChooseRanksAndCreateFiles() {
-  std::vector<Process*> order;
-  for (auto& [key, process] : processes_) order.push_back(&process);
-  std::stable_sort(order.begin(), order.end(), [](const Process* a, const Process* b) { return a->pid < b->pid; });
-
-  // Host names, per VM when the export has several.
-  std::map<uint64_t, std::string> hosts;
-  std::set<std::string> any_host;
-  std::map<std::string, std::string> environment;
+Status NsysImporter::ReadLaunchInfo() {
+  std::map<std::string, std::string> device_environment;
   if (Has(kSystemEnvTable)) {
     RS_RETURN_IF_ERROR(ForEachRow(
         fmt::format("SELECT {}, name, value FROM TARGET_INFO_SYSTEM_ENV WHERE name IN ('Hostname', 'DeviceEnvironment')",
@@ -980,8 +1000,8 @@ Status NsysImporter::ChooseRanksAndCreateFiles() {
           const std::string key = row.ColumnText(1);
           std::string value = row.ColumnText(2);
           if (key == "Hostname" && !value.empty()) {
-            if (std::optional<int64_t> vm = Int(row, 0)) hosts[VmKey(static_cast<uint64_t>(*vm))] = value;
-            any_host.insert(value);
+            if (std::optional<int64_t> vm = Int(row, 0)) launch_.hosts[VmKey(static_cast<uint64_t>(*vm))] = value;
+            launch_.any_host.insert(value);
           } else if (key == "DeviceEnvironment") {
             // NAME=value pairs separated by ';'.
             size_t at = 0;
@@ -989,7 +1009,7 @@ Status NsysImporter::ChooseRanksAndCreateFiles() {
               const size_t next = std::min(value.find(';', at), value.size());
               const std::string_view pair = std::string_view(value).substr(at, next - at);
               if (const size_t equals = pair.find('='); equals != std::string_view::npos && equals > 0) {
-                environment.emplace(std::string(pair.substr(0, equals)), std::string(pair.substr(equals + 1)));
+                device_environment.emplace(std::string(pair.substr(0, equals)), std::string(pair.substr(equals + 1)));
               }
               at = next + 1;
             }
@@ -998,8 +1018,6 @@ Status NsysImporter::ChooseRanksAndCreateFiles() {
         }));
   }
   // The launched process's command line and environment (schema 3: META_DATA_CAPTURE).
-  std::string launch_command;
-  std::map<std::string, std::string> launch_environment;
   if (Has(kCaptureTable)) {
     std::vector<std::string> arguments;
     RS_RETURN_IF_ERROR(ForEachRow(
@@ -1008,117 +1026,62 @@ Status NsysImporter::ChooseRanksAndCreateFiles() {
           const std::string key = row.ColumnText(0);
           std::string value = row.ColumnText(1);
           if (key == "PROCESS_0:COMMAND") {
-            launch_command = value;
+            launch_.command = value;
           } else if (StartsWith(key, "PROCESS_0:ARGUMENT_")) {
             arguments.push_back(value);
           } else if (key == "PROCESS_0:ENVIRONMENT_VARIABLE") {
             if (const size_t equals = value.find('='); equals != std::string::npos && equals > 0) {
               std::string text = value.substr(equals + 1);
               if (text.size() >= 2 && text.front() == '"' && text.back() == '"') text = text.substr(1, text.size() - 2);
-              launch_environment.emplace(value.substr(0, equals), std::move(text));
+              launch_.environment.emplace(value.substr(0, equals), std::move(text));
             }
           }
           return Status::Ok();
         }));
-    for (const std::string& argument : arguments) launch_command += " " + argument;
+    for (const std::string& argument : arguments) launch_.command += " " + argument;
   }
-  launch_environment.insert(environment.begin(), environment.end());  // the capture's rows win
+  launch_.environment.insert(device_environment.begin(), device_environment.end());  // the capture's rows win
+  return Status::Ok();
+}
 
-  // Rank evidence, in order of preference.
-  const auto distinct = [&](auto rank_of) {
-    std::map<int, const Process*> seen;
-    for (const Process* process : order) {
-      if (std::optional<int> rank = rank_of(*process)) {
-        if (!seen.emplace(*rank, process).second) return false;
-      }
-    }
-    return true;
-  };
-  const auto count = [&](auto rank_of) {
-    return std::count_if(order.begin(), order.end(), [&](const Process* p) { return rank_of(*p).has_value(); });
-  };
-  const auto payload_rank = [](const Process& p) -> std::optional<int> {
-    return p.payload_rank ? std::optional<int>(p.payload_rank->first) : std::nullopt;
-  };
-  const auto mpi_rank = [](const Process& p) { return p.mpi_rank; };
+NsysRankEvidence NsysImporter::RankEvidence() const {
+  NsysRankEvidence evidence;
+  for (const auto& [key, process] : processes_) {
+    NsysProcessEvidence& one = evidence.processes.emplace_back();
+    one.pid = process.pid;
+    one.nccl_rank = process.payload_rank;
+    one.mpi_rank = process.mpi_rank;
+    one.mpi_evidence = process.mpi_evidence;
+  }
+  evidence.launch_environment = launch_.environment;
+  const auto blobs = export_meta_.find("EXPORT_PARAM_INCLUDE_BLOBS");
+  evidence.blobs_exported = blobs != export_meta_.end() && blobs->second == "true";
+  const std::vector<int> taken = sink_.ranks_taken();
+  evidence.ranks_taken.insert(taken.begin(), taken.end());
+  return evidence;
+}
 
-  RankSource source = RankSource::kProcessOrder;
-  std::string conflict;
-  if (count(payload_rank) > 0) {
-    if (distinct(payload_rank)) {
-      source = RankSource::kNcclPayload;
-    } else {
-      conflict = "NCCL init payloads give two processes the same rank";
-    }
-  }
-  if (source == RankSource::kProcessOrder && count(mpi_rank) > 0) {
-    if (distinct(mpi_rank)) {
-      source = RankSource::kMpi;
-    } else if (conflict.empty()) {
-      conflict = "nsys's MPI trace gives two processes the same rank";
-    }
-  }
-  std::optional<RankEnv> env_rank;
-  if (source == RankSource::kProcessOrder && order.size() == 1 && !launch_environment.empty()) {
-    Result<RankEnv> detected = DetectRank([&](const char* key) -> const char* {
-      const auto found = launch_environment.find(key);
-      return found == launch_environment.end() ? nullptr : found->second.c_str();
-    });
-    if (!detected.ok()) {
-      Note(fmt::format("the launch environment's rank variables are not usable ({})", detected.status().message()));
-    } else if (detected->rank) {
-      env_rank = *detected;
-      source = RankSource::kEnvironment;
-    }
-  }
-
-  const auto explicit_rank = [&](const Process* p) {
-    return (source == RankSource::kNcclPayload && p->payload_rank) || (source == RankSource::kMpi && p->mpi_rank) ||
-           source == RankSource::kEnvironment;
-  };
-  // The world communicator's size, for every process when some lack a payload.
-  std::optional<int> payload_world;
-  for (const Process* process : order) {
-    if (source == RankSource::kNcclPayload && process->payload_rank) {
-      payload_world = std::max(payload_world.value_or(0), process->payload_rank->second);
-    }
-  }
-  // Explicit ranks first, so that ranks the sink picks for the others cannot take theirs.
-  std::vector<Process*> creation = order;
-  std::stable_partition(creation.begin(), creation.end(), explicit_rank);
-  const std::string rank_source_meta = source == RankSource::kNcclPayload ? "nccl init payload"
-                                       : source == RankSource::kMpi        ? "nsys mpi trace"
-                                       : source == RankSource::kEnvironment ? "launch environment"
-                                                                            : "process order";
-  for (Process* process : creation) {
+Status NsysImporter::CreateRankFiles(const NsysRankChoice& choice) {
+  std::map<int64_t, Process*> by_pid;
+  for (auto& [key, process] : processes_) by_pid.emplace(process.pid, &process);
+  for (const NsysRankAssignment& assigned : choice.ranks) {
+    Process* process = by_pid.at(assigned.pid);
     trace::RankIdentity who;
     who.pid = process->pid;
+    who.rank = assigned.rank;
+    who.world_size = assigned.world_size;
+    who.local_rank = assigned.local_rank;
     who.command_line = process->name;
-    const bool launched = !launch_command.empty() && !process->name.empty() && processes_.size() == 1 &&
-                          fs::path(launch_command.substr(0, launch_command.find(' '))).filename() ==
+    const bool launched = !launch_.command.empty() && !process->name.empty() && processes_.size() == 1 &&
+                          fs::path(launch_.command.substr(0, launch_.command.find(' '))).filename() ==
                               fs::path(process->name).filename();
-    if (launched) who.command_line = launch_command;
-    if (auto host = hosts.find(VmKey(process->key)); host != hosts.end()) {
+    if (launched) who.command_line = launch_.command;
+    if (auto host = launch_.hosts.find(VmKey(process->key)); host != launch_.hosts.end()) {
       who.host = host->second;
-    } else if (any_host.size() == 1) {
-      who.host = *any_host.begin();
+    } else if (launch_.any_host.size() == 1) {
+      who.host = *launch_.any_host.begin();
     }
-    switch (source) {
-      case RankSource::kNcclPayload:
-        if (process->payload_rank) who.rank = process->payload_rank->first;
-        who.world_size = payload_world;
-        break;
-      case RankSource::kMpi: who.rank = process->mpi_rank; break;
-      case RankSource::kEnvironment:
-        who.rank = env_rank->rank;
-        who.world_size = env_rank->world_size;
-        who.local_rank = env_rank->local_rank;
-        break;
-      case RankSource::kNone:
-      case RankSource::kProcessOrder: break;
-    }
-    const bool has_rank = who.rank.has_value();
-    // Process-order ranks are explained by one note of our own, not one per process.
+    // The choice's notes explain the ranks, not one note per process.
     Result<RankFileBuilder*> builder =
         sink_.Rank(who, fmt::format("{} (pid {})", name_, process->pid), /*note_assignment=*/false);
     if (!builder.ok()) return builder.status();
@@ -1126,61 +1089,19 @@ Status NsysImporter::ChooseRanksAndCreateFiles() {
     RankFileBuilder& b = **builder;
     b.SetMeta("import.format", "nsys-sqlite");
     b.SetMeta("import.source", name_);
-    b.SetMeta("import.rank_source", has_rank ? rank_source_meta : "process order");
+    b.SetMeta("import.rank_source",
+              NsysRankSourceName(assigned.from_evidence ? choice.source : NsysRankSource::kProcessOrder));
     b.SetMeta("nsys.schema_version", schema_version_);
     if (auto product = export_meta_.find("EXPORT_PRODUCT_VERSION"); product != export_meta_.end()) {
       b.SetMeta("nsys.product_version", product->second);
     }
     b.SetMeta("nsys.global_pid", std::to_string(process->key));
     b.SetMeta("nsys.time_anchor", time_anchor_);
-    if (!launch_command.empty()) b.SetMeta("nsys.launch_command", launch_command);
+    if (!launch_.command.empty()) b.SetMeta("nsys.launch_command", launch_.command);
     for (const auto& [key, name] : categories_) {
       const auto& [category_process, domain, category] = key;
       if (category_process != process->key) continue;
       b.SetMeta(fmt::format("nvtx.category.{}.{}", DomainName(category_process, domain), category), name);
-    }
-  }
-
-  // How ranks were chosen.
-  std::vector<std::string> list;
-  for (const Process* process : order) {
-    if (list.size() == 8) {
-      list.push_back(fmt::format("... {} more", order.size() - 8));
-      break;
-    }
-    const int rank = process->builder->identity().rank.value_or(-1);
-    list.push_back(fmt::format("pid {} = rank {}", process->pid, rank));
-  }
-  const std::string ranks = fmt::format("{}", fmt::join(list, ", "));
-  const bool all_explicit = std::all_of(order.begin(), order.end(), explicit_rank);
-  const std::string partial = all_explicit ? "" : "; the others by process order";
-  switch (source) {
-    case RankSource::kNcclPayload:
-      Note(fmt::format("ranks from NCCL's ncclCommInitRank payloads ({}){}", ranks, partial));
-      break;
-    case RankSource::kMpi: {
-      std::string evidence;
-      for (const Process* process : order) {
-        if (process->mpi_rank) {
-          evidence = process->mpi_evidence;
-          break;
-        }
-      }
-      Note(fmt::format("ranks from nsys's MPI trace, {} ({}){}", evidence, ranks, partial));
-      break;
-    }
-    case RankSource::kEnvironment:
-      Note(fmt::format("rank from the launch environment's {} variables ({})", env_rank->source, ranks));
-      break;
-    case RankSource::kNone:
-    case RankSource::kProcessOrder: {
-      std::string why = conflict.empty() ? "the export has no NCCL init payloads" : conflict;
-      const auto blobs = export_meta_.find("EXPORT_PARAM_INCLUDE_BLOBS");
-      if (conflict.empty() && (blobs == export_meta_.end() || blobs->second != "true")) {
-        why += " (nsys export --include-blobs=true keeps them)";
-      }
-      Note(fmt::format("ranks by process order ({}): {}", ranks, why));
-      break;
     }
   }
   return Status::Ok();
@@ -1333,37 +1254,58 @@ trace::StringId NsysImporter::DomainFor(Process& process, int64_t domain) {
 
 // ---- event tables ----------------------------------------------------------------------------
 
-std::optional<EventTarget> NsysImporter::LocateEvent(TableStats& stats, uint64_t global_id, int64_t start, int64_t end) {
+Process* NsysImporter::RowOwner(const sql::Statement& row, int column, const EventTable& table) {
+  const std::optional<int64_t> global_id = Int(row, column);
+  if (!global_id) {
+    damaged_without_process_.Count(table.kind, fmt::format("without a valid {}", table.owner_column),
+                                   fmt::format("{}: {}", table.name, ValueProblem(row, column, table.owner_column)));
+    return nullptr;
+  }
+  Process* process = RankProcess(static_cast<uint64_t>(*global_id));
+  if (process == nullptr) ++other_process_events_[ProcessKey(static_cast<uint64_t>(*global_id))];
+  return process;
+}
+
+std::optional<WallSpan> NsysImporter::RowTimes(Process& process, const EventTable& table, int64_t start,
+                                               int64_t end) {
+  if (!trace::CheckedDuration(start, end)) {
+    process.builder->damaged().Count(table.kind, "with end before start",
+                                     fmt::format("{}: start {}, end {}", table.name, start, end));
+    return std::nullopt;
+  }
   const std::optional<WallSpan> times = WallTimes(start, end);
   if (!times) {
-    ++stats.bad_time;
-    return std::nullopt;
+    process.builder->damaged().Count(table.kind, "with times out of range on the wall clock",
+                                     fmt::format("{}: start {}, end {}", table.name, start, end));
   }
-  Process* process = RankProcess(global_id);
-  if (process == nullptr) {
-    ++stats.other_process;
-    ++other_process_events_[ProcessKey(global_id)];
-    return std::nullopt;
-  }
-  return EventTarget{process, *times};
+  return times;
 }
 
 template <typename Convert>
-Status NsysImporter::ForEachEvent(std::string_view table, const std::string& query, AlsoNeeds also, Convert&& convert) {
-  TableStats& stats = stats_[std::string(table)];
+Status NsysImporter::ForEachEvent(const EventTable& table, const std::string& query, AlsoNeeds also,
+                                  Convert&& convert) {
   return ForEachRow(query, [&](const sql::Statement& row) -> Status {
-    const std::optional<int64_t> start = Int(row, 0), end = Int(row, 1), global_id = Int(row, 2);
-    if (!start || !end || !global_id || (also == AlsoNeeds::kDeviceAndStream && !HasDeviceAndStream(row))) {
-      ++stats.missing;
+    Process* process = RowOwner(row, 2, table);
+    if (process == nullptr) return Status::Ok();
+    const std::optional<int64_t> start = Int(row, 0), end = Int(row, 1);
+    if (!start || !end) {
+      process->builder->damaged().Count(
+          table.kind, "without a valid start/end",
+          fmt::format("{}: {}", table.name, start ? ValueProblem(row, 1, "end") : ValueProblem(row, 0, "start")));
       return Status::Ok();
     }
-    const uint64_t id = static_cast<uint64_t>(*global_id);
-    const std::optional<EventTarget> target = LocateEvent(stats, id, *start, *end);
-    if (!target) return Status::Ok();
-    RS_RETURN_IF_ERROR(convert(*target->process, target->times, id, row));
+    if (also == AlsoNeeds::kDeviceAndStream) {
+      if (const std::optional<std::string> problem = DeviceOrStreamProblem(row)) {
+        process->builder->damaged().Count(table.kind, "without a valid deviceId/streamId",
+                                          fmt::format("{}: {}", table.name, *problem));
+        return Status::Ok();
+      }
+    }
+    const std::optional<WallSpan> times = RowTimes(*process, table, *start, *end);
+    if (!times) return Status::Ok();
+    RS_RETURN_IF_ERROR(convert(*process, *times, static_cast<uint64_t>(row.ColumnInt(2)), row));
     // Syncs wait in pending_syncs, not in the batch: for them this flush has nothing to send.
-    target->process->builder->Flush();
-    ++stats.imported;
+    process->builder->Flush();
     return Status::Ok();
   });
 }
@@ -1412,7 +1354,7 @@ Status NsysImporter::ImportKernels() {
     process.builder->events().kernels.push_back(e);
     return Status::Ok();
   };
-  return ForEachEvent(t, query, AlsoNeeds::kDeviceAndStream, add_kernel);
+  return ForEachEvent(kKernels, query, AlsoNeeds::kDeviceAndStream, add_kernel);
 }
 
 Status NsysImporter::ImportMemcpys() {
@@ -1444,7 +1386,7 @@ Status NsysImporter::ImportMemcpys() {
     process.builder->events().memcpys.push_back(e);
     return Status::Ok();
   };
-  return ForEachEvent(t, query, AlsoNeeds::kDeviceAndStream, add_memcpy);
+  return ForEachEvent(kMemcpys, query, AlsoNeeds::kDeviceAndStream, add_memcpy);
 }
 
 Status NsysImporter::ImportMemsets() {
@@ -1466,7 +1408,7 @@ Status NsysImporter::ImportMemsets() {
     process.builder->events().memsets.push_back(e);
     return Status::Ok();
   };
-  return ForEachEvent(t, query, AlsoNeeds::kDeviceAndStream, add_memset);
+  return ForEachEvent(kMemsets, query, AlsoNeeds::kDeviceAndStream, add_memset);
 }
 
 // Synchronizations go on the thread whose API call made them (the runtime row with the same
@@ -1498,7 +1440,7 @@ Status NsysImporter::CollectSyncs() {
     if (e.correlation_id != 0) process.sync_call_lanes.emplace(e.correlation_id, trace::kNoLane);
     return Status::Ok();
   };
-  return ForEachEvent(t, query, AlsoNeeds::kNothing, collect_sync);
+  return ForEachEvent(kSyncs, query, AlsoNeeds::kNothing, collect_sync);
 }
 
 Status NsysImporter::ImportRuntime() {
@@ -1544,7 +1486,7 @@ Status NsysImporter::ImportRuntime() {
     process.builder->events().api_calls.push_back(e);
     return Status::Ok();
   };
-  return ForEachEvent(t, query, AlsoNeeds::kNothing, add_call);
+  return ForEachEvent(kRuntimeCalls, query, AlsoNeeds::kNothing, add_call);
 }
 
 void NsysImporter::EmitSyncs() {
@@ -1573,9 +1515,8 @@ void NsysImporter::EmitSyncs() {
   }
 }
 
-// NVTX rows do not fit ForEachEvent: globalTid is column 3, and only ranges need an end
-// (a range without one never ended: counted as unclosed, not missing). The checks after
-// that are the other tables', LocateEvent's.
+// NVTX rows do not fit ForEachEvent: globalTid is column 3, and only ranges need an end (a
+// range without one never ended). The checks are the other tables', in the same order.
 Status NsysImporter::ImportNvtx() {
   if (!Has(kNvtxTable)) return Status::Ok();
   const std::string_view t = kNvtxTable;
@@ -1586,23 +1527,29 @@ Status NsysImporter::ImportNvtx() {
       Col(t, "color"), Col(t, "uint64Value"), Col(t, "int64Value"), Col(t, "doubleValue"), Col(t, "uint32Value"),
       Col(t, "int32Value"), Col(t, "floatValue"), Col(t, "jsonText"), Col(t, "jsonTextId"), Col(t, "binaryData"),
       kNvtxMark, kNvtxPushPop, kNvtxStartEnd);
-  TableStats& stats = stats_[std::string(t)];
+  constexpr EventTable kMarks = {kNvtxTable, "NVTX mark", "globalTid"};
+  constexpr EventTable kRanges = {kNvtxTable, "NVTX range", "globalTid"};
   return ForEachRow(query, [&](const sql::Statement& row) -> Status {
-    const std::optional<int64_t> start = Int(row, 0), end = Int(row, 1), type = Int(row, 2), global_tid = Int(row, 3);
-    if (!start || !type || !global_tid) {
-      ++stats.missing;
+    // The query's eventType filter leaves marks and ranges only.
+    const bool mark = Int(row, 2) == kNvtxMark;
+    const EventTable& table = mark ? kMarks : kRanges;
+    Process* process = RowOwner(row, 3, table);
+    if (process == nullptr) return Status::Ok();
+    const std::optional<int64_t> start = Int(row, 0), end = Int(row, 1);
+    const int64_t global_tid = row.ColumnInt(3);  // RowOwner found it an integer
+    if (!start) {
+      process->builder->damaged().Count(table.kind, "without a valid start",
+                                        fmt::format("{}: {}", t, ValueProblem(row, 0, "start")));
       return Status::Ok();
     }
-    const bool mark = *type == kNvtxMark;
     if (!mark && !end) {
-      ++stats.unclosed;
+      process->builder->damaged().Count(table.kind, "that never ended (no end)",
+                                        fmt::format("{}: {}", t, ValueProblem(row, 1, "end")));
       return Status::Ok();
     }
-    const std::optional<EventTarget> target =
-        LocateEvent(stats, static_cast<uint64_t>(*global_tid), *start, mark ? *start : *end);
-    if (!target) return Status::Ok();
-    Process* process = target->process;
-    const WallSpan& times = target->times;
+    const std::optional<WallSpan> wall = RowTimes(*process, table, *start, mark ? *start : *end);
+    if (!wall) return Status::Ok();
+    const WallSpan& times = *wall;
     trace::NvtxAttributes attributes;
     const int64_t domain = Int(row, 7).value_or(0);
     attributes.domain = DomainFor(*process, domain);
@@ -1641,7 +1588,7 @@ Status NsysImporter::ImportNvtx() {
     } else {
       RS_ASSIGN_OR_RETURN(name, StringFor(*process, Int(row, 6), ""));
     }
-    const trace::LaneId lane = ThreadLane(*process, TidOf(static_cast<uint64_t>(*global_tid)));
+    const trace::LaneId lane = ThreadLane(*process, TidOf(static_cast<uint64_t>(global_tid)));
     if (mark) {
       trace::NvtxMarkEvent e;
       static_cast<trace::NvtxAttributes&>(e) = attributes;
@@ -1656,17 +1603,16 @@ Status NsysImporter::ImportNvtx() {
       e.start_ns = times.first;
       e.end_ns = times.second;
       e.name = name;
-      e.style = *type == kNvtxStartEnd ? trace::NvtxRangeStyle::kStartEnd : trace::NvtxRangeStyle::kPushPop;
+      e.style = Int(row, 2) == kNvtxStartEnd ? trace::NvtxRangeStyle::kStartEnd : trace::NvtxRangeStyle::kPushPop;
       if (e.style == trace::NvtxRangeStyle::kStartEnd) {
         const std::optional<int64_t> end_tid = Int(row, 4);
-        if (end_tid && *end_tid != *global_tid && ProcessKey(static_cast<uint64_t>(*end_tid)) == process->key) {
+        if (end_tid && *end_tid != global_tid && ProcessKey(static_cast<uint64_t>(*end_tid)) == process->key) {
           e.end_lane = ThreadLane(*process, TidOf(static_cast<uint64_t>(*end_tid)));
         }
       }
       process->builder->events().nvtx_ranges.push_back(e);
     }
     process->builder->Flush();
-    ++stats.imported;
     return Status::Ok();
   });
 }
@@ -1688,21 +1634,11 @@ Status NsysImporter::ImportOverheads() {
     process.builder->events().overheads.push_back(e);
     return Status::Ok();
   };
-  return ForEachEvent(t, query, AlsoNeeds::kNothing, add_overhead);
+  return ForEachEvent(kOverheads, query, AlsoNeeds::kNothing, add_overhead);
 }
 
+// Damaged rows of a rank are noted with the rank (RunSink::Finish); these are the rest.
 void NsysImporter::WriteNotes() {
-  std::vector<std::string> skipped;
-  uint64_t unclosed = 0;
-  for (const auto& [table, stats] : stats_) {
-    unclosed += stats.unclosed;
-    std::vector<std::string> why;
-    if (stats.missing > 0) why.push_back(fmt::format("{} lacking a value they need", stats.missing));
-    if (stats.bad_time > 0) why.push_back(fmt::format("{} ending before they start", stats.bad_time));
-    if (!why.empty()) skipped.push_back(fmt::format("{} {}", table, fmt::join(why, " and ")));
-  }
-  if (!skipped.empty()) Note(fmt::format("skipped rows: {}", fmt::join(skipped, "; ")));
-  if (unclosed > 0) Note(fmt::format("left out {} NVTX ranges that never ended (no end time)", unclosed));
   if (!other_process_events_.empty()) {
     uint64_t events = 0;
     std::vector<std::string> examples;
@@ -1723,6 +1659,7 @@ void NsysImporter::WriteNotes() {
   }
   for (std::string& note : notes_) sink_.Note(std::move(note));
   notes_.clear();
+  sink_.NoteDamaged(name_, damaged_without_process_);
 }
 
 Status NsysImporter::Run() {
@@ -1734,7 +1671,11 @@ Status NsysImporter::Run() {
   RS_RETURN_IF_ERROR(ReadProcessInfo());
   RS_RETURN_IF_ERROR(ScanNvtxMetadata());
   RS_RETURN_IF_ERROR(ReadMpiRanks());
-  RS_RETURN_IF_ERROR(ChooseRanksAndCreateFiles());
+  RS_RETURN_IF_ERROR(ReadLaunchInfo());
+  Result<NsysRankChoice> ranks = ChooseNsysRanks(RankEvidence());
+  if (!ranks.ok()) return Fail(ranks.status());
+  for (const std::string& note : ranks->notes) Note(note);
+  RS_RETURN_IF_ERROR(CreateRankFiles(*ranks));
   RS_RETURN_IF_ERROR(ImportKernels());
   RS_RETURN_IF_ERROR(ImportMemcpys());
   RS_RETURN_IF_ERROR(ImportMemsets());
@@ -1753,6 +1694,166 @@ Status NsysImporter::Run() {
 }
 
 }  // namespace
+
+// ---- which process is which rank ---------------------------------------------------------------
+
+std::string_view NsysRankSourceName(NsysRankSource source) {
+  switch (source) {
+    case NsysRankSource::kNcclPayload: return "nccl init payload";
+    case NsysRankSource::kMpi: return "nsys mpi trace";
+    case NsysRankSource::kEnvironment: return "launch environment";
+    case NsysRankSource::kProcessOrder: break;
+  }
+  return "process order";
+}
+
+Result<NsysRankChoice> ChooseNsysRanks(const NsysRankEvidence& evidence) {
+  if (evidence.processes.empty()) return InvalidArgument("no process to give a rank");
+  std::vector<const NsysProcessEvidence*> order;
+  for (const NsysProcessEvidence& process : evidence.processes) order.push_back(&process);
+  std::stable_sort(order.begin(), order.end(),
+                   [](const NsysProcessEvidence* a, const NsysProcessEvidence* b) { return a->pid < b->pid; });
+  for (size_t i = 1; i < order.size(); ++i) {
+    if (order[i]->pid == order[i - 1]->pid) {
+      return InvalidArgument(fmt::format("pid {} is listed twice", order[i]->pid));
+    }
+  }
+
+  // Evidence of one kind counts when some process has it and no two processes share a rank.
+  const auto count = [&](auto rank_of) {
+    return std::count_if(order.begin(), order.end(),
+                         [&](const NsysProcessEvidence* p) { return rank_of(*p).has_value(); });
+  };
+  const auto distinct = [&](auto rank_of) {
+    std::set<int> seen;
+    for (const NsysProcessEvidence* process : order) {
+      if (std::optional<int> rank = rank_of(*process); rank && !seen.insert(*rank).second) return false;
+    }
+    return true;
+  };
+  const auto nccl_rank = [](const NsysProcessEvidence& p) -> std::optional<int> {
+    return p.nccl_rank ? std::optional<int>(p.nccl_rank->first) : std::nullopt;
+  };
+  const auto mpi_rank = [](const NsysProcessEvidence& p) { return p.mpi_rank; };
+
+  NsysRankChoice choice;
+  std::vector<std::string> conflicts;
+  if (count(nccl_rank) > 0) {
+    if (distinct(nccl_rank)) {
+      choice.source = NsysRankSource::kNcclPayload;
+    } else {
+      conflicts.push_back("NCCL init payloads give two processes the same rank");
+    }
+  }
+  if (choice.source == NsysRankSource::kProcessOrder && count(mpi_rank) > 0) {
+    if (distinct(mpi_rank)) {
+      choice.source = NsysRankSource::kMpi;
+    } else {
+      conflicts.push_back("nsys's MPI trace gives two processes the same rank");
+    }
+  }
+  std::optional<RankEnv> env_rank;
+  if (choice.source == NsysRankSource::kProcessOrder && order.size() == 1 && !evidence.launch_environment.empty()) {
+    Result<RankEnv> detected = DetectRank([&](const char* key) -> const char* {
+      const auto found = evidence.launch_environment.find(key);
+      return found == evidence.launch_environment.end() ? nullptr : found->second.c_str();
+    });
+    if (!detected.ok()) {
+      choice.notes.push_back(
+          fmt::format("the launch environment's rank variables are not usable ({})", detected.status().message()));
+    } else if (detected->rank) {
+      env_rank = *detected;
+      choice.source = NsysRankSource::kEnvironment;
+    }
+  }
+
+  // The world communicator's size, for every process when some lack a payload.
+  std::optional<int> nccl_world;
+  if (choice.source == NsysRankSource::kNcclPayload) {
+    for (const NsysProcessEvidence* process : order) {
+      if (process->nccl_rank) nccl_world = std::max(nccl_world.value_or(0), process->nccl_rank->second);
+    }
+  }
+  // Ranks from evidence first; the others take the lowest ranks left, by pid.
+  std::set<int> taken = evidence.ranks_taken;
+  std::vector<NsysRankAssignment> assigned(order.size());
+  for (size_t i = 0; i < order.size(); ++i) {
+    const NsysProcessEvidence& process = *order[i];
+    NsysRankAssignment& a = assigned[i];
+    a.pid = process.pid;
+    switch (choice.source) {
+      case NsysRankSource::kNcclPayload:
+        if (process.nccl_rank) {
+          a.rank = process.nccl_rank->first;
+          a.from_evidence = true;
+        }
+        a.world_size = nccl_world;
+        break;
+      case NsysRankSource::kMpi:
+        if (process.mpi_rank) {
+          a.rank = *process.mpi_rank;
+          a.from_evidence = true;
+        }
+        break;
+      case NsysRankSource::kEnvironment:
+        a.rank = *env_rank->rank;
+        a.from_evidence = true;
+        a.world_size = env_rank->world_size;
+        a.local_rank = env_rank->local_rank;
+        break;
+      case NsysRankSource::kProcessOrder: break;
+    }
+    if (a.from_evidence) taken.insert(a.rank);
+  }
+  int next_free = 0;
+  for (NsysRankAssignment& a : assigned) {
+    if (a.from_evidence) continue;
+    while (taken.contains(next_free)) ++next_free;
+    a.rank = next_free;
+    taken.insert(next_free);
+  }
+  choice.ranks = std::move(assigned);
+
+  // How ranks were chosen.
+  std::vector<std::string> list;
+  for (const NsysRankAssignment& a : choice.ranks) {
+    if (list.size() == 8) {
+      list.push_back(fmt::format("... {} more", choice.ranks.size() - 8));
+      break;
+    }
+    list.push_back(fmt::format("pid {} = rank {}", a.pid, a.rank));
+  }
+  const std::string ranks = fmt::format("{}", fmt::join(list, ", "));
+  const bool all_from_evidence = std::all_of(choice.ranks.begin(), choice.ranks.end(),
+                                             [](const NsysRankAssignment& a) { return a.from_evidence; });
+  const std::string partial = all_from_evidence ? "" : "; the others by process order";
+  const std::string passed_over = conflicts.empty() ? "" : fmt::format(" ({})", fmt::join(conflicts, "; "));
+  switch (choice.source) {
+    case NsysRankSource::kNcclPayload:
+      choice.notes.push_back(fmt::format("ranks from NCCL's ncclCommInitRank payloads ({}){}", ranks, partial));
+      break;
+    case NsysRankSource::kMpi: {
+      // Where the first process with an MPI rank (there is one) had it from.
+      const auto first = std::find_if(order.begin(), order.end(),
+                                      [](const NsysProcessEvidence* p) { return p->mpi_rank.has_value(); });
+      choice.notes.push_back(fmt::format("ranks from nsys's MPI trace, {} ({}){}{}", (*first)->mpi_evidence, ranks,
+                                         partial, passed_over));
+      break;
+    }
+    case NsysRankSource::kEnvironment:
+      choice.notes.push_back(
+          fmt::format("rank from the launch environment's {} variables ({})", env_rank->source, ranks));
+      break;
+    case NsysRankSource::kProcessOrder: {
+      std::string why = conflicts.empty() ? std::string("the export has no NCCL init payloads")
+                                          : fmt::format("{}", fmt::join(conflicts, "; "));
+      if (conflicts.empty() && !evidence.blobs_exported) why += " (nsys export --include-blobs=true keeps them)";
+      choice.notes.push_back(fmt::format("ranks by process order ({}): {}", ranks, why));
+      break;
+    }
+  }
+  return choice;
+}
 
 Status ImportNsys(const fs::path& file, RunSink& sink) {
   NsysImporter importer(file, sink);

@@ -974,32 +974,122 @@ TEST_F(ChromeImportErrorTest, AnotherFormatOrANewerVersion) {
   EXPECT_NE(ImportError([](json& t) { t["rankscope"]["version"] = 2; }).find("version 2"), std::string::npos);
 }
 
-TEST_F(ChromeImportErrorTest, MissingFields) {
+// The "rankscope" object is the file's structure: what is missing there fails the import.
+TEST_F(ChromeImportErrorTest, MissingFieldsOfTheStructure) {
   EXPECT_NE(ImportError([](json& t) { t["rankscope"].erase("format"); }).find("no \"format\""), std::string::npos);
   EXPECT_NE(ImportError([](json& t) { t["rankscope"]["ranks"][1].erase("lanes"); }).find("no \"lanes\""),
             std::string::npos);
+  EXPECT_NE(ImportError([](json& t) { t["rankscope"]["ranks"][0]["lanes"][0]["kind"] = 7.5; })
+                .find("\"kind\" is not an integer"),
+            std::string::npos);
   EXPECT_NE(ImportError([](json& t) { t.erase("baseTimeNanoseconds"); }).find("baseTimeNanoseconds"),
             std::string::npos);
-  auto erase_arg = [](const std::string& name, const std::string& arg) {
-    return [=](json& t) {
-      for (json& event : t["traceEvents"]) {
-        if (event["ph"] == "X" && event["name"] == name) event["args"].erase(arg);
-      }
-    };
+  EXPECT_NE(ImportError([](json& t) { t["traceEvents"] = json::object(); }).find("traceEvents"), std::string::npos);
+}
+
+// The export, edited by `edit`, imported: damaged events are left out (the policy of
+// import_internal.h) and the import succeeds.
+class ChromeImportDamageTest : public ChromeExportTest {
+ protected:
+  ImportResult ImportEdited(const std::function<void(json&)>& edit) {
+    json trace = Export("trace.json");
+    edit(trace);
+    const fs::path edited = dir_.path() / "edited.json";
+    std::ofstream(edited) << trace.dump();
+    back_ = dir_.path() / "back";
+    fs::remove_all(back_);
+    Result<ImportResult> imported = Import(edited, back_);
+    EXPECT_TRUE(imported.ok()) << imported.status().message();
+    return imported.ok() ? std::move(imported).value() : ImportResult{};
+  }
+  trace::RankTrace Original(int rank) const { return Load(run_ / trace::RankFileName(rank)); }
+  trace::RankTrace Back(int rank) const { return Load(back_ / trace::RankFileName(rank)); }
+
+  fs::path back_;
+};
+
+// Each event of `name` and phase X loses `arg`.
+std::function<void(json&)> EraseArg(const std::string& name, const std::string& arg) {
+  return [=](json& t) {
+    for (json& event : t["traceEvents"]) {
+      if (event["ph"] == "X" && event["name"] == name) event["args"].erase(arg);
+    }
   };
-  const std::string grid = ImportError(erase_arg("gemm", "grid"));
-  EXPECT_NE(grid.find("no \"grid\""), std::string::npos) << grid;
-  EXPECT_NE(grid.find("gemm"), std::string::npos) << grid;
-  EXPECT_NE(ImportError(erase_arg("cudaLaunchKernel", "correlation")).find("no \"correlation\""), std::string::npos);
-  EXPECT_NE(ImportError([](json& t) {
-              for (json& event : t["traceEvents"]) {
-                if (event["ph"] == "X") event.erase("dur");
-              }
-            }).find("no \"dur\""),
-            std::string::npos);
-  EXPECT_NE(ImportError([](json& t) { t["traceEvents"].push_back({{"ph", "X"}, {"cat", "kernel"}, {"pid", 7}}); })
-                .find("pid 7"),
-            std::string::npos);
+}
+
+TEST_F(ChromeImportDamageTest, AKernelWithoutItsGridIsLeftOutAndNoted) {
+  const ImportResult imported = ImportEdited(EraseArg("gemm", "grid"));
+  // Each rank has two gemm kernels; every one is left out, on its own rank.
+  for (int rank = 0; rank < 2; ++rank) {
+    SCOPED_TRACE(rank);
+    const std::string source = "edited.json' (rank-" + std::to_string(rank) + ".sqlite): ";
+    EXPECT_TRUE(HasNote(imported, source + "left out 2 kernel events without a valid \"grid\" (first: traceEvents["))
+        << AllNotes(imported);
+    const trace::RankTrace original = Original(rank), back = Back(rank);
+    EXPECT_EQ(back.events.kernels.size(), original.events.kernels.size() - 2);
+    for (const trace::KernelEvent& kernel : back.events.kernels) EXPECT_NE(back.str(kernel.name), "gemm");
+    EXPECT_EQ(back.events.memcpys.size(), original.events.memcpys.size());
+    ASSERT_TRUE(back.meta.entries.contains("import.left_out.kernel"));
+    EXPECT_TRUE(back.meta.entries.at("import.left_out.kernel").starts_with("left out 2 kernel events"))
+        << back.meta.entries.at("import.left_out.kernel");
+    EXPECT_NE(back.meta.entries.at("import.left_out.kernel").find("'gemm'): no \"grid\""), std::string::npos)
+        << back.meta.entries.at("import.left_out.kernel");
+  }
+}
+
+TEST_F(ChromeImportDamageTest, EveryKindOfDamageIsCountedUnderItsReason) {
+  const ImportResult without_correlation = ImportEdited(EraseArg("cudaLaunchKernel", "correlation"));
+  EXPECT_TRUE(HasNote(without_correlation, "cuda_runtime event without a valid \"correlation\" (first: ") ||
+              HasNote(without_correlation, "cuda_runtime events without a valid \"correlation\" (first: "))
+      << AllNotes(without_correlation);
+  EXPECT_LT(Back(0).events.api_calls.size(), Original(0).events.api_calls.size());
+
+  const ImportResult without_dur = ImportEdited([](json& t) {
+    for (json& event : t["traceEvents"]) {
+      if (event["ph"] == "X" && event["cat"] == "kernel") event.erase("dur");
+    }
+  });
+  EXPECT_TRUE(HasNote(without_dur, "kernel events without a valid \"dur\"")) << AllNotes(without_dur);
+  EXPECT_TRUE(Back(0).events.kernels.empty());
+  EXPECT_EQ(Back(0).events.memcpys.size(), Original(0).events.memcpys.size());
+
+  const ImportResult backwards = ImportEdited([](json& t) {
+    for (json& event : t["traceEvents"]) {
+      if (event["ph"] == "X" && event["cat"] == "gpu_memset" && event["pid"] == 1) event["dur"] = -1.0;
+    }
+  });
+  EXPECT_TRUE(HasNote(backwards, "(rank-1.sqlite): left out 1 gpu_memset event without a valid \"dur\" (first: "))
+      << AllNotes(backwards);
+  EXPECT_NE(AllNotes(backwards).find("it ends before it starts"), std::string::npos) << AllNotes(backwards);
+  EXPECT_TRUE(Back(1).events.memsets.empty());
+  EXPECT_EQ(Back(0).events.memsets.size(), Original(0).events.memsets.size());
+
+  // An event of a process the "rankscope" object does not list belongs to no rank.
+  const ImportResult stray = ImportEdited([](json& t) {
+    t["traceEvents"].push_back({{"ph", "X"}, {"cat", "kernel"}, {"pid", 7}});
+    t["traceEvents"].push_back(3);
+  });
+  EXPECT_TRUE(HasNote(stray, "edited.json': left out 1 kernel event of a pid the \"rankscope\" object does not "
+                             "list (first: traceEvents["))
+      << AllNotes(stray);
+  EXPECT_TRUE(HasNote(stray, "pid 7 is not a process")) << AllNotes(stray);
+  EXPECT_TRUE(HasNote(stray, "edited.json': left out 1 event not a JSON object")) << AllNotes(stray);
+  EXPECT_EQ(Back(0).events.kernels.size(), Original(0).events.kernels.size());
+}
+
+// A start/end range whose "e" is missing never ended: left out, on the rank of its "b".
+TEST_F(ChromeImportDamageTest, ARangeThatNeverEndsIsLeftOut) {
+  const ImportResult imported = ImportEdited([](json& t) {
+    json kept = json::array();
+    for (json& event : t["traceEvents"]) {
+      if (!(event["ph"] == "e" && event["pid"] == 1)) kept.push_back(event);
+    }
+    t["traceEvents"] = kept;
+  });
+  EXPECT_TRUE(HasNote(imported, "(rank-1.sqlite): left out 1 start/end range event that never ended (no \"e\")"))
+      << AllNotes(imported);
+  EXPECT_EQ(Back(1).events.nvtx_ranges.size(), Original(1).events.nvtx_ranges.size() - 1);
+  EXPECT_EQ(Back(0).events.nvtx_ranges.size(), Original(0).events.nvtx_ranges.size());
 }
 
 }  // namespace

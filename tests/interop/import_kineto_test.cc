@@ -1,8 +1,9 @@
 // The Kineto (PyTorch profiler) JSON importer (interop/import_kineto.cc): the real traces in
 // ../shared/data/kineto/ against the independent reference values of ../shared/data/README.md,
 // the old-format TensorBoard-plugin fixtures, a hand-written trace with every category for
-// exact rows, and every kind of bad input (tests/interop/data/kineto/, which also seeds the
-// fuzzer).
+// exact rows, every kind of damaged structure (which fails) and of damaged event (which is
+// left out and noted); the stored inputs are in tests/interop/data/kineto/, which also seeds
+// the fuzzer.
 #include <zlib.h>
 
 #include <algorithm>
@@ -769,6 +770,7 @@ TEST(KinetoImportTest, RanksOfSeveralFilesWithoutDistributedInfoAreAssigned) {
 
 // ---- bad input ---------------------------------------------------------------------------------------
 
+// Damaged structure: the import fails with one line naming the file.
 struct BadInput {
   const char* file;      // in tests/interop/data/kineto/
   const char* expected;  // in the message
@@ -779,9 +781,6 @@ constexpr BadInput kBadInputs[] = {
     {"truncated.json.gz", "truncated gzip file"},
     {"truncated_header.json.gz", "truncated gzip file"},  // cut before any JSON comes out
     {"no_trace_events.json", "no traceEvents array"},
-    {"missing_ts.json", "traceEvents[1] (kernel 'relu'): no ts"},
-    {"string_dur.json", "traceEvents[1] (kernel 'gemm'): dur is a string, not a number"},
-    {"kernel_args_not_object.json", "traceEvents[0] (kernel 'gemm'): args is an array, not an object"},
 };
 
 class KinetoBadInputTest : public ::testing::TestWithParam<BadInput> {};
@@ -807,6 +806,67 @@ INSTANTIATE_TEST_SUITE_P(Seeds, KinetoBadInputTest, ::testing::ValuesIn(kBadInpu
                            return name;
                          });
 
+// One damaged event in a sound file: it is left out, counted and noted (the policy of
+// import_internal.h); the rest of the file imports.
+struct DamagedInput {
+  const char* file;     // in tests/interop/data/kineto/
+  const char* damaged;  // the name of the event left out
+  int kernels_kept;
+  const char* note;  // the whole note after the file's name, also the meta row's value
+};
+
+constexpr DamagedInput kDamagedInputs[] = {
+    {"missing_ts.json", "relu", 1,
+     "left out 1 kernel event without a valid ts/dur (first: traceEvents[1] (kernel 'relu'): no ts)"},
+    {"string_dur.json", "gemm", 0,
+     "left out 1 kernel event without a valid ts/dur (first: traceEvents[1] (kernel 'gemm'): dur is a string, not "
+     "a number)"},
+    {"kernel_args_not_object.json", "gemm", 0,
+     "left out 1 kernel event with args that are not an object (first: traceEvents[0] (kernel 'gemm'): args is an "
+     "array, not an object)"},
+};
+
+class KinetoDamagedEventTest : public ::testing::TestWithParam<DamagedInput> {};
+
+TEST_P(KinetoDamagedEventTest, LeftOutCountedAndNoted) {
+  const DamagedInput& damaged = GetParam();
+  const fs::path input = kBadSeeds / damaged.file;
+  ASSERT_TRUE(fs::exists(input)) << input;
+  TempDir dir;
+  const ImportResult imported = ImportOk({input}, dir / "run");
+  ASSERT_EQ(imported.rank_files.size(), 1u);
+  const std::string note = std::string(damaged.file) + "': " + damaged.note;
+  EXPECT_TRUE(HasNote(imported, note)) << "expected '" << note << "' in:\n" << AllNotes(imported);
+  const trace::RankTrace rank = Load(imported.rank_files[0]);
+  EXPECT_EQ(rank.meta.rank, 0);
+  EXPECT_EQ(static_cast<int>(rank.events.kernels.size()), damaged.kernels_kept);
+  for (const trace::KernelEvent& kernel : rank.events.kernels) EXPECT_NE(rank.str(kernel.name), damaged.damaged);
+  ASSERT_TRUE(rank.meta.entries.contains("import.left_out.kernel"));
+  EXPECT_EQ(rank.meta.entries.at("import.left_out.kernel"), damaged.note);
+}
+
+INSTANTIATE_TEST_SUITE_P(Seeds, KinetoDamagedEventTest, ::testing::ValuesIn(kDamagedInputs),
+                         [](const ::testing::TestParamInfo<DamagedInput>& param) {
+                           std::string name = param.param.file;
+                           name = name.substr(0, name.find('.'));
+                           return name;
+                         });
+
+// The rest of a file with a damaged event is imported as it would be without it.
+TEST(KinetoImportTest, AroundADamagedEventTheFileImportsAsItIs) {
+  TempDir dir;
+  const ImportResult imported = ImportOk({kBadSeeds / "string_dur.json"}, dir / "run");
+  ASSERT_EQ(imported.rank_files.size(), 1u);
+  EXPECT_EQ(imported.events, 1u);
+  const trace::RankTrace rank = Load(imported.rank_files[0]);
+  EXPECT_EQ(rank.meta.world_size, 2);
+  const auto* launch = Named(rank, rank.events.api_calls, "cudaLaunchKernel");
+  ASSERT_NE(launch, nullptr);
+  EXPECT_EQ(launch->correlation_id, 1u);
+  EXPECT_EQ(launch->start_ns, 1'000'000);  // ts 1000.0 µs, no baseTimeNanoseconds
+  EXPECT_EQ(launch->end_ns, 1'005'000);
+}
+
 // Format detection turns away a non-object before the importer sees it; the importer, handed
 // one anyway, says the same in its own words.
 TEST(KinetoImportTest, TopLevelThatIsNotAnObject) {
@@ -825,29 +885,11 @@ TEST(KinetoImportTest, TopLevelThatIsNotAnObject) {
   EXPECT_FALSE(HasRankFiles(dir / "direct"));
 }
 
-// More damage, written here: each is one line naming the file, and leaves no rank file.
+// More damaged structure, written here: each is one line naming the file, and leaves no rank
+// file.
 TEST(KinetoImportTest, MoreBadInputs) {
   const std::pair<const char*, const char*> cases[] = {
       {R"({"traceEvents": {"ph": "X"}})", "traceEvents is an object, not an array"},
-      {R"({"traceEvents": [3]})", "traceEvents[0] is a number, not an object"},
-      {R"({"traceEvents": [{"ph": "X", "cat": "kernel", "ts": 1, "dur": 1, "tid": 7, "args": {"stream": 7}}]})",
-       "traceEvents[0] (kernel): no pid"},
-      {R"({"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "ts": 1, "dur": 1}]})",
-       "traceEvents[0] (cpu_op 'a'): no tid"},
-      {R"({"traceEvents": [{"ph": "X", "cat": "cuda_runtime", "name": "c", "pid": 1, "tid": 1, "ts": 1}]})",
-       "traceEvents[0] (cuda_runtime 'c'): no dur"},
-      {R"({"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "pid": "GPU", "tid": 7, "ts": 1, "dur": 1}]})",
-       "traceEvents[0] (kernel 'k'): pid 'GPU' is not a number"},
-      {R"({"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1, "dur": -1}]})",
-       "dur '-1' is not a duration in microseconds"},
-      {R"({"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1, "dur": 1,
-           "args": {"grid": [1, 2]}}]})",
-       "args.grid is not [x, y, z]"},
-      {R"({"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1, "dur": 1,
-           "args": {"correlation": "7"}}]})",
-       "args.correlation is a string, not an integer"},
-      {R"({"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1e400, "dur": 1}]})",
-       "ts '1e400' is not a time in microseconds"},
       {R"({"traceEvents": []} {"more": 1})", "more after the top-level value"},
       {R"({"traceEvents": [], "baseTimeNanoseconds": "soon"})", "baseTimeNanoseconds is 'soon', not an integer"},
       {"{\"traceEvents\": [{\"ph\": \"X\", \"name\": \"\xff\"}]}", "malformed JSON"},
@@ -864,6 +906,85 @@ TEST(KinetoImportTest, MoreBadInputs) {
     EXPECT_EQ(message.find('\n'), std::string::npos) << message;
     EXPECT_FALSE(HasRankFiles(dir / "run")) << text;
   }
+}
+
+// More damaged events, written here, each next to a sound kernel: the import succeeds, the
+// damaged event is absent (and made no lane), and one note names its kind, count and reason.
+TEST(KinetoImportTest, MoreDamagedEvents) {
+  constexpr const char* kSound =
+      R"({"ph": "X", "cat": "kernel", "name": "sound", "pid": 0, "tid": 7, "ts": 1, "dur": 1, "args": {"stream": 7}})";
+  const std::pair<const char*, const char*> cases[] = {
+      {"3", "left out 1 event not a JSON object (first: traceEvents[1] is a number)"},
+      {R"({"ph": "X", "cat": "kernel", "ts": 1, "dur": 1, "tid": 9, "args": {"stream": 9}})",
+       "left out 1 kernel event without a valid pid (first: traceEvents[1] (kernel): no pid)"},
+      {R"({"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "ts": 1, "dur": 1})",
+       "left out 1 cpu_op event without a valid tid (first: traceEvents[1] (cpu_op 'a'): no tid)"},
+      {R"({"ph": "X", "cat": "cuda_runtime", "name": "c", "pid": 1, "tid": 1, "ts": 1})",
+       "left out 1 cuda_runtime event without a valid ts/dur (first: traceEvents[1] (cuda_runtime 'c'): no dur)"},
+      {R"({"ph": "X", "cat": "kernel", "name": "k", "pid": "GPU", "tid": 9, "ts": 1, "dur": 1})",
+       "left out 1 kernel event without a valid pid (first: traceEvents[1] (kernel 'k'): pid 'GPU' is not a number)"},
+      {R"({"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 9, "ts": 1, "dur": -1})",
+       "left out 1 kernel event without a valid ts/dur (first: traceEvents[1] (kernel 'k'): dur '-1' is not a "
+       "duration in microseconds)"},
+      {R"({"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 9, "ts": 1, "dur": 1, "args": {"grid": [1, 2]}})",
+       "left out 1 kernel event without a valid args.grid (first: traceEvents[1] (kernel 'k'): args.grid is not "
+       "[x, y, z] of unsigned integers)"},
+      {R"({"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 9, "ts": 1, "dur": 1,
+           "args": {"correlation": "7"}})",
+       "left out 1 kernel event without a valid args.correlation (first: traceEvents[1] (kernel 'k'): "
+       "args.correlation is a string, not an integer)"},
+      {R"({"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 9, "ts": 1e400, "dur": 1})",
+       "left out 1 kernel event without a valid ts/dur (first: traceEvents[1] (kernel 'k'): ts '1e400' is not a "
+       "time in microseconds)"},
+      {R"({"ph": "X", "cat": "gpu_memcpy", "name": "m", "pid": 0, "tid": 9, "ts": 1, "dur": 1,
+           "args": {"bytes": -4}})",
+       "left out 1 gpu_memcpy event without a valid args.bytes (first: traceEvents[1] (gpu_memcpy 'm'): args.bytes "
+       "is negative)"},
+      {R"({"cat": "kernel", "name": "k", "pid": 0, "tid": 9, "ts": 1, "dur": 1})",
+       "left out 1 kernel event without ph (first: traceEvents[1] (kernel 'k'): no ph)"},
+      {R"({"ph": "i", "name": "mark", "pid": 0, "tid": 9, "ts": "soon"})",
+       "left out 1 instant event without a valid ts (first: traceEvents[1] (event 'mark'): ts is a string, not a "
+       "number)"},
+  };
+  for (const auto& [damaged, note] : cases) {
+    SCOPED_TRACE(damaged);
+    TempDir dir;
+    WriteText(dir / "damaged.json", std::string(R"({"traceEvents": [)") + kSound + ", " + damaged + "]}");
+    const ImportResult imported = ImportOk({dir / "damaged.json"}, dir / "run");
+    ASSERT_EQ(imported.rank_files.size(), 1u);
+    EXPECT_TRUE(HasNote(imported, std::string("damaged.json': ") + note)) << AllNotes(imported);
+    EXPECT_EQ(imported.events, 1u);
+    const trace::RankTrace rank = Load(imported.rank_files[0]);
+    ASSERT_EQ(rank.events.kernels.size(), 1u);
+    EXPECT_EQ(rank.str(rank.events.kernels[0].name), "sound");
+    EXPECT_EQ(rank.lanes.size(), 1u);  // the sound kernel's stream
+  }
+}
+
+// Several damaged events of one kind make one note, their reasons counted, the first one shown.
+TEST(KinetoImportTest, DamagedEventsOfOneKindMakeOneNote) {
+  TempDir dir;
+  WriteText(dir / "damaged.json", R"json({"distributedInfo": {"rank": 1, "world_size": 2}, "traceEvents": [
+    {"ph": "X", "cat": "kernel", "name": "a", "pid": 0, "tid": 7, "dur": 1},
+    {"ph": "X", "cat": "kernel", "name": "b", "pid": 0, "tid": 7, "ts": 5, "dur": "1"},
+    {"ph": "X", "cat": "kernel", "name": "c", "tid": 7, "ts": 5, "dur": 1},
+    {"ph": "X", "cat": "kernel", "name": "d", "pid": 0, "tid": 7, "ts": 5, "dur": 1},
+    {"ph": "X", "cat": "cuda_runtime", "name": "e", "pid": 3, "tid": 3, "ts": 5, "dur": 1, "args": [1]}]})json");
+  const ImportResult imported = ImportOk({dir / "damaged.json"}, dir / "run");
+  const std::string kernels =
+      "left out 3 kernel events: 2 without a valid ts/dur, 1 without a valid pid (first: traceEvents[0] (kernel "
+      "'a'): no ts)";
+  const std::string calls =
+      "left out 1 cuda_runtime event with args that are not an object (first: traceEvents[4] (cuda_runtime 'e'): "
+      "args is an array, not an object)";
+  EXPECT_TRUE(HasNote(imported, "damaged.json': " + kernels)) << AllNotes(imported);
+  EXPECT_TRUE(HasNote(imported, "damaged.json': " + calls)) << AllNotes(imported);
+  const trace::RankTrace rank = Load(imported.rank_files.at(0));
+  ASSERT_EQ(rank.events.kernels.size(), 1u);
+  EXPECT_EQ(rank.str(rank.events.kernels[0].name), "d");
+  EXPECT_TRUE(rank.events.api_calls.empty());
+  EXPECT_EQ(rank.meta.entries.at("import.left_out.kernel"), kernels);
+  EXPECT_EQ(rank.meta.entries.at("import.left_out.cuda_runtime"), calls);
 }
 
 // A file with no events of any kind still holds a rank (with nothing in it): the run says so

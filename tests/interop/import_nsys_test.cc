@@ -596,11 +596,16 @@ TEST(NsysImportTest, HandMadeExportRowsExactly) {
   const ImportResult imported = ImportOk(path, dir);
   ASSERT_EQ(imported.rank_files.size(), 1u);
   EXPECT_TRUE(HasNote(imported, "every_kind.sqlite: ranks by process order (pid 500 = rank 0)")) << AllNotes(imported);
-  EXPECT_TRUE(HasNote(imported, "every_kind.sqlite: skipped rows: CUPTI_ACTIVITY_KIND_KERNEL 1 lacking a value they "
-                                "need and 1 ending before they start; CUPTI_ACTIVITY_KIND_RUNTIME 1 lacking a value "
-                                "they need"))
+  // Damaged rows: counted on their rank, or on the file when they name no process.
+  const std::string damaged_kernels =
+      "left out 2 kernel events: 1 with end before start, 1 without a valid deviceId/streamId (first: "
+      "CUPTI_ACTIVITY_KIND_KERNEL: start 1005000, end 1004000)";
+  const std::string unended = "left out 1 NVTX range event that never ended (no end) (first: NVTX_EVENTS: end is NULL)";
+  EXPECT_TRUE(HasNote(imported, "every_kind.sqlite (pid 500): " + damaged_kernels)) << AllNotes(imported);
+  EXPECT_TRUE(HasNote(imported, "every_kind.sqlite (pid 500): " + unended)) << AllNotes(imported);
+  EXPECT_TRUE(HasNote(imported, "every_kind.sqlite: left out 1 CUDA API call event without a valid globalTid (first: "
+                                "CUPTI_ACTIVITY_KIND_RUNTIME: globalTid is NULL)"))
       << AllNotes(imported);
-  EXPECT_TRUE(HasNote(imported, "every_kind.sqlite: left out 1 NVTX ranges that never ended")) << AllNotes(imported);
   EXPECT_TRUE(HasNote(imported, "every_kind.sqlite: left out 1 events of 1 processes without CUDA activity or API "
                                 "calls (pid 600 'helper')"))
       << AllNotes(imported);
@@ -612,6 +617,9 @@ TEST(NsysImportTest, HandMadeExportRowsExactly) {
   EXPECT_EQ(rank.meta.command_line, "python3");
   EXPECT_EQ(rank.meta.backend, "nccl");
   EXPECT_EQ(rank.meta.entries.at("nvtx.category.MyDomain.3"), "io");
+  EXPECT_EQ(rank.meta.entries.at("import.left_out.kernel"), damaged_kernels);
+  EXPECT_EQ(rank.meta.entries.at("import.left_out.nvtx_range"), unended);
+  EXPECT_FALSE(rank.meta.entries.contains("import.left_out.cuda_api_call"));  // of no rank
   const trace::EventTables& e = rank.events;
 
   // Kernels: wall-clock times, names, dims, lanes per stream.
@@ -1096,7 +1104,8 @@ TEST(NsysImportTest, OnlyNvtxIsNothingToImport) {
   ExpectOneLineError(Import(path, dir).status(), path, "no process has CUDA activity or CUDA API calls");
 }
 
-// The seeds of the importer's fuzzer: each must fail with one line naming the file.
+// The seeds of the importer's fuzzer whose structure is damaged (kernel_without_start.sqlite
+// lacks the start column, not a start value): each fails with one line naming the file.
 TEST(NsysImportTest, StoredBadInputsFail) {
   const std::map<std::string, std::string> expected = {
       {"not_sqlite.sqlite", "not a trace rankscope reads"},
@@ -1113,6 +1122,72 @@ TEST(NsysImportTest, StoredBadInputsFail) {
     ASSERT_TRUE(fs::exists(path));
     ExpectOneLineError(Import(path, dir).status(), path, problem);
   }
+}
+
+// A seed of the fuzzer with one damaged row among sound ones: the row is left out, counted
+// and noted, and the rest imports.
+TEST(NsysImportTest, StoredExportWithADamagedRowImports) {
+  TempDir dir;
+  const fs::path path = kBadSeeds / "kernel_row_without_start.sqlite";
+  ASSERT_TRUE(fs::exists(path));
+  const ImportResult imported = ImportOk(path, dir);
+  ASSERT_EQ(imported.rank_files.size(), 1u);
+  const std::string note =
+      "left out 1 kernel event without a valid start/end (first: CUPTI_ACTIVITY_KIND_KERNEL: start is NULL)";
+  EXPECT_TRUE(HasNote(imported, "kernel_row_without_start.sqlite (pid 77): " + note)) << AllNotes(imported);
+  const trace::RankTrace rank = Load(imported.rank_files[0]);
+  ASSERT_EQ(rank.events.kernels.size(), 2u);
+  for (const trace::KernelEvent& kernel : rank.events.kernels) EXPECT_NE(kernel.correlation_id, 2u);
+  EXPECT_EQ(rank.meta.entries.at("import.left_out.kernel"), note);
+}
+
+// Rows of every event table with what they need missing or wrong, next to a sound kernel:
+// each is left out and counted on its rank under its kind; nothing fails.
+TEST(NsysImportTest, DamagedRowsOfEveryTableAreLeftOut) {
+  TempDir dir;
+  const fs::path path = dir / "damaged_rows.sqlite";
+  const std::string p77 = std::to_string(GlobalPid(77)), t77 = std::to_string(GlobalTid(77, 77));
+  {
+    NsysFile f(path);
+    WriteMinimalExport(f);
+    f.Exec("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL (start, \"end\", deviceId, streamId, globalPid, demangledName) "
+           "VALUES (3000, 4000, 'gpu0', 7, " + p77 + ", 1), (3000, 4000, 4294967296000, 7, " + p77 + ", 1)");
+    f.Exec("CREATE TABLE CUPTI_ACTIVITY_KIND_MEMSET (start INTEGER, \"end\" INTEGER, deviceId INTEGER, "
+           "contextId INTEGER, streamId INTEGER, correlationId INTEGER, globalPid INTEGER, value INTEGER, "
+           "bytes INTEGER, memKind INTEGER)");
+    f.Exec("INSERT INTO CUPTI_ACTIVITY_KIND_MEMSET VALUES (5000, 4000, 0, 1, 7, 3, " + p77 + ", 0, 8, 0)");
+    f.Exec(kRuntimeDdl);
+    f.Exec("INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (1000, 1500, 0, " + t77 + ", 1, NULL, 0), "
+           "(1000, 2.5, 0, " + t77 + ", 2, NULL, 0)");
+    f.Exec(kNvtxDdl);
+    f.Exec("INSERT INTO NVTX_EVENTS (start, \"end\", eventType, text, globalTid) VALUES "
+           "(1000, NULL, 59, 'open', " + t77 + "), (1000, NULL, 60, 'open too', " + t77 + "), "
+           "(1000, NULL, 34, 'a mark needs no end', " + t77 + ")");
+  }
+  const ImportResult imported = ImportOk(path, dir);
+  ASSERT_EQ(imported.rank_files.size(), 1u);
+  const std::string source = "damaged_rows.sqlite (pid 77): ";
+  EXPECT_TRUE(HasNote(imported, source + "left out 2 kernel events without a valid deviceId/streamId (first: "
+                                         "CUPTI_ACTIVITY_KIND_KERNEL: deviceId is text 'gpu0')"))
+      << AllNotes(imported);
+  EXPECT_TRUE(HasNote(imported, source + "left out 1 memset event with end before start (first: "
+                                         "CUPTI_ACTIVITY_KIND_MEMSET: start 5000, end 4000)"))
+      << AllNotes(imported);
+  EXPECT_TRUE(HasNote(imported, source + "left out 1 CUDA API call event without a valid start/end (first: "
+                                         "CUPTI_ACTIVITY_KIND_RUNTIME: end is a real number)"))
+      << AllNotes(imported);
+  EXPECT_TRUE(HasNote(imported, source + "left out 2 NVTX range events that never ended (no end)"))
+      << AllNotes(imported);
+  const trace::RankTrace rank = Load(imported.rank_files[0]);
+  EXPECT_EQ(rank.events.kernels.size(), 1u);
+  EXPECT_TRUE(rank.events.memsets.empty());
+  EXPECT_EQ(rank.events.api_calls.size(), 1u);
+  EXPECT_TRUE(rank.events.nvtx_ranges.empty());
+  EXPECT_EQ(rank.events.nvtx_marks.size(), 1u);
+  for (const char* kind : {"kernel", "memset", "cuda_api_call", "nvtx_range"}) {
+    EXPECT_TRUE(rank.meta.entries.contains(std::string("import.left_out.") + kind)) << kind;
+  }
+  EXPECT_FALSE(rank.meta.entries.contains("import.left_out.nvtx_mark"));
 }
 
 }  // namespace
