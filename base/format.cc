@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <iterator>
@@ -14,7 +15,7 @@ namespace {
 
 struct Unit {
   double scale;
-  const char* name;
+  std::string_view name;
 };
 
 // `value` in the largest unit it reaches, with three significant digits. A value that
@@ -47,8 +48,12 @@ std::string FormatCount(long long count) {
 }
 
 std::string FormatDuration(double ns) {
-  static constexpr Unit kUnits[] = {{1, "ns"}, {1e3, "us"}, {1e6, "ms"}, {1e9, "s"}};
-  return FormatScaled(ns, kUnits, std::size(kUnits), true);
+  static constexpr auto kUnits = [] {
+    std::array<Unit, std::size(kDurationUnits)> units{};
+    for (size_t i = 0; i < units.size(); ++i) units[i] = {static_cast<double>(kDurationUnits[i].ns), kDurationUnits[i].name};
+    return units;
+  }();
+  return FormatScaled(ns, kUnits.data(), kUnits.size(), true);
 }
 
 std::string FormatBytes(double bytes) {

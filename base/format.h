@@ -1,16 +1,29 @@
 // How every front end writes a number or a piece of text: the text, Markdown, HTML and JSON
-// reports, the CLI's messages and the viewer, so that all of them show the same value the
-// same way. Each function is O(length of its output).
+// reports, the CLI's messages and the viewer (every tab, tooltip and status line), so that
+// all of them show the same value the same way. Each function is O(length of its output).
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
 namespace rankscope::format {
 
-// "0 ns", "850 ns", "850 us", "12.3 ms", "1.20 s": three significant digits, negative
-// values keep their sign; "-" for NaN or infinity.
+// The units a duration is written in, smallest first. The microsecond is spelled "us", in
+// ASCII, everywhere rankscope writes one (reports, CLI, the viewer's text and axis ticks):
+// the same bytes in a terminal, a CSV cell, a JSON string and a grep pattern. Readers of
+// durations typed by people (the viewer's --range) accept "µs" as well.
+struct DurationUnit {
+  int64_t ns;
+  std::string_view name;
+};
+inline constexpr DurationUnit kDurationUnits[] = {{1, "ns"}, {1'000, "us"}, {1'000'000, "ms"}, {1'000'000'000, "s"}};
+
+// "0 ns", "850 ns", "850 us", "12.3 ms", "1.20 s": three significant digits (trailing zeros
+// kept, so a column of durations lines up), in the largest of kDurationUnits the value
+// reaches; negative values keep their sign; "-" for NaN or infinity. The one way every
+// front end writes a duration.
 std::string FormatDuration(double ns);
 // "0 B", "512 B", "1.50 KiB", "25.0 MiB" (binary units); three significant digits.
 std::string FormatBytes(double bytes);

@@ -35,6 +35,7 @@
 
 #include <fmt/format.h>
 
+#include "base/format.h"
 #include "analyzer/analyze.h"
 #include "bench/rss.h"
 #include "gui/widgets/main_window.h"
@@ -273,7 +274,7 @@ int Run(const Options& options) {
              model->events(), options.width, options.height, options.frames);
   fmt::print("\n{:>12}  {:>8}  {:>8}  {:>8}  {:>8}  {:>6}\n", "span", "median", "max", "lod", "items", "rows");
   for (const Level& level : levels) {
-    fmt::print("{:>12}  {:>6.2f}ms  {:>6.2f}ms  {:>6.2f}ms  {:>8}  {:>6}\n", gui::FormatDuration(level.span_ns),
+    fmt::print("{:>12}  {:>6.2f}ms  {:>6.2f}ms  {:>6.2f}ms  {:>8}  {:>6}\n", format::FormatDuration(static_cast<double>(level.span_ns)),
                level.median_ms, level.max_ms, level.build_ms, level.items, level.rows);
   }
   fmt::print(

@@ -4,6 +4,7 @@
 
 #include <memory>
 
+#include "base/format.h"
 #include "base/text.h"
 #include "trace/reader.h"
 #include "trace/run_dir.h"
@@ -17,14 +18,6 @@ uintmax_t SizeOrZero(const fs::path& path) {
   std::error_code ec;
   const uintmax_t size = fs::file_size(path, ec);
   return ec ? 0 : size;
-}
-
-bool HasRankFiles(const fs::path& dir) {
-  std::error_code ec;
-  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    if (trace::ParseRankFileName(it->path().filename().string()).is_rank_file) return true;
-  }
-  return false;
 }
 
 RankFileStats CountFile(const trace::RunFile& file, std::map<std::string, uint64_t>& drops_by_reason) {
@@ -75,7 +68,7 @@ std::string RankRow(const RankFileStats& stats) {
   if (!stats.read_error.empty()) {
     return fmt::format("    {:>7}  unreadable: {}\n", label, Printable(stats.read_error, 160));
   }
-  return Row(label, GroupThousands(stats.events), GroupThousands(stats.dropped), HumanBytes(stats.bytes));
+  return Row(label, GroupThousands(stats.events), GroupThousands(stats.dropped), format::FormatBytes(static_cast<double>(stats.bytes)));
 }
 
 void AppendRankTable(const SummaryHeader& header, const RunStats& stats, std::string& out) {
@@ -93,7 +86,7 @@ void AppendRankTable(const SummaryHeader& header, const RunStats& stats, std::st
     out += fmt::format("    {:>7} ({} more ranks, counted in the total)\n", "...", stats.ranks.size() - shown);
   }
   if (stats.ranks.size() > 1)
-    out += Row("total", GroupThousands(events), GroupThousands(dropped), HumanBytes(bytes));
+    out += Row("total", GroupThousands(events), GroupThousands(dropped), format::FormatBytes(static_cast<double>(bytes)));
 }
 
 void AppendUnranked(const RunStats& stats, std::string& out) {
@@ -107,7 +100,7 @@ void AppendUnranked(const RunStats& stats, std::string& out) {
   out += fmt::format(
       "  unranked:       {} file{} of processes without a rank (rank-unknown-<pid>.sqlite): "
       "{} events, {}\n",
-      stats.unranked.size(), stats.unranked.size() == 1 ? "" : "s", GroupThousands(events), HumanBytes(bytes));
+      stats.unranked.size(), stats.unranked.size() == 1 ? "" : "s", GroupThousands(events), format::FormatBytes(static_cast<double>(bytes)));
 }
 
 void AppendProblems(const SummaryHeader& header, const RunStats& stats, std::string& out) {
@@ -153,7 +146,7 @@ void AppendProblems(const SummaryHeader& header, const RunStats& stats, std::str
 Result<RunStats> CollectRunStats(const fs::path& run_dir) {
   RunStats stats;
   std::error_code ec;
-  if (fs::is_directory(run_dir, ec) && !HasRankFiles(run_dir)) return stats;
+  if (fs::is_directory(run_dir, ec) && !trace::HasRankFiles(run_dir)) return stats;
   RS_ASSIGN_OR_RETURN(trace::Run run, trace::OpenRun(run_dir));
   stats.run_id = run.run_id;
   stats.world_size = run.world_size;
@@ -217,18 +210,6 @@ std::string GroupThousands(uint64_t value) {
   std::string digits = std::to_string(value);
   for (int i = static_cast<int>(digits.size()) - 3; i > 0; i -= 3) digits.insert(static_cast<size_t>(i), ",");
   return digits;
-}
-
-std::string HumanBytes(uintmax_t bytes) {
-  if (bytes < 1024) return fmt::format("{} B", bytes);
-  static constexpr const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB"};
-  double value = static_cast<double>(bytes) / 1024.0;
-  size_t unit = 0;
-  while (value >= 1024.0 && unit + 1 < std::size(kUnits)) {
-    value /= 1024.0;
-    ++unit;
-  }
-  return fmt::format("{:.1f} {}", value, kUnits[unit]);
 }
 
 }  // namespace rankscope::cli

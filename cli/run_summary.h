@@ -58,7 +58,5 @@ std::string FormatRunSummary(const SummaryHeader& header, const Result<RunStats>
 
 // "1,234,567".
 std::string GroupThousands(uint64_t value);
-// "512 B", "12.3 KiB", "4.0 GiB".
-std::string HumanBytes(uintmax_t bytes);
 
 }  // namespace rankscope::cli

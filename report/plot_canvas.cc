@@ -3,6 +3,7 @@
 #include <cairo.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -19,6 +20,10 @@ constexpr char kFontFamily[] = "DejaVu Sans";
 
 bool Finite(PlotPoint point) { return std::isfinite(point.x) && std::isfinite(point.y); }
 
+bool FiniteBox(PlotPoint top_left, double width, double height) {
+  return Finite(top_left) && std::isfinite(width) && std::isfinite(height) && width > 0 && height > 0;
+}
+
 // Coordinates with one decimal: enough for the eye, short to write.
 std::string Px(double value) { return fmt::format("{:.1f}", value); }
 
@@ -28,6 +33,11 @@ std::string StrokeAttributes(const PlotStroke& stroke) {
     out += fmt::format(" stroke-dasharray=\"{} {}\"", Px(stroke.dash), Px(stroke.gap > 0 ? stroke.gap : stroke.dash));
   }
   return out;
+}
+
+std::string RectAttributes(PlotPoint top_left, double width, double height) {
+  return fmt::format(" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\"", Px(top_left.x), Px(top_left.y), Px(width),
+                     Px(height));
 }
 
 std::string ShapeAttributes(const PlotShapeStyle& style) {
@@ -79,11 +89,24 @@ std::string PlotColorHex(PlotColor color) {
   return fmt::format("#{:02x}{:02x}{:02x}", color.red, color.green, color.blue);
 }
 
+PlotColor PlotColorFromHsl(double hue_degrees, double saturation, double lightness) {
+  // The CSS Color 4 conversion (hslToRgb), rounded to the nearest level.
+  const double hue = std::isfinite(hue_degrees) ? std::fmod(std::fmod(hue_degrees, 360.0) + 360.0, 360.0) : 0.0;
+  const double s = std::isfinite(saturation) ? std::clamp(saturation, 0.0, 1.0) : 0.0;
+  const double l = std::isfinite(lightness) ? std::clamp(lightness, 0.0, 1.0) : 0.0;
+  auto channel = [&](double n) {
+    const double k = std::fmod(n + hue / 30.0, 12.0);
+    const double a = s * std::min(l, 1 - l);
+    const double value = l - a * std::max(-1.0, std::min({k - 3, 9 - k, 1.0}));
+    return static_cast<uint8_t>(std::lround(255 * value));
+  };
+  return {channel(0), channel(8), channel(4)};
+}
+
 // --- SvgCanvas ---
 
 SvgCanvas::SvgCanvas(double width, double height, std::string_view aria_label)
-    : header_(fmt::format("<svg viewBox=\"0 0 {0} {1}\" width=\"{0}\" height=\"{1}\" role=\"img\" aria-label=\"{2}\" "
-                          "xmlns=\"http://www.w3.org/2000/svg\">\n",
+    : header_(fmt::format("<svg viewBox=\"0 0 {0} {1}\" width=\"{0}\" height=\"{1}\" role=\"img\" aria-label=\"{2}\">\n",
                           Px(width), Px(height), format::HtmlEscape(aria_label))) {}
 
 void SvgCanvas::BeginGroup(std::string_view role) {
@@ -103,7 +126,7 @@ void SvgCanvas::Line(PlotPoint from, PlotPoint to, const PlotStroke& stroke) {
                        Px(to.y), StrokeAttributes(stroke));
 }
 
-void SvgCanvas::Polyline(std::span<const PlotPoint> points, const PlotStroke& stroke) {
+void SvgCanvas::Polyline(std::span<const PlotPoint> points, const PlotStroke& stroke, std::string_view tooltip) {
   if (points.size() < 2) return;
   std::string coordinates;
   for (const PlotPoint& point : points) {
@@ -111,20 +134,49 @@ void SvgCanvas::Polyline(std::span<const PlotPoint> points, const PlotStroke& st
     if (!coordinates.empty()) coordinates += ' ';
     coordinates += fmt::format("{},{}", Px(point.x), Px(point.y));
   }
-  body_ += fmt::format("<polyline points=\"{}\" fill=\"none\"{}/>\n", coordinates, StrokeAttributes(stroke));
+  AppendElement("polyline", fmt::format(" points=\"{}\" fill=\"none\"{}", coordinates, StrokeAttributes(stroke)),
+                tooltip);
 }
 
 void SvgCanvas::Circle(PlotPoint center, double radius, const PlotShapeStyle& style, std::string_view tooltip) {
   if (!Finite(center) || !std::isfinite(radius) || radius <= 0) return;
-  const std::string open = fmt::format("<circle cx=\"{}\" cy=\"{}\" r=\"{}\"{}", Px(center.x), Px(center.y), Px(radius),
-                                       ShapeAttributes(style));
-  body_ += tooltip.empty() ? open + "/>\n" : fmt::format("{}><title>{}</title></circle>\n", open, format::HtmlEscape(tooltip));
+  AppendElement("circle",
+                fmt::format(" cx=\"{}\" cy=\"{}\" r=\"{}\"{}", Px(center.x), Px(center.y), Px(radius), ShapeAttributes(style)),
+                tooltip);
 }
 
-void SvgCanvas::Rect(PlotPoint top_left, double width, double height, const PlotShapeStyle& style) {
-  if (!Finite(top_left) || !std::isfinite(width) || !std::isfinite(height) || width <= 0 || height <= 0) return;
-  body_ += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\"{}/>\n", Px(top_left.x), Px(top_left.y),
-                       Px(width), Px(height), ShapeAttributes(style));
+void SvgCanvas::Rect(PlotPoint top_left, double width, double height, const PlotShapeStyle& style,
+                     std::string_view tooltip) {
+  if (!FiniteBox(top_left, width, height)) return;
+  AppendElement("rect", RectAttributes(top_left, width, height) + ShapeAttributes(style), tooltip);
+}
+
+void SvgCanvas::GradientRect(PlotPoint top_left, double width, double height, std::span<const PlotColor> colors,
+                             const std::optional<PlotStroke>& outline, std::string_view tooltip) {
+  if (!FiniteBox(top_left, width, height) || colors.size() < 2) return;
+  // Named after its colours: a page with two such scales either has distinct ids or two
+  // identical definitions, so a reference never picks up another chart's colours.
+  std::string id = "rankscope-scale";
+  std::string stops;
+  for (size_t i = 0; i < colors.size(); ++i) {
+    const std::string hex = PlotColorHex(colors[i]);
+    id += "-" + hex.substr(1);
+    stops += fmt::format("<stop offset=\"{:.3f}\" stop-color=\"{}\"/>", static_cast<double>(i) / (colors.size() - 1.0),
+                         hex);
+  }
+  body_ += fmt::format("<defs><linearGradient id=\"{}\" x1=\"0\" x2=\"1\" y1=\"0\" y2=\"0\">{}</linearGradient></defs>\n", id,
+                       stops);
+  std::string attributes = RectAttributes(top_left, width, height) + fmt::format(" fill=\"url(#{})\"", id);
+  if (outline) attributes += StrokeAttributes(*outline);
+  AppendElement("rect", attributes, tooltip);
+}
+
+void SvgCanvas::AppendElement(std::string_view name, std::string_view attributes, std::string_view tooltip) {
+  if (tooltip.empty()) {
+    body_ += fmt::format("<{}{}/>\n", name, attributes);
+  } else {
+    body_ += fmt::format("<{0}{1}><title>{2}</title></{0}>\n", name, attributes, format::HtmlEscape(tooltip));
+  }
 }
 
 void SvgCanvas::Text(PlotPoint anchor, std::string_view text, const PlotTextStyle& style) {
@@ -242,7 +294,7 @@ void CairoCanvas::Line(PlotPoint from, PlotPoint to, const PlotStroke& stroke) {
   cairo_stroke(context);
 }
 
-void CairoCanvas::Polyline(std::span<const PlotPoint> points, const PlotStroke& stroke) {
+void CairoCanvas::Polyline(std::span<const PlotPoint> points, const PlotStroke& stroke, std::string_view /*tooltip*/) {
   if (points.size() < 2) return;
   for (const PlotPoint& point : points) {
     if (!Finite(point)) return;
@@ -264,12 +316,35 @@ void CairoCanvas::Circle(PlotPoint center, double radius, const PlotShapeStyle& 
   cairo_->FillAndStroke(style);
 }
 
-void CairoCanvas::Rect(PlotPoint top_left, double width, double height, const PlotShapeStyle& style) {
-  if (!Finite(top_left) || !std::isfinite(width) || !std::isfinite(height) || width <= 0 || height <= 0) return;
+void CairoCanvas::Rect(PlotPoint top_left, double width, double height, const PlotShapeStyle& style,
+                       std::string_view /*tooltip*/) {
+  if (!FiniteBox(top_left, width, height)) return;
   cairo_t* context = cairo_->context;
   cairo_new_path(context);
   cairo_rectangle(context, top_left.x, top_left.y, width, height);
   cairo_->FillAndStroke(style);
+}
+
+void CairoCanvas::GradientRect(PlotPoint top_left, double width, double height, std::span<const PlotColor> colors,
+                               const std::optional<PlotStroke>& outline, std::string_view /*tooltip*/) {
+  if (!FiniteBox(top_left, width, height) || colors.size() < 2) return;
+  cairo_t* context = cairo_->context;
+  cairo_pattern_t* gradient = cairo_pattern_create_linear(top_left.x, 0, top_left.x + width, 0);
+  for (size_t i = 0; i < colors.size(); ++i) {
+    cairo_pattern_add_color_stop_rgb(gradient, static_cast<double>(i) / (colors.size() - 1.0), colors[i].red / 255.0,
+                                     colors[i].green / 255.0, colors[i].blue / 255.0);
+  }
+  cairo_new_path(context);
+  cairo_rectangle(context, top_left.x, top_left.y, width, height);
+  // A pattern in an error state draws nothing and leaves the context usable.
+  cairo_set_source(context, gradient);
+  cairo_pattern_destroy(gradient);
+  cairo_fill_preserve(context);
+  if (outline) {
+    cairo_->SetStroke(*outline);
+    cairo_stroke_preserve(context);
+  }
+  cairo_new_path(context);
 }
 
 void CairoCanvas::Text(PlotPoint anchor, std::string_view text, const PlotTextStyle& style) {
@@ -339,6 +414,74 @@ Status CairoCanvas::WritePng(const std::filesystem::path& file) {
   }
   if (close_error != 0) return IoError(ErrnoMessage(close_error));
   return Status::Ok();
+}
+
+// --- building blocks ---
+
+double EstimatedTextWidth(std::string_view text, double size, bool bold) {
+  const auto characters = std::count_if(text.begin(), text.end(), [](char c) {
+    return (static_cast<unsigned char>(c) & 0xc0) != 0x80;  // UTF-8 lead bytes only
+  });
+  return static_cast<double>(characters) * size * (bold ? 0.66 : 0.6);
+}
+
+void DrawHorizontalStackedBars(PlotCanvas& canvas, std::span<const HorizontalBar> bars,
+                               const HorizontalBarsLayout& layout) {
+  PlotTextStyle label_style = layout.label_style;
+  label_style.anchor = TextAnchor::kEnd;
+  PlotTextStyle note_style = layout.label_style;
+  note_style.anchor = TextAnchor::kStart;
+  const double bar_right = layout.plot_left + layout.plot_width;
+  // A baseline this far below the bar's middle centres lower-case text on it.
+  const double baseline_offset = 0.36 * layout.label_style.size;
+  for (size_t i = 0; i < bars.size(); ++i) {
+    const HorizontalBar& bar = bars[i];
+    const double top = layout.plot_top + layout.row_height * static_cast<double>(i) +
+                       (layout.row_height - layout.bar_height) / 2;
+    const double baseline = top + layout.bar_height / 2 + baseline_offset;
+    canvas.Text({layout.plot_left - 6, baseline}, bar.label, label_style);
+    if (!(bar.full_scale > 0) || !std::isfinite(bar.full_scale)) {
+      canvas.Text({layout.plot_left + 4, baseline}, bar.empty_note, note_style);
+      continue;
+    }
+    double x = layout.plot_left;
+    for (const BarSegment& segment : bar.segments) {
+      const double share = std::isfinite(segment.value) ? segment.value / bar.full_scale : 0.0;
+      const double width = std::clamp(layout.plot_width * share, 0.0, bar_right - x);
+      canvas.Rect({x, top}, width, layout.bar_height, PlotShapeStyle{segment.color, std::nullopt}, segment.tooltip);
+      x += width;
+    }
+  }
+}
+
+namespace {
+constexpr double kLegendEntryWidth = 150, kLegendRowHeight = 16, kLegendSwatch = 10;
+
+size_t LegendEntriesPerRow(double width) {
+  return std::max<size_t>(1, std::isfinite(width) && width > 0 ? static_cast<size_t>(width / kLegendEntryWidth) : 1);
+}
+}  // namespace
+
+double SwatchLegendHeight(size_t entries, double width) {
+  const size_t per_row = LegendEntriesPerRow(width);
+  return static_cast<double>((entries + per_row - 1) / per_row) * kLegendRowHeight;
+}
+
+void DrawSwatchLegend(PlotCanvas& canvas, std::span<const SwatchLegendEntry> entries, PlotPoint top_left,
+                      double width, const PlotTextStyle& text_style) {
+  const size_t per_row = LegendEntriesPerRow(width);
+  PlotTextStyle label_style = text_style;
+  label_style.anchor = TextAnchor::kStart;
+  canvas.BeginGroup("legend");
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const double x = top_left.x + static_cast<double>(i % per_row) * kLegendEntryWidth;
+    const double y = top_left.y + static_cast<double>(i / per_row) * kLegendRowHeight;
+    const SwatchLegendEntry& entry = entries[i];
+    const PlotShapeStyle swatch{entry.hollow ? PlotColor{0xff, 0xff, 0xff} : entry.color, PlotStroke{entry.color, 1}};
+    canvas.Rect({x, y}, kLegendSwatch, kLegendSwatch, swatch, "");
+    canvas.Text({x + kLegendSwatch + 4, y + kLegendSwatch - 1}, entry.label, label_style);
+  }
+  canvas.EndGroup();
 }
 
 }  // namespace rankscope::report

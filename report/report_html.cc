@@ -1,5 +1,6 @@
-// The report as one self-contained HTML page: inline style, inline SVG charts, no scripts
-// and nothing fetched from elsewhere, so it can be attached to a ticket or opened offline.
+// The report as one self-contained HTML page: inline style, inline SVG charts (drawn through
+// plot_canvas.h, like the scaling charts), no scripts and nothing fetched from elsewhere, so
+// it can be attached to a ticket or opened offline.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -8,8 +9,10 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
+#include "report/plot_canvas.h"
 #include "report/report_format.h"
 #include "report/report_writers.h"
 
@@ -30,79 +33,46 @@ using format::HtmlEscape;
 constexpr size_t kTopActivities = 10;
 constexpr double kChartWidth = 760;  // SVG user units; the page scales it down if narrower
 
-// Coordinates with one decimal: enough for the eye, short to write.
-std::string Px(double value) { return fmt::format("{:.1f}", std::isfinite(value) ? value : 0.0); }
+// The report's palette.
+constexpr PlotColor kTextColor{0x1f, 0x23, 0x28};
+constexpr PlotColor kAxisColor{0x57, 0x60, 0x6a};
+constexpr PlotColor kGridColor{0xea, 0xee, 0xf2};
+constexpr PlotColor kWhite{0xff, 0xff, 0xff};
+constexpr PlotStroke kAxisStroke{kAxisColor, 1};
+constexpr double kFontSize = 11;
+constexpr double kAxisTitleSize = 12;
+
+PlotTextStyle TextStyle(TextAnchor anchor = TextAnchor::kStart, double size = kFontSize, bool bold = false) {
+  PlotTextStyle style;
+  style.color = kTextColor;
+  style.size = size;
+  style.bold = bold;
+  style.anchor = anchor;
+  return style;
+}
+
+// An axis title set above the labels it names ("rank, device").
+PlotTextStyle AxisTitleStyle() { return TextStyle(TextAnchor::kEnd, kAxisTitleSize, true); }
 
 void AppendTable(const Table& table, std::string& out, bool name_first_column = false) {
   out += TableToHtml(table, name_first_column);
 }
 
-std::string OpenSvg(double width, double height, std::string_view label) {
-  return fmt::format(
-      "<svg viewBox=\"0 0 {0} {1}\" width=\"{0}\" height=\"{1}\" role=\"img\" aria-label=\"{2}\">\n", Px(width),
-      Px(height), format::HtmlEscape(label));
-}
-
-std::string SvgText(double x, double y, std::string_view text, std::string_view anchor = "start",
-                    std::string_view extra = "") {
-  return fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"{}\"{}>{}</text>\n", Px(x), Px(y), anchor, extra,
-                     format::HtmlEscape(text));
-}
-
-// A y-axis title, rotated to run along the axis.
-std::string SvgVerticalTitle(double x, double y, std::string_view text) {
-  return fmt::format(
-      "<text x=\"{0}\" y=\"{1}\" text-anchor=\"middle\" transform=\"rotate(-90 {0} {1})\">{2}</text>\n", Px(x),
-      Px(y), format::HtmlEscape(text));
-}
-
-std::string SvgLine(double x1, double y1, double x2, double y2, std::string_view stroke = "#57606a") {
-  return fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"{}\"/>\n", Px(x1), Px(y1), Px(x2),
-                     Px(y2), stroke);
-}
-
-// A rectangle with a hover tooltip.
-std::string SvgRect(double x, double y, double width, double height, std::string_view fill,
-                    std::string_view tooltip, std::string_view extra = "") {
-  return fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\"{}><title>{}</title></rect>\n",
-                     Px(x), Px(y), Px(std::max(0.0, width)), Px(std::max(0.0, height)), fill, extra,
-                     format::HtmlEscape(tooltip));
-}
-
-
 // Series colours: a qualitative palette while it lasts, then evenly spaced hues.
-std::string SeriesColor(size_t index, size_t count) {
-  static constexpr std::array<std::string_view, 10> kPalette = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2",
-                                                                "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
-                                                                "#9c755f", "#bab0ac"};
-  if (count <= kPalette.size()) return std::string(kPalette[index]);
+PlotColor SeriesColor(size_t index, size_t count) {
+  static constexpr std::array<PlotColor, 10> kPalette = {{{0x4e, 0x79, 0xa7},
+                                                          {0xf2, 0x8e, 0x2b},
+                                                          {0xe1, 0x57, 0x59},
+                                                          {0x76, 0xb7, 0xb2},
+                                                          {0x59, 0xa1, 0x4f},
+                                                          {0xed, 0xc9, 0x48},
+                                                          {0xb0, 0x7a, 0xa1},
+                                                          {0xff, 0x9d, 0xa7},
+                                                          {0x9c, 0x75, 0x5f},
+                                                          {0xba, 0xb0, 0xac}}};
+  if (count <= kPalette.size()) return kPalette[index];
   // 300 of the 360 degrees, so that the last series does not come back to the first's red.
-  const double hue = 300.0 * static_cast<double>(index) / static_cast<double>(count);
-  return fmt::format("hsl({:.0f},65%,45%)", hue);
-}
-
-// Legend entries laid out in rows across the chart width; returns the height used.
-struct LegendEntry {
-  std::string label;
-  std::string color;
-  bool hollow = false;
-};
-
-double AppendLegend(const std::vector<LegendEntry>& entries, double left, double top, double width,
-                    std::string& out) {
-  constexpr double kEntryWidth = 150, kRowHeight = 16, kSwatch = 10;
-  const size_t per_row = std::max<size_t>(1, static_cast<size_t>(width / kEntryWidth));
-  for (size_t i = 0; i < entries.size(); ++i) {
-    const double x = left + static_cast<double>(i % per_row) * kEntryWidth;
-    const double y = top + static_cast<double>(i / per_row) * kRowHeight;
-    const LegendEntry& entry = entries[i];
-    const std::string fill = entry.hollow ? "#ffffff" : entry.color;
-    out += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\" stroke=\"{}\"/>\n", Px(x),
-                       Px(y), Px(kSwatch), Px(kSwatch), fill, entry.color);
-    out += SvgText(x + kSwatch + 4, y + kSwatch - 1, entry.label);
-  }
-  const size_t rows = (entries.size() + per_row - 1) / per_row;
-  return static_cast<double>(rows) * kRowHeight;
+  return PlotColorFromHsl(300.0 * static_cast<double>(index) / static_cast<double>(count), 0.65, 0.45);
 }
 
 // Chart 1: each device's trace window split into compute only / overlapped / comm only /
@@ -115,64 +85,70 @@ void AppendBreakdownChart(const Report& report, std::string& out) {
   }
   struct Segment {
     const char* label;
-    const char* color;
+    PlotColor color;
     int64_t Breakdown::*field;
   };
   static constexpr std::array<Segment, 5> kSegments = {{
-      {"compute only", "#4e79a7", &Breakdown::compute_only_ns},
-      {"overlapped", "#59a14f", &Breakdown::overlap_ns},
-      {"comm only", "#e15759", &Breakdown::comm_only_ns},
-      {"memory only", "#edc948", &Breakdown::memory_only_ns},
-      {"idle", "#d0d7de", &Breakdown::idle_ns},
+      {"compute only", {0x4e, 0x79, 0xa7}, &Breakdown::compute_only_ns},
+      {"overlapped", {0x59, 0xa1, 0x4f}, &Breakdown::overlap_ns},
+      {"comm only", {0xe1, 0x57, 0x59}, &Breakdown::comm_only_ns},
+      {"memory only", {0xed, 0xc9, 0x48}, &Breakdown::memory_only_ns},
+      {"idle", {0xd0, 0xd7, 0xde}, &Breakdown::idle_ns},
   }};
-  const size_t bars = report.ranks.size();
-  const double row = bars <= 16 ? 22 : bars <= 32 ? 14 : 10;
-  const double bar = row - 4;
+  const size_t bar_count = report.ranks.size();
+  const double row = bar_count <= 16 ? 22 : bar_count <= 32 ? 14 : 10;
   constexpr double kLeft = 120, kTop = 24, kRight = 20;
   const double plot_width = kChartWidth - kLeft - kRight;
-  const double plot_height = row * static_cast<double>(bars);
-  const double axis_y = kTop + plot_height;
+  const double axis_y = kTop + row * static_cast<double>(bar_count);
   const double legend_top = axis_y + 44;
-  std::string body;
-  for (size_t i = 0; i < bars; ++i) {
-    const DeviceReport& device = report.ranks[i];
-    const std::string label = DeviceLabel(device.rank, device.device);
-    const double y = kTop + row * static_cast<double>(i) + (row - bar) / 2;
-    body += SvgText(kLeft - 6, y + bar / 2 + 4, label, "end", bars > 32 ? " style=\"font-size:8px\"" : "");
-    const double window = static_cast<double>(device.totals.window_ns);
-    if (!(window > 0)) {
-      body += SvgText(kLeft + 4, y + bar / 2 + 4, "no activity");
-      continue;
-    }
-    double x = kLeft;
+
+  std::vector<HorizontalBar> bars;
+  for (const DeviceReport& device : report.ranks) {
+    HorizontalBar bar;
+    bar.label = DeviceLabel(device.rank, device.device);
+    bar.full_scale = static_cast<double>(device.totals.window_ns);
+    bar.empty_note = "no activity";
     for (const Segment& segment : kSegments) {
       const double ns = static_cast<double>(device.totals.*segment.field);
-      const double width = std::clamp(plot_width * ns / window, 0.0, kLeft + plot_width - x);
-      const std::string tooltip = fmt::format("{}: {} {} ({})", label, segment.label,
-                                              format::FormatPercent(100.0 * ns / window), format::FormatDuration(ns));
-      body += SvgRect(x, y, width, bar, segment.color, tooltip);
-      x += width;
+      bar.segments.push_back({ns, segment.color,
+                              fmt::format("{}: {} {} ({})", bar.label, segment.label,
+                                          FormatPercent(100.0 * ns / bar.full_scale), FormatDuration(ns))});
     }
+    bars.push_back(std::move(bar));
   }
+  std::vector<SwatchLegendEntry> legend;
+  for (const Segment& segment : kSegments) legend.push_back({segment.label, segment.color});
+
+  SvgCanvas canvas(kChartWidth, legend_top + SwatchLegendHeight(legend.size(), plot_width) + 6,
+                   "time breakdown per rank and device");
+  canvas.BeginGroup("bars");
+  DrawHorizontalStackedBars(canvas, bars,
+                            {.plot_left = kLeft,
+                             .plot_top = kTop,
+                             .plot_width = plot_width,
+                             .row_height = row,
+                             .bar_height = row - 4,
+                             .label_style = TextStyle(TextAnchor::kEnd, bar_count > 32 ? 8 : kFontSize)});
+  canvas.EndGroup();
   // The x axis: share of the window.
-  body += SvgLine(kLeft, axis_y, kLeft + plot_width, axis_y);
+  canvas.BeginGroup("axes");
+  canvas.Line({kLeft, axis_y}, {kLeft + plot_width, axis_y}, kAxisStroke);
   for (int percent = 0; percent <= 100; percent += 25) {
     const double x = kLeft + plot_width * percent / 100.0;
-    body += SvgLine(x, axis_y, x, axis_y + 4);
-    body += SvgText(x, axis_y + 16, fmt::format("{}%", percent), "middle");
+    canvas.Line({x, axis_y}, {x, axis_y + 4}, kAxisStroke);
+    canvas.Text({x, axis_y + 16}, fmt::format("{}%", percent), TextStyle(TextAnchor::kMiddle));
   }
-  body += SvgText(kLeft + plot_width / 2, axis_y + 32, "share of the device's trace window (%)", "middle");
+  canvas.Text({kLeft + plot_width / 2, axis_y + 32}, "share of the device's trace window (%)",
+              TextStyle(TextAnchor::kMiddle));
   // The y axis title sits above the row labels: a chart of one bar is too short for it.
-  body += SvgText(kLeft - 6, kTop - 8, "rank, device", "end", " class=\"title\"");
-  std::vector<LegendEntry> legend;
-  for (const Segment& segment : kSegments) legend.push_back({segment.label, segment.color});
-  const double legend_height = AppendLegend(legend, kLeft, legend_top, plot_width, body);
+  canvas.Text({kLeft - 6, kTop - 8}, "rank, device", AxisTitleStyle());
+  canvas.EndGroup();
+  DrawSwatchLegend(canvas, legend, {kLeft, legend_top}, plot_width, TextStyle());
+
   out +=
       "<p class=\"caption\">Whole-trace totals per device: the five parts partition the window from the "
       "first to the last device activity.</p>\n";
-  out += OpenSvg(kChartWidth, legend_top + legend_height + 6, "time breakdown per rank and device");
-  out += body;
-  out += "</svg>\n";
+  out += canvas.Finish();
 }
 
 // Chart 2: step time of every step, one series per device; warm-up steps hollow.
@@ -206,24 +182,35 @@ void AppendStepTimeChart(const Report& report, std::string& out) {
   auto x_of = [&](double number) { return kLeft + plot_width * (number - x_min) / (x_max - x_min); };
   auto y_of = [&](double ms) { return axis_y - kPlotHeight * ms / y_max; };
 
-  std::string body;
-  // Axes, grid and ticks.
-  for (double tick = 0; tick <= y_max + y_step / 2; tick += y_step) {
-    body += SvgLine(kLeft, y_of(tick), kLeft + plot_width, y_of(tick), "#eaeef2");
-    body += SvgText(kLeft - 6, y_of(tick) + 4, fmt::format("{:g}", tick), "end");
+  const size_t series = report.ranks.size();
+  std::vector<SwatchLegendEntry> legend;
+  for (size_t i = 0; i < series; ++i) {
+    legend.push_back({DeviceLabel(report.ranks[i].rank, report.ranks[i].device), SeriesColor(i, series)});
   }
-  body += SvgLine(kLeft, kTop, kLeft, axis_y);
-  body += SvgLine(kLeft, axis_y, kLeft + plot_width, axis_y);
+  legend.push_back({"warm-up / not aggregated", kAxisColor, /*hollow=*/true});
+  const double legend_top = axis_y + 44;
+  SvgCanvas canvas(kChartWidth, legend_top + SwatchLegendHeight(legend.size(), plot_width) + 6,
+                   "step time per step and rank");
+
+  // Axes, grid and ticks.
+  canvas.BeginGroup("axes");
+  for (double tick = 0; tick <= y_max + y_step / 2; tick += y_step) {
+    canvas.Line({kLeft, y_of(tick)}, {kLeft + plot_width, y_of(tick)}, PlotStroke{kGridColor, 1});
+    canvas.Text({kLeft - 6, y_of(tick) + 4}, fmt::format("{:g}", tick), TextStyle(TextAnchor::kEnd));
+  }
+  canvas.Line({kLeft, kTop}, {kLeft, axis_y}, kAxisStroke);
+  canvas.Line({kLeft, axis_y}, {kLeft + plot_width, axis_y}, kAxisStroke);
   const double x_step = std::max(1.0, std::ceil(NiceStep(x_max - x_min, 10)));
   for (double tick = std::ceil(x_min / x_step) * x_step; tick <= x_max; tick += x_step) {
-    body += SvgLine(x_of(tick), axis_y, x_of(tick), axis_y + 4);
-    body += SvgText(x_of(tick), axis_y + 16, fmt::format("{:.0f}", tick), "middle");
+    canvas.Line({x_of(tick), axis_y}, {x_of(tick), axis_y + 4}, kAxisStroke);
+    canvas.Text({x_of(tick), axis_y + 16}, fmt::format("{:.0f}", tick), TextStyle(TextAnchor::kMiddle));
   }
-  body += SvgText(kLeft + plot_width / 2, axis_y + 32, "step number", "middle");
-  body += SvgVerticalTitle(16, kTop + kPlotHeight / 2, "step time (ms)");
+  canvas.Text({kLeft + plot_width / 2, axis_y + 32}, "step number", TextStyle(TextAnchor::kMiddle));
+  PlotTextStyle vertical = TextStyle(TextAnchor::kMiddle);
+  vertical.vertical = true;
+  canvas.Text({16, kTop + kPlotHeight / 2}, "step time (ms)", vertical);
+  canvas.EndGroup();
 
-  std::vector<LegendEntry> legend;
-  const size_t series = report.ranks.size();
   const double radius = series > 16 ? 2 : 3;
   // A point (with its tooltip) per step and device while the page stays small; beyond
   // that, lines only, each with one tooltip.
@@ -231,50 +218,41 @@ void AppendStepTimeChart(const Report& report, std::string& out) {
   size_t points_total = 0;
   for (const DeviceReport& device : report.ranks) points_total += device.steps.size();
   const bool draw_points = points_total <= kMaxPoints;
+  canvas.BeginGroup("series");
   for (size_t i = 0; i < series; ++i) {
     const DeviceReport& device = report.ranks[i];
-    const std::string color = SeriesColor(i, series);
-    const std::string label = DeviceLabel(device.rank, device.device);
-    legend.push_back({label, color});
+    const PlotColor color = legend[i].color;
+    const std::string& label = legend[i].label;
     if (device.steps.empty()) continue;
     if (device.steps.size() > 1) {
-      std::string points;
+      std::vector<PlotPoint> line;
       for (const StepMetrics& step : device.steps) {
-        points += fmt::format("{},{} ", Px(x_of(static_cast<double>(step.number))),
-                              Px(y_of(static_cast<double>(step.breakdown.window_ns) / 1e6)));
+        line.push_back({x_of(static_cast<double>(step.number)), y_of(static_cast<double>(step.breakdown.window_ns) / 1e6)});
       }
-      body += fmt::format(
-          "<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"1.2\"><title>{}</title>"
-          "</polyline>\n",
-          points, color, format::HtmlEscape(label));
+      canvas.Polyline(line, PlotStroke{color, 1.2}, label);
     }
     if (!draw_points && device.steps.size() > 1) continue;
     for (const StepMetrics& step : device.steps) {
-      const double ms = static_cast<double>(step.breakdown.window_ns) / 1e6;
-      const std::string tooltip = fmt::format("{}, step {}: {}{}", label, step.number,
-                                              format::FormatDuration(static_cast<double>(step.breakdown.window_ns)),
+      const double ns = static_cast<double>(step.breakdown.window_ns);
+      const std::string tooltip = fmt::format("{}, step {}: {}{}", label, step.number, FormatDuration(ns),
                                               step.aggregated ? "" : " (not aggregated)");
-      body += fmt::format(
-          "<circle cx=\"{}\" cy=\"{}\" r=\"{}\" fill=\"{}\" stroke=\"{}\"><title>{}</title></circle>\n",
-          Px(x_of(static_cast<double>(step.number))), Px(y_of(ms)), Px(radius),
-          step.aggregated ? color : std::string("#ffffff"), color, format::HtmlEscape(tooltip));
+      canvas.Circle({x_of(static_cast<double>(step.number)), y_of(ns / 1e6)}, radius,
+                    PlotShapeStyle{step.aggregated ? color : kWhite, PlotStroke{color, 1}}, tooltip);
     }
   }
-  legend.push_back({"warm-up / not aggregated", "#57606a", true});
-  const double legend_top = axis_y + 44;
-  const double legend_height = AppendLegend(legend, kLeft, legend_top, plot_width, body);
+  canvas.EndGroup();
+  DrawSwatchLegend(canvas, legend, {kLeft, legend_top}, plot_width, TextStyle());
+
   out +=
       "<p class=\"caption\">Step time (end - start of each step range) per rank and device; hollow points "
       "are steps left out of the aggregates.";
   if (!draw_points) out += fmt::format(" With more than {} steps in all, only the lines are drawn.", kMaxPoints);
   out += "</p>\n";
-  out += OpenSvg(kChartWidth, legend_top + legend_height + 6, "step time per step and rank");
-  out += body;
-  out += "</svg>\n";
+  out += canvas.Finish();
 }
 
 // The wait colour scale: pale yellow (no wait) through orange to dark red (most wait).
-std::string WaitColor(double fraction) {
+PlotColor WaitColor(double fraction) {
   struct Rgb {
     double r, g, b;
   };
@@ -284,8 +262,8 @@ std::string WaitColor(double fraction) {
   const double local = (t - 0.5 * static_cast<double>(low)) / 0.5;
   const Rgb& a = kStops[low];
   const Rgb& b = kStops[low + 1];
-  auto mix = [&](double x, double y) { return static_cast<int>(std::lround(x + (y - x) * local)); };
-  return fmt::format("#{:02x}{:02x}{:02x}", mix(a.r, b.r), mix(a.g, b.g), mix(a.b, b.b));
+  auto mix = [&](double x, double y) { return static_cast<uint8_t>(std::lround(x + (y - x) * local)); };
+  return {mix(a.r, b.r), mix(a.g, b.g), mix(a.b, b.b)};
 }
 
 std::string NoHeatmapReason(const Report& report) {
@@ -301,7 +279,7 @@ void AppendWaitHeatmap(const Report& report, std::string& out) {
   out += "<h2>Collective wait per rank and step</h2>\n";
   const CrossRank& cross_rank = report.cross_rank;
   if (cross_rank.steps.empty() || cross_rank.ranks.empty()) {
-    out += "<p>No cross-rank steps to show: " + format::HtmlEscape(NoHeatmapReason(report)) +
+    out += "<p>No cross-rank steps to show: " + HtmlEscape(NoHeatmapReason(report)) +
            ", so there is no wait heatmap.</p>\n";
     return;
   }
@@ -313,6 +291,8 @@ void AppendWaitHeatmap(const Report& report, std::string& out) {
   const double cell_height = std::clamp(480.0 / static_cast<double>(rows), 6.0, 24.0);
   const double plot_width = cell_width * static_cast<double>(columns);
   const double plot_height = cell_height * static_cast<double>(rows);
+  const double axis_y = kTop + plot_height;
+  const double legend_y = axis_y + 46;
   int64_t max_wait = 0;
   for (const StepWait& step : cross_rank.steps) {
     for (const int64_t wait : step.wait_ns) max_wait = std::max(max_wait, wait);
@@ -320,8 +300,9 @@ void AppendWaitHeatmap(const Report& report, std::string& out) {
   auto fraction = [&](int64_t wait) {
     return max_wait > 0 ? static_cast<double>(wait) / static_cast<double>(max_wait) : 0.0;
   };
+  SvgCanvas canvas(kChartWidth, legend_y + 32, "collective wait per rank and step");
 
-  std::string body;
+  canvas.BeginGroup("cells");
   for (size_t column = 0; column < columns; ++column) {
     const StepWait& step = cross_rank.steps[column];
     const double x = kLeft + cell_width * static_cast<double>(column);
@@ -332,52 +313,50 @@ void AppendWaitHeatmap(const Report& report, std::string& out) {
       const int64_t wait = known ? step.wait_ns[row] : 0;
       const bool caused_most = step.last_rank && *step.last_rank == rank;
       std::string tooltip = known ? fmt::format("rank {}, step {}: waited {}", rank, step.step,
-                                                format::FormatDuration(static_cast<double>(wait)))
+                                                FormatDuration(static_cast<double>(wait)))
                                   : fmt::format("rank {}, step {}: no data", rank, step.step);
       if (caused_most) tooltip += "; the others waited most for this rank";
-      const std::string outline = caused_most ? " stroke=\"#1f2328\" stroke-width=\"1\"" : "";
-      body +=
-          SvgRect(x, y, cell_width, cell_height, known ? WaitColor(fraction(wait)) : "#eaeef2", tooltip, outline);
+      PlotShapeStyle style{known ? WaitColor(fraction(wait)) : kGridColor, std::nullopt};
+      if (caused_most) style.stroke = PlotStroke{kTextColor, 1};
+      canvas.Rect({x, y}, cell_width, cell_height, style, tooltip);
     }
   }
+  canvas.EndGroup();
+
   // Labels: every row and column while they fit, else every k-th.
+  canvas.BeginGroup("axes");
   const size_t row_every = static_cast<size_t>(std::ceil(11.0 / cell_height));
   for (size_t row = 0; row < rows; row += row_every) {
-    body += SvgText(kLeft - 6, kTop + cell_height * (static_cast<double>(row) + 0.5) + 4,
-                    fmt::format("rank {}", cross_rank.ranks[row]), "end");
+    canvas.Text({kLeft - 6, kTop + cell_height * (static_cast<double>(row) + 0.5) + 4},
+                fmt::format("rank {}", cross_rank.ranks[row]), TextStyle(TextAnchor::kEnd));
   }
-  const double axis_y = kTop + plot_height;
   const size_t column_every = static_cast<size_t>(std::ceil(28.0 / cell_width));
   for (size_t column = 0; column < columns; column += column_every) {
-    body += SvgText(kLeft + cell_width * (static_cast<double>(column) + 0.5), axis_y + 14,
-                    std::to_string(cross_rank.steps[column].step), "middle");
+    canvas.Text({kLeft + cell_width * (static_cast<double>(column) + 0.5), axis_y + 14},
+                std::to_string(cross_rank.steps[column].step), TextStyle(TextAnchor::kMiddle));
   }
-  body += SvgText(kLeft + plot_width / 2, axis_y + 30, "step", "middle");
-  body += SvgText(kLeft - 6, kTop - 8, "rank", "end", " class=\"title\"");
+  canvas.Text({kLeft + plot_width / 2, axis_y + 30}, "step", TextStyle(TextAnchor::kMiddle));
+  canvas.Text({kLeft - 6, kTop - 8}, "rank", AxisTitleStyle());
+  canvas.EndGroup();
 
   // The colour-scale legend: a gradient from no wait to the largest wait.
-  const double legend_y = axis_y + 46;
   constexpr double kScaleWidth = 200, kScaleHeight = 10;
-  body += "<defs><linearGradient id=\"rankscope-wait-scale\" x1=\"0\" x2=\"1\" y1=\"0\" y2=\"0\">";
-  for (const double stop : {0.0, 0.25, 0.5, 0.75, 1.0}) {
-    body += fmt::format("<stop offset=\"{}\" stop-color=\"{}\"/>", stop, WaitColor(stop));
-  }
-  body += "</linearGradient></defs>\n";
-  body += SvgText(kLeft, legend_y + 9, "wait:");
+  std::vector<PlotColor> scale;
+  for (const double stop : {0.0, 0.25, 0.5, 0.75, 1.0}) scale.push_back(WaitColor(stop));
+  const std::string max_text = FormatDuration(static_cast<double>(max_wait));
   const double scale_x = kLeft + 40;
-  body += SvgRect(scale_x, legend_y, kScaleWidth, kScaleHeight, "url(#rankscope-wait-scale)",
-                  fmt::format("wait per rank and step, 0 to {}", format::FormatDuration(static_cast<double>(max_wait))),
-                  " stroke=\"#57606a\"");
-  body += SvgText(scale_x, legend_y + 24, "0", "middle");
-  body += SvgText(scale_x + kScaleWidth, legend_y + 24, format::FormatDuration(static_cast<double>(max_wait)), "middle");
-  body += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"10\" height=\"10\" fill=\"#ffffff\" stroke=\"#1f2328\"/>\n",
-                      Px(scale_x + kScaleWidth + 50), Px(legend_y));
-  body += SvgText(scale_x + kScaleWidth + 64, legend_y + 9, "outlined: the rank the others waited for");
+  canvas.BeginGroup("legend");
+  canvas.Text({kLeft, legend_y + 9}, "wait:", TextStyle());
+  canvas.GradientRect({scale_x, legend_y}, kScaleWidth, kScaleHeight, scale, kAxisStroke,
+                      fmt::format("wait per rank and step, 0 to {}", max_text));
+  canvas.Text({scale_x, legend_y + 24}, "0", TextStyle(TextAnchor::kMiddle));
+  canvas.Text({scale_x + kScaleWidth, legend_y + 24}, max_text, TextStyle(TextAnchor::kMiddle));
+  canvas.Rect({scale_x + kScaleWidth + 50, legend_y}, 10, 10, PlotShapeStyle{kWhite, PlotStroke{kTextColor, 1}}, "");
+  canvas.Text({scale_x + kScaleWidth + 64, legend_y + 9}, "outlined: the rank the others waited for", TextStyle());
+  canvas.EndGroup();
 
   out += "<p class=\"caption\">Time each rank waited at collectives for the last rank to arrive, per step.</p>\n";
-  out += OpenSvg(kChartWidth, legend_y + 32, "collective wait per rank and step");
-  out += body;
-  out += "</svg>\n";
+  out += canvas.Finish();
 }
 
 }  // namespace

@@ -74,15 +74,6 @@ PlotTextStyle TextStyle(TextAnchor anchor = TextAnchor::kStart, double size = kF
   return style;
 }
 
-// Layout has to be decided before drawing and the same for SVG and PNG, so text widths are
-// estimated rather than measured: DejaVu Sans averages about 0.6 em a character.
-double EstimatedTextWidth(std::string_view text, double size, bool bold = false) {
-  const auto characters = std::count_if(text.begin(), text.end(), [](char c) {
-    return (static_cast<unsigned char>(c) & 0xc0) != 0x80;  // UTF-8 lead bytes only
-  });
-  return static_cast<double>(characters) * size * (bold ? 0.66 : 0.6);
-}
-
 // `text` cut to `max_characters` characters, the last three of them "...", never inside a
 // UTF-8 sequence.
 std::string Shortened(std::string_view text, size_t max_characters) {
@@ -101,8 +92,6 @@ std::optional<double> Plottable(std::optional<double> value) {
   return value;
 }
 
-std::string FormatPercentValue(double percent) { return fmt::format("{:.1f}%", percent); }
-
 // About three significant digits, short enough to sit over a marker.
 std::string FormatCompact(double value) {
   const double magnitude = std::fabs(value);
@@ -114,7 +103,6 @@ std::string FormatCompact(double value) {
 }
 
 std::string FormatMilliseconds(double ms) { return FormatCompact(ms) + " ms"; }
-
 
 // A 1-pixel line on a pixel boundary is smeared over two pixels; half a pixel off is sharp.
 double Crisp(double coordinate) { return std::floor(coordinate) + 0.5; }
@@ -140,14 +128,14 @@ Panel EfficiencyPanel(const std::vector<ScalingPoint>& points, const std::vector
   panel.role = "efficiency";
   panel.title = "Scaling efficiency";
   panel.y_title = "efficiency (%)";
-  panel.format_value = FormatPercentValue;
+  panel.format_value = format::FormatPercent;
   panel.ideal_level = 100;
   for (const ScalingPoint& point : points) {
     if (const auto efficiency = Plottable(point.efficiency)) {
       const double percent = 100 * *efficiency;
       panel.measured.push_back(
           {point.world_size, percent,
-           fmt::format("{}: {} ({})", RanksText(point.world_size), FormatPercentValue(percent), point.run)});
+           fmt::format("{}: {} ({})", RanksText(point.world_size), format::FormatPercent(percent), point.run)});
     }
   }
   for (const ProjectedPoint& point : projected) {
@@ -155,7 +143,7 @@ Panel EfficiencyPanel(const std::vector<ScalingPoint>& points, const std::vector
       const double percent = 100 * *efficiency;
       panel.projected.push_back(
           {point.world_size, percent,
-           fmt::format("{}: {}, projected", RanksText(point.world_size), FormatPercentValue(percent))});
+           fmt::format("{}: {}, projected", RanksText(point.world_size), format::FormatPercent(percent))});
     }
   }
   return panel;
@@ -485,13 +473,13 @@ void DrawPanel(const Panel& panel, const std::set<int>& world_sizes, double pane
   if (panel.ideal_level) {
     canvas.Line(ideal_line[0], ideal_line[1], kIdealStroke);
   } else {
-    canvas.Polyline(ideal_line, kIdealStroke);
+    canvas.Polyline(ideal_line, kIdealStroke, "");
   }
   canvas.EndGroup();
 
   if (!projected.empty()) {
     canvas.BeginGroup(panel.role + "-projected");
-    canvas.Polyline(projected_line, kProjectedStroke);
+    canvas.Polyline(projected_line, kProjectedStroke, "");
     for (const PlacedValue& value : projected_placed) {
       canvas.Circle(value.marker, kMarkerRadius, kProjectedMarker, value.tooltip);
     }
@@ -500,7 +488,7 @@ void DrawPanel(const Panel& panel, const std::set<int>& world_sizes, double pane
   }
 
   canvas.BeginGroup(panel.role + "-measured");
-  canvas.Polyline(measured_line, kMeasuredStroke);
+  canvas.Polyline(measured_line, kMeasuredStroke, "");
   for (const PlacedValue& value : measured_placed) {
     canvas.Circle(value.marker, kMarkerRadius + 0.5, kMeasuredMarker, value.tooltip);
   }

@@ -32,7 +32,6 @@ p.note, p.caption { color: #57606a; font-size: 13px; }
 ul.warnings li { color: #9a6700; }
 svg { max-width: 100%; height: auto; display: block; margin: 8px 0; }
 svg text { font: 11px sans-serif; fill: #1f2328; }
-svg text.title { font-size: 12px; font-weight: 600; }
 )";
 
 }  // namespace

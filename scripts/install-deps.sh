@@ -19,8 +19,8 @@ packages=(
   libgloo-dev      # the trainer's CPU collectives
   libhiredis-dev   # Gloo's Redis rendezvous store (several nodes)
   redis-server     # a Redis for the multi-node rendezvous test
-  qt6-base-dev qt6-charts-dev qt6-svg-dev libqt6opengl6-dev  # the viewer (gui/); Qt Charts needs OpenGL's CMake files
-  libcairo2-dev      # the scaling report's PNG chart (analyzer/)
+  qt6-base-dev qt6-svg-dev  # the viewer (gui/); Qt SVG shows report/'s charts in the Scaling tab
+  libcairo2-dev      # the charts as PNG (report/plot_canvas.cc)
   fonts-dejavu-core  # a font for the viewer's offscreen screenshots and tests
   patchelf           # scripts/gpu/bundle.sh: bundled programs find their libraries by RPATH
 )

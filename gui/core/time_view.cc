@@ -7,6 +7,8 @@
 #include <cctype>
 #include <cstdlib>
 
+#include "base/format.h"
+
 namespace rankscope::gui {
 
 TimeView::TimeView(int64_t start_ns, int64_t end_ns, double width_px) {
@@ -107,41 +109,21 @@ std::vector<Tick> ComputeTicks(const TimeView& view, int64_t origin_ns, double m
 
 namespace {
 
-struct Unit {
-  int64_t ns;
-  const char* name;
-};
-constexpr Unit kUnits[] = {{1'000'000'000, "s"}, {1'000'000, "ms"}, {1'000, "µs"}, {1, "ns"}};
-
-const Unit& UnitFor(int64_t magnitude) {
-  for (const Unit& unit : kUnits) {
-    if (magnitude >= unit.ns) return unit;
+// The largest of format::kDurationUnits that `magnitude` reaches (ns below 1 ns).
+const format::DurationUnit& UnitFor(int64_t magnitude) {
+  const format::DurationUnit* chosen = &format::kDurationUnits[0];
+  for (const format::DurationUnit& unit : format::kDurationUnits) {
+    if (magnitude >= unit.ns) chosen = &unit;
   }
-  return kUnits[3];
+  return *chosen;
 }
 
 }  // namespace
 
-std::string FormatDuration(int64_t ns) {
-  if (ns == 0) return "0";
-  const int64_t magnitude = ns < 0 ? -ns : ns;
-  const Unit& unit = UnitFor(magnitude);
-  const double value = static_cast<double>(ns) / static_cast<double>(unit.ns);
-  const double abs_value = std::abs(value);
-  const int decimals = unit.ns == 1 ? 0 : abs_value >= 100 ? 0 : abs_value >= 10 ? 1 : 2;
-  std::string text = fmt::format("{:.{}f}", value, decimals);
-  // Trailing zeros say nothing: "1.50 ms" -> "1.5 ms".
-  if (text.find('.') != std::string::npos) {
-    while (text.back() == '0') text.pop_back();
-    if (text.back() == '.') text.pop_back();
-  }
-  return fmt::format("{} {}", text, unit.name);
-}
-
 std::string FormatTickLabel(int64_t offset_ns, int64_t step_ns) {
   if (offset_ns == 0) return "0";
   const int64_t magnitude = std::max(offset_ns < 0 ? -offset_ns : offset_ns, step_ns);
-  const Unit& unit = UnitFor(magnitude);
+  const format::DurationUnit& unit = UnitFor(magnitude);
   // Enough decimals that consecutive ticks differ: the step's digits below the unit.
   int decimals = 0;
   for (int64_t scale = unit.ns; scale > step_ns && decimals < 9; scale /= 10) ++decimals;
@@ -162,6 +144,7 @@ std::optional<int64_t> ParseTime(std::string text, std::string* error) {
     const char* text;
     double ns;
   };
+  // format::kDurationUnits' names, and "µs" for people who type it; "s" last, as the others end in it.
   static constexpr Suffix kSuffixes[] = {{"ns", 1}, {"us", 1e3}, {"µs", 1e3}, {"ms", 1e6}, {"s", 1e9}};
   double scale = 1e9;
   for (const Suffix& suffix : kSuffixes) {

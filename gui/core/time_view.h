@@ -68,12 +68,13 @@ struct Tick {
 std::vector<Tick> ComputeTicks(const TimeView& view, int64_t origin_ns, double min_spacing_px);
 int64_t TickStepNs(double ns_per_px, double min_spacing_px);
 
-// "0", "850 ns", "12.5 µs", "3.25 ms", "1.5 s": three significant digits at most.
-std::string FormatDuration(int64_t ns);
-// A tick label at a multiple of `step_ns`: as many decimals as the step needs.
+// A tick label at a multiple of `step_ns`: "0", "250 us", "1.5 ms", with as many decimals as
+// the step needs for consecutive ticks to differ (format::FormatDuration's fixed three digits
+// would write 1.0000 ms and 1.0002 ms alike). The unit names are format::kDurationUnits';
+// every other duration the viewer shows is format::FormatDuration's.
 std::string FormatTickLabel(int64_t offset_ns, int64_t step_ns);
 
-// "t0..t1" with units ns, us, µs, ms, s (a bare number is seconds), relative to the run's
+// "t0..t1" with units ns, us (or µs), ms, s (a bare number is seconds), relative to the run's
 // start: "120ms..180ms", "1.5..2". Errors name what is wrong.
 struct RelativeRange {
   int64_t start_ns = 0, end_ns = 0;

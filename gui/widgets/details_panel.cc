@@ -6,12 +6,10 @@
 
 #include "analyzer/run_events.h"
 #include "gui/core/queries.h"
-#include "gui/core/time_view.h"
+#include "gui/widgets/value_text.h"
 
 namespace rankscope::gui {
 namespace {
-
-QString Escaped(const std::string& text) { return QString::fromStdString(text).toHtmlEscaped(); }
 
 QString Row(const QString& label, const QString& value_html) {
   return QStringLiteral(
@@ -53,13 +51,13 @@ void DetailsPanel::setEvent(const TimelineModel* model, std::optional<EventRef> 
   const analyzer::EventSource source = model->SourceOf(e);
 
   QString html =
-      QStringLiteral("<h3 style='margin-bottom:4px'>%1</h3><table cellspacing='2'>").arg(Escaped(model->Name(e)));
-  html += Row(tr("start"), Escaped(FormatDuration(start - model->start_ns())) + tr(" after the run's start"));
-  html += Row(tr("duration"), Escaped(FormatDuration(end - start)));
-  html += Row(tr("rank"), Escaped(rank.Label()));
-  html += Row(tr("lane"), Escaped(track.label) + (e.row > 0 ? tr(" (depth %1)").arg(e.row) : QString()));
-  html += Row(tr("class"), QString::fromUtf8(analyzer::EventClassName(model->ClassOf(e))).toHtmlEscaped());
-  html += Row(tr("kind"), QString::fromUtf8(analyzer::EventSourceName(source)).toHtmlEscaped());
+      QStringLiteral("<h3 style='margin-bottom:4px'>%1</h3><table cellspacing='2'>").arg(HtmlText(model->Name(e)));
+  html += Row(tr("start"), DurationText(start - model->start_ns()) + tr(" after the run's start"));
+  html += Row(tr("duration"), DurationText(end - start));
+  html += Row(tr("rank"), HtmlText(rank.Label()));
+  html += Row(tr("lane"), HtmlText(track.label) + (e.row > 0 ? tr(" (depth %1)").arg(e.row) : QString()));
+  html += Row(tr("class"), HtmlText(analyzer::EventClassName(model->ClassOf(e))));
+  html += Row(tr("kind"), HtmlText(analyzer::EventSourceName(source)));
 
   if (const auto peer = CorrelatedEvent(*model, e)) {
     linked_ = peer;
@@ -67,7 +65,7 @@ void DetailsPanel::setEvent(const TimelineModel* model, std::optional<EventRef> 
     const QString link =
         QStringLiteral("<a href='event:%1'>%2</a> (%3)")
             .arg(peer->index)
-            .arg(Escaped(model->Name(*peer)), Escaped(FormatDuration(model->DisplayStart(*peer) - model->start_ns())));
+            .arg(HtmlText(model->Name(*peer)), DurationText(model->DisplayStart(*peer) - model->start_ns()));
     html += Row(this_is_call ? tr("launched") : tr("launched by"), link);
   }
 
@@ -77,14 +75,14 @@ void DetailsPanel::setEvent(const TimelineModel* model, std::optional<EventRef> 
     bool has_correlation = false;
     for (const auto& [label, value] : details->fields) {
       has_correlation |= label == "correlation id";
-      html += Row(QString::fromStdString(label), Escaped(value).replace(QLatin1Char('\n'), QLatin1String("<br>")));
+      html += Row(QString::fromStdString(label), HtmlText(value).replace(QLatin1Char('\n'), QLatin1String("<br>")));
     }
     if (details->correlation_id != 0 && !has_correlation) {
       html += Row(tr("correlation id"), QString::number(details->correlation_id));
     }
   } else {
     html += Row(tr("details"),
-                QStringLiteral("<span style='color:#a33'>%1</span>").arg(Escaped(details.status().message())));
+                QStringLiteral("<span style='color:#a33'>%1</span>").arg(HtmlText(details.status().message())));
   }
   html += QStringLiteral("</table>");
   browser_->setHtml(html);

@@ -30,10 +30,10 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 
 #include "analyzer/analyze.h"
 #include "interop/interop.h"
-#include "gui/core/time_view.h"
 #include "gui/widgets/details_panel.h"
 #include "gui/widgets/event_colors.h"
 #include "gui/widgets/overview_strip.h"
@@ -42,6 +42,7 @@
 #include "gui/widgets/scaling_panel.h"
 #include "gui/widgets/search_bar.h"
 #include "gui/widgets/timeline_view.h"
+#include "gui/widgets/value_text.h"
 
 namespace rankscope::gui {
 
@@ -320,9 +321,9 @@ void MainWindow::ConnectSignals() {
     if (const TimelineModel* model = currentModel()) {
       const int64_t offset = timeline_->view().start_ns() - model->start_ns();
       view_label_->setText(tr("view %1 from %2%3")
-                               .arg(QString::fromStdString(FormatDuration(timeline_->view().duration_ns())),
+                               .arg(DurationText(timeline_->view().duration_ns()),
                                     offset < 0 ? QStringLiteral("-") : QStringLiteral("+"),
-                                    QString::fromStdString(FormatDuration(offset < 0 ? -offset : offset))));
+                                    DurationText(offset < 0 ? -offset : offset)));
     }
   });
   connect(timeline_, &TimelineView::helpRequested, this, &MainWindow::ShowShortcuts);
@@ -609,10 +610,10 @@ void MainWindow::UpdateStatus() {
   }
   const Run& run = *runs_[current_];
   QString text = tr("%n rank(s)", "", static_cast<int>(run.model->ranks().size())) +
-                 tr(" · %L1 events · %2 MiB · loaded in %3 s")
+                 tr(" · %L1 events · %2 · loaded in %3")
                      .arg(run.model->events())
-                     .arg(run.model->MemoryBytes() / (1024.0 * 1024.0), 0, 'f', 1)
-                     .arg(run.load_seconds, 0, 'f', 2);
+                     .arg(BytesText(static_cast<double>(run.model->MemoryBytes())),
+                          DurationText(std::llround(run.load_seconds * 1e9)));
   if (run.analyzing) text += tr(" · analyzing…");
   if (!run.analysis_error.isEmpty()) text += tr(" · analysis failed");
   status_label_->setText(text);

@@ -10,10 +10,9 @@
 #include <algorithm>
 #include <map>
 
-#include "report/report_format.h"
 #include "gui/core/lod.h"
 #include "gui/core/queries.h"
-#include "gui/core/time_view.h"
+#include "gui/widgets/value_text.h"
 
 namespace rankscope::gui {
 namespace {
@@ -35,13 +34,10 @@ size_t EstimateEvents(const TimelineModel& model, int64_t t0, int64_t t1) {
   return events;
 }
 
-// Breakdown numbers are formatted as `rankscope analyze` formats them.
-std::string MetricDuration(int64_t ns) { return format::FormatDuration(static_cast<double>(ns)); }
-
+// Breakdown numbers are formatted as `rankscope analyze` formats them (value_text.h).
 QString DurationWithShare(int64_t ns, int64_t window) {
   const double pct = window > 0 ? 100.0 * static_cast<double>(ns) / static_cast<double>(window) : 0.0;
-  return QStringLiteral("%1 (%2)").arg(QString::fromStdString(MetricDuration(ns)),
-                                       QString::fromStdString(format::FormatPercent(pct)));
+  return QStringLiteral("%1 (%2)").arg(DurationText(ns), PercentText(pct));
 }
 
 QTableWidgetItem* Cell(const QString& text, bool numeric) {
@@ -84,7 +80,7 @@ QThreadPool* MeasurePool() {
 RangeStatsPanel::RangeStatsPanel(QWidget* parent)
     : QWidget(parent),
       title_(new QLabel(this)),
-      devices_(MakeTable({tr("Rank"), tr("Compute"), tr("Comm"), tr("Overlap"), tr("Idle"), tr("Util %")}, this)),
+      devices_(MakeTable({tr("Rank"), tr("Compute"), tr("Comm"), tr("Overlap"), tr("Idle"), tr("Util")}, this)),
       top_(MakeTable({tr("Name"), tr("Class"), tr("Count"), tr("Time")}, this)),
       watcher_(new QFutureWatcher<std::vector<analyzer::RangeDeviceStats>>(this)) {
   auto* layout = new QVBoxLayout(this);
@@ -142,9 +138,9 @@ void RangeStatsPanel::setRange(std::shared_ptr<const TimelineModel> model, int64
     return;
   }
   span_text_ = tr("Range %1 .. %2 after the run's start (%3)")
-                   .arg(QString::fromStdString(FormatDuration(t0 - model_->start_ns())),
-                        QString::fromStdString(FormatDuration(t1 - model_->start_ns())),
-                        QString::fromStdString(FormatDuration(t1 - t0)));
+                   .arg(DurationText(t0 - model_->start_ns()),
+                        DurationText(t1 - model_->start_ns()),
+                        DurationText(t1 - t0));
   if (EstimateEvents(*model_, t0, t1) <= kSyncEventLimit) {
     pending_ = false;
     Show(MeasureDisplayRange(*model_, t0, t1, kTopActivities));
@@ -172,15 +168,13 @@ void RangeStatsPanel::Show(std::vector<analyzer::RangeDeviceStats> stats) {
         s.device == analyzer::kCpuDevice ? tr("%1 · cpu").arg(s.rank) : tr("%1 · gpu %2").arg(s.rank).arg(s.device),
         false);
     device->setToolTip(tr("window %1, exposed comm %2, memory %3")
-                           .arg(QString::fromStdString(MetricDuration(b.window_ns)),
-                                QString::fromStdString(MetricDuration(b.exposed_comm_ns)),
-                                QString::fromStdString(MetricDuration(b.memory_ns))));
+                           .arg(DurationText(b.window_ns), DurationText(b.exposed_comm_ns), DurationText(b.memory_ns)));
     devices_->setItem(r, 0, device);
     devices_->setItem(r, 1, Cell(DurationWithShare(b.compute_ns, b.window_ns), true));
     devices_->setItem(r, 2, Cell(DurationWithShare(b.comm_ns, b.window_ns), true));
     devices_->setItem(r, 3, Cell(DurationWithShare(b.overlap_ns, b.window_ns), true));
     devices_->setItem(r, 4, Cell(DurationWithShare(b.idle_ns, b.window_ns), true));
-    devices_->setItem(r, 5, Cell(QString::number(b.utilization_pct, 'f', 1), true));
+    devices_->setItem(r, 5, Cell(PercentText(b.utilization_pct), true));
     for (const analyzer::ActivitySummary& a : s.top) {
       auto& entry = top[{a.name, static_cast<int>(a.activity_class)}];
       entry.first += a.count;
@@ -200,7 +194,7 @@ void RangeStatsPanel::Show(std::vector<analyzer::RangeDeviceStats> stats) {
         r, 1,
         Cell(QString::fromUtf8(analyzer::ActivityClassName(static_cast<analyzer::ActivityClass>(key.second))), false));
     top_->setItem(r, 2, Cell(QString::number(value.first), true));
-    top_->setItem(r, 3, Cell(QString::fromStdString(MetricDuration(value.second)), true));
+    top_->setItem(r, 3, Cell(DurationText(value.second), true));
   }
   emit statsReady(t0_, t1_);
 }

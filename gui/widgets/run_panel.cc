@@ -21,6 +21,7 @@
 #include "report/report_format.h"
 #include "report/report_writers.h"
 #include "gui/widgets/event_colors.h"
+#include "gui/widgets/value_text.h"
 
 namespace rankscope::gui {
 namespace {
@@ -123,7 +124,7 @@ void BreakdownBars::paintEvent(QPaintEvent*) {
     p.setPen(straggler ? QColor(0xc6, 0x28, 0x28) : QColor(0xa0, 0xa0, 0xa0));
     p.drawRect(bar.adjusted(0, 0, -1, -1));
     // Utilization on the bar's right end, where idle (light) usually is.
-    const QString util = QStringLiteral("%1% busy").arg(device.totals.utilization_pct, 0, 'f', 0);
+    const QString util = tr("%1 busy").arg(PercentText(device.totals.utilization_pct));
     p.setFont(font());
     p.setPen(QColor(0x30, 0x30, 0x30));
     p.drawText(bar.adjusted(0, 0, -4, 0), Qt::AlignVCenter | Qt::AlignRight, util);
@@ -157,12 +158,12 @@ bool BreakdownBars::event(QEvent* event) {
     }
     const analyzer::DeviceReport& device = report_->ranks[index];
     QString text = Str(report::DeviceLabel(device.rank, device.device)) +
-                   tr(" — whole trace, %1").arg(Str(format::FormatDuration(static_cast<double>(device.totals.window_ns))));
+                   tr(" — whole trace, %1").arg(DurationText(device.totals.window_ns));
     const int64_t window = std::max<int64_t>(device.totals.window_ns, 1);
     for (const Part& part : Parts(device.totals)) {
-      text += QStringLiteral("\n%1: %2 (%3%)")
-                  .arg(tr(part.name), Str(format::FormatDuration(static_cast<double>(part.ns))))
-                  .arg(100.0 * part.ns / window, 0, 'f', 1);
+      text += QStringLiteral("\n%1: %2 (%3)")
+                  .arg(tr(part.name), DurationText(part.ns),
+                       PercentText(100.0 * static_cast<double>(part.ns) / static_cast<double>(window)));
     }
     text += tr("\nclick: show this rank in the timeline");
     QToolTip::showText(help->globalPos(), text, this);
@@ -299,14 +300,14 @@ void RunPanel::Fill() {
   auto line_row = [&](const std::string& line, bool alert) {  // "label: value" lines
     const size_t colon = line.find(": ");
     if (line.empty() || colon == std::string::npos) return QString();
-    QString value = Str(line.substr(colon + 2)).toHtmlEscaped();
+    QString value = HtmlText(line.substr(colon + 2));
     if (alert) value = QStringLiteral("<span style='color:#c62828; font-weight:bold'>%1</span>").arg(value);
     return row(Str(line.substr(0, colon)), value);
   };
   QString html = QStringLiteral("<table cellspacing='1'>");
   for (const auto& [label, value] : report::SummaryItems(*report)) {
     const bool headline = label == "step time" || label == "throughput";
-    const QString escaped = Str(value).toHtmlEscaped();
+    const QString escaped = HtmlText(value);
     html += row(Str(label), headline ? QStringLiteral("<b>%1</b>").arg(escaped) : escaped);
   }
   html += line_row(report::CollectiveSourceLine(*report), false);
@@ -338,7 +339,7 @@ void RunPanel::Fill() {
   metrics_->setFixedHeight(height);
 
   QString warnings;
-  for (const std::string& w : report->warnings) warnings += QStringLiteral("• %1<br>").arg(Str(w).toHtmlEscaped());
+  for (const std::string& w : report->warnings) warnings += QStringLiteral("• %1<br>").arg(HtmlText(w));
   warnings_->setText(tr("<b>Warnings</b><br>") + warnings);
   text_report_->setPlainText(Str(report::ReportToText(*report)));
 }

@@ -14,6 +14,7 @@
 
 #include "gui/core/queries.h"
 #include "gui/widgets/event_colors.h"
+#include "gui/widgets/value_text.h"
 
 namespace rankscope::gui {
 namespace {
@@ -586,7 +587,7 @@ void TimelineView::PaintAxis(QPainter& p, const std::vector<Tick>& ticks) {
   const QFontMetrics fm(font());
   // The label column's corner: the visible span.
   p.drawText(QRect(6, 0, kLabelColumnPx - 12, kAxisPx), Qt::AlignVCenter | Qt::AlignLeft,
-             tr("view %1").arg(QString::fromStdString(FormatDuration(view_.duration_ns()))));
+             tr("view %1").arg(DurationText(view_.duration_ns())));
   p.save();
   p.setClipRect(QRect(left, 0, right - left, kAxisPx));
   for (const Tick& tick : ticks) {
@@ -603,7 +604,7 @@ void TimelineView::PaintAxis(QPainter& p, const std::vector<Tick>& ticks) {
     if (x1 > x0) {
       const QRect band(static_cast<int>(x0), 0, std::max(1, static_cast<int>(x1 - x0)), kAxisPx);
       p.fillRect(band, QColor(kRangeEdge.red(), kRangeEdge.green(), kRangeEdge.blue(), 0x60));
-      const QString text = QString::fromStdString(FormatDuration(range_->second - range_->first));
+      const QString text = DurationText(range_->second - range_->first);
       if (fm.horizontalAdvance(text) + 8 < band.width()) {
         p.fillRect(QRect(band.center().x() - fm.horizontalAdvance(text) / 2 - 3, 2, fm.horizontalAdvance(text) + 6,
                          fm.height()),
@@ -861,8 +862,8 @@ QString TimelineView::ToolTipAt(const QPoint& pos) const {
   return tr("%1\n%2 · %3 at %4")
       .arg(QString::fromStdString(model_->Name(*ref)),
            QString::fromUtf8(analyzer::EventClassName(model_->ClassOf(*ref))),
-           QString::fromStdString(FormatDuration(model_->DisplayEnd(*ref) - start)),
-           QString::fromStdString(FormatDuration(start - model_->start_ns())));
+           DurationText(model_->DisplayEnd(*ref) - start),
+           DurationText(start - model_->start_ns()));
 }
 
 bool TimelineView::event(QEvent* event) {

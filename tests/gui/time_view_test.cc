@@ -1,5 +1,5 @@
 // gui/core/time_view.h: time <-> pixel mapping, zoom, pan, clamping, the zoom history,
-// axis ticks, duration formatting and relative-range parsing.
+// axis ticks (in base/format.h's unit names) and relative-range parsing.
 #include "gui/core/time_view.h"
 
 #include <cmath>
@@ -10,6 +10,8 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+
+#include "base/format.h"
 
 namespace rankscope::gui {
 namespace {
@@ -255,7 +257,8 @@ TEST(TickStepNs, StepIsMinimalOverAWideSweep) {
   }
 }
 
-// Reads a label back into nanoseconds: "0", or a number, one space and ns, µs, ms or s.
+// Reads a label back into nanoseconds: "0", or a number, one space and ns, us, ms or s (the
+// reports' spelling: a "µs" label is unreadable here).
 std::optional<double> LabelNs(const std::string& label) {
   if (label == "0") return 0.0;
   const size_t space = label.find(' ');
@@ -266,7 +269,7 @@ std::optional<double> LabelNs(const std::string& label) {
   const double value = std::strtod(number.c_str(), &end);
   if (end != number.c_str() + number.size()) return std::nullopt;
   if (unit == "ns") return value;
-  if (unit == "µs") return value * kUs;
+  if (unit == "us") return value * kUs;
   if (unit == "ms") return value * kMs;
   if (unit == "s") return value * kS;
   return std::nullopt;
@@ -345,23 +348,36 @@ TEST(ComputeTicks, SpacingNeverBelowMinimumAtAnyZoom) {
   }
 }
 
-// ---- FormatDuration -----------------------------------------------------------------------
+// ---- one spelling of durations ------------------------------------------------------------
 
-TEST(FormatDuration, ThreeSignificantDigitsInTheFittingUnit) {
-  EXPECT_EQ(FormatDuration(0), "0");
-  EXPECT_EQ(FormatDuration(7), "7 ns");
-  EXPECT_EQ(FormatDuration(850), "850 ns");
-  EXPECT_EQ(FormatDuration(999), "999 ns");
-  EXPECT_EQ(FormatDuration(1000), "1 µs");
-  EXPECT_EQ(FormatDuration(12'500), "12.5 µs");
-  EXPECT_EQ(FormatDuration(45'600), "45.6 µs");
-  EXPECT_EQ(FormatDuration(123'456), "123 µs");        // 123.456 µs to three digits
-  EXPECT_EQ(FormatDuration(2 * kMs), "2 ms");
-  EXPECT_EQ(FormatDuration(3'250'000), "3.25 ms");
-  EXPECT_EQ(FormatDuration(1'234'567), "1.23 ms");     // 1.234567 ms to three digits
-  EXPECT_EQ(FormatDuration(12'345'678), "12.3 ms");
-  EXPECT_EQ(FormatDuration(1'500'000'000), "1.5 s");
-  EXPECT_EQ(FormatDuration(60 * kS), "60 s");
+// The unit after the space: "250 us" -> "us".
+std::string UnitOf(const std::string& text) { return text.substr(text.find(' ') + 1); }
+
+TEST(FormatTickLabel, SpellsUnitsAsTheReportsDo) {
+  // A tick and format::FormatDuration (the Details tab, the reports) name the same unit for
+  // the same time, whatever decimals each needs.
+  for (const int64_t ns : {int64_t{7}, int64_t{850}, 250 * kUs, 12 * kMs + 500 * kUs, 3 * kS}) {
+    const std::string tick = FormatTickLabel(ns, ns);
+    EXPECT_EQ(UnitOf(tick), UnitOf(format::FormatDuration(static_cast<double>(ns)))) << tick;
+    EXPECT_EQ(tick.find("\u00b5"), std::string::npos) << tick;
+  }
+  EXPECT_EQ(FormatTickLabel(250 * kUs, 50 * kUs), "250 us");
+  EXPECT_EQ(FormatTickLabel(1'500 * kUs, 100 * kUs), "1.5 ms");
+  EXPECT_EQ(FormatTickLabel(-2 * kS, kS), "-2 s");
+}
+
+TEST(ParseRelativeRange, ReadsBackWhatTheViewerWrites) {
+  // A range typed from what the viewer shows (format::FormatDuration, tick labels) parses.
+  for (const int64_t ns : {int64_t{850}, 250 * kUs, 12'345 * kUs, 1'500 * kMs}) {
+    const std::string shown = format::FormatDuration(static_cast<double>(ns));
+    std::string error;
+    const std::optional<RelativeRange> range = ParseRelativeRange("0.." + shown, &error);
+    ASSERT_TRUE(range.has_value()) << shown << ": " << error;
+    EXPECT_NEAR(static_cast<double>(range->end_ns), static_cast<double>(ns), 0.005 * static_cast<double>(ns))
+        << shown;
+    const std::string tick = FormatTickLabel(ns, ns);
+    ASSERT_TRUE(ParseRelativeRange("0.." + tick, &error).has_value()) << tick << ": " << error;
+  }
 }
 
 // ---- ParseRelativeRange -------------------------------------------------------------------

@@ -16,6 +16,7 @@
 #include <limits>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "report/plot_canvas.h"
@@ -124,6 +125,7 @@ TEST(ScalingPlotSvg, IsOneWellFormedSvgElement) {
   EXPECT_EQ(Count(svg, "<circle "), Count(svg, "</circle>") + Count(Group(svg, "legend"), "<circle "));
   EXPECT_EQ(svg.find("nan"), std::string::npos);
   EXPECT_EQ(svg.find("inf"), std::string::npos);
+  EXPECT_EQ(svg.find("http"), std::string::npos);  // inline in a page that fetches nothing
 }
 
 TEST(ScalingPlotSvg, HasTitlesAndAxes) {
@@ -481,6 +483,167 @@ TEST_F(ScalingPlotPngTest, FailureToRenameRemovesTheTemporary) {
   EXPECT_TRUE(status.message().starts_with(fmt::format("cannot write {}: ", png.string()))) << status.message();
   EXPECT_EQ(FileNames(), std::vector<std::string>{"scaling.png"});
   EXPECT_TRUE(fs::is_directory(png / "inside"));
+}
+
+// --- the canvas's other shapes and building blocks (the HTML report's charts) ---
+
+TEST(SvgCanvas, ShapesCarryTooltipsWhenGiven) {
+  SvgCanvas canvas(100, 50, "shapes");
+  const std::vector<PlotPoint> line = {{0, 0}, {10, 5}, {20, 0}};
+  canvas.Polyline(line, PlotStroke{{1, 2, 3}, 1.2}, "rank <1>");
+  canvas.Polyline(line, PlotStroke{}, "");
+  canvas.Rect({1, 2}, 3, 4, PlotShapeStyle{PlotColor{0xe1, 0x57, 0x59}, std::nullopt}, "comm & wait");
+  canvas.Rect({1, 2}, 3, 4, PlotShapeStyle{}, "");
+  canvas.Rect({1, 2}, 0, 4, PlotShapeStyle{}, "no width");
+  canvas.Rect({1, 2}, 3, std::nan(""), PlotShapeStyle{}, "no height");
+  const std::string svg = canvas.Finish();
+  EXPECT_EQ(MarkupProblem(svg), "");
+  EXPECT_NE(svg.find("<polyline points=\"0.0,0.0 10.0,5.0 20.0,0.0\" fill=\"none\" stroke=\"#010203\" "
+                     "stroke-width=\"1.2\"><title>rank &lt;1&gt;</title></polyline>"),
+            std::string::npos)
+      << svg;
+  EXPECT_NE(svg.find("<rect x=\"1.0\" y=\"2.0\" width=\"3.0\" height=\"4.0\" fill=\"#e15759\"><title>comm &amp; "
+                     "wait</title></rect>"),
+            std::string::npos)
+      << svg;
+  EXPECT_EQ(Count(svg, "<polyline "), 2u);
+  EXPECT_EQ(Count(svg, "<rect "), 2u);  // the empty ones are left out
+  EXPECT_EQ(Count(svg, "<title>"), 2u);
+}
+
+TEST(SvgCanvas, GradientRectDefinesItsScaleOnce) {
+  SvgCanvas canvas(300, 40, "scale");
+  const std::vector<PlotColor> colors = {{0xff, 0xff, 0xcc}, {0xfd, 0x8d, 0x3c}, {0x80, 0x00, 0x26}};
+  canvas.GradientRect({10, 5}, 200, 10, colors, PlotStroke{{0x57, 0x60, 0x6a}, 1}, "0 to 10.0 ms");
+  canvas.GradientRect({10, 5}, 200, 10, std::span(colors).first(1), std::nullopt, "one colour is no scale");
+  canvas.GradientRect({10, 5}, -1, 10, colors, std::nullopt, "no width");
+  const std::string svg = canvas.Finish();
+  EXPECT_EQ(MarkupProblem(svg), "");
+  EXPECT_EQ(Count(svg, "<linearGradient "), 1u);
+  EXPECT_EQ(Count(svg, "<rect "), 1u);
+  const std::string id = "rankscope-scale-ffffcc-fd8d3c-800026";
+  EXPECT_NE(svg.find("<linearGradient id=\"" + id + "\" x1=\"0\" x2=\"1\" y1=\"0\" y2=\"0\">"
+                     "<stop offset=\"0.000\" stop-color=\"#ffffcc\"/><stop offset=\"0.500\" stop-color=\"#fd8d3c\"/>"
+                     "<stop offset=\"1.000\" stop-color=\"#800026\"/></linearGradient>"),
+            std::string::npos)
+      << svg;
+  EXPECT_NE(svg.find("fill=\"url(#" + id + ")\" stroke=\"#57606a\" stroke-width=\"1.0\"><title>0 to 10.0 ms</title>"),
+            std::string::npos)
+      << svg;
+}
+
+TEST(PlotColorFromHsl, MatchesCss) {
+  EXPECT_EQ(PlotColorHex(PlotColorFromHsl(0, 1, 0.5)), "#ff0000");
+  EXPECT_EQ(PlotColorHex(PlotColorFromHsl(120, 1, 0.25)), "#008000");
+  EXPECT_EQ(PlotColorHex(PlotColorFromHsl(240, 1, 0.5)), "#0000ff");
+  EXPECT_EQ(PlotColorHex(PlotColorFromHsl(600, 1, 0.5)), "#0000ff");  // hues wrap
+  EXPECT_EQ(PlotColorHex(PlotColorFromHsl(-120, 1, 0.5)), "#0000ff");
+  EXPECT_EQ(PlotColorHex(PlotColorFromHsl(77, 0, 0.5)), "#808080");   // no saturation: grey
+  EXPECT_EQ(PlotColorHex(PlotColorFromHsl(30, 0.65, 0.45)), "#bd7328");  // the report's 12th series
+  EXPECT_EQ(PlotColorHex(PlotColorFromHsl(std::nan(""), 2, -1)), "#000000");
+}
+
+// The rectangles' x and width, in order, from an SVG.
+std::vector<std::pair<double, double>> RectSpans(const std::string& svg) {
+  std::vector<std::pair<double, double>> spans;
+  constexpr std::string_view kOpen = "<rect x=\"";
+  for (size_t at = svg.find(kOpen); at != std::string::npos; at = svg.find(kOpen, at + 1)) {
+    double x = 0, y = 0, width = 0;
+    if (std::sscanf(svg.c_str() + at, "<rect x=\"%lf\" y=\"%lf\" width=\"%lf\"", &x, &y, &width) == 3) {
+      spans.emplace_back(x, width);
+    }
+  }
+  return spans;
+}
+
+TEST(HorizontalStackedBars, SegmentsAreSharesOfTheBarLaidEndToEnd) {
+  const PlotColor blue{0x4e, 0x79, 0xa7}, red{0xe1, 0x57, 0x59}, grey{0xd0, 0xd7, 0xde};
+  std::vector<HorizontalBar> bars(3);
+  bars[0] = {"rank 0", 100, {{50, blue, "compute"}, {0, red, "comm"}, {25, grey, "idle"}}, ""};
+  bars[1] = {"rank 1", 100, {{80, blue, "compute"}, {60, red, "too much"}}, ""};  // past the end: cut
+  bars[2] = {"rank 2", 0, {{10, blue, "never drawn"}}, "no activity"};
+  PlotTextStyle labels;
+  labels.size = 8;
+  SvgCanvas canvas(400, 100, "bars");
+  DrawHorizontalStackedBars(canvas, bars, {.plot_left = 100, .plot_top = 10, .plot_width = 200, .row_height = 20,
+                                           .bar_height = 16, .label_style = labels});
+  const std::string svg = canvas.Finish();
+  EXPECT_EQ(MarkupProblem(svg), "");
+  const std::vector<std::pair<double, double>> expected = {{100, 100}, {200, 50}, {100, 160}, {260, 40}};
+  EXPECT_EQ(RectSpans(svg), expected) << svg;
+  EXPECT_EQ(svg.find("never drawn"), std::string::npos);
+  EXPECT_NE(svg.find("<title>too much</title>"), std::string::npos);
+  // Labels end left of the bars, one row apart, at the style's size; the empty bar says why.
+  // (bar top 12 = 10 + (20 - 16) / 2; baseline 12 + 16 / 2 + 0.36 * 8 = 22.88)
+  EXPECT_NE(svg.find("<text x=\"94.0\" y=\"22.9\" text-anchor=\"end\""), std::string::npos) << svg;
+  EXPECT_NE(svg.find("<text x=\"94.0\" y=\"42.9\" text-anchor=\"end\""), std::string::npos) << svg;
+  EXPECT_NE(svg.find("font-size:8.0px"), std::string::npos);
+  EXPECT_NE(svg.find("text-anchor=\"start\" style=\"font-family:&#39;DejaVu Sans&#39;,sans-serif;font-size:8.0px;"
+                     "fill:#000000\">no activity</text>"),
+            std::string::npos)
+      << svg;
+  // The second bar one row below the first.
+  EXPECT_NE(svg.find("<rect x=\"100.0\" y=\"32.0\" width=\"160.0\" height=\"16.0\" fill=\"#4e79a7\">"),
+            std::string::npos)
+      << svg;
+}
+
+TEST(SwatchLegend, RowsOfEntriesAcrossTheWidth) {
+  EXPECT_EQ(SwatchLegendHeight(0, 600), 0);
+  EXPECT_EQ(SwatchLegendHeight(4, 600), 16);  // four 150-px entries in one row
+  EXPECT_EQ(SwatchLegendHeight(5, 600), 32);
+  EXPECT_EQ(SwatchLegendHeight(3, 10), 48);   // narrower than an entry: one per row
+  const std::vector<SwatchLegendEntry> entries = {
+      {"compute", {0x4e, 0x79, 0xa7}}, {"warm-up", {0x57, 0x60, 0x6a}, true}, {"idle", {0xd0, 0xd7, 0xde}}};
+  SvgCanvas canvas(400, 100, "legend");
+  DrawSwatchLegend(canvas, entries, {20, 30}, 300, PlotTextStyle{});
+  const std::string svg = canvas.Finish();
+  EXPECT_EQ(MarkupProblem(svg), "");
+  const std::string legend = Group(svg, "legend");
+  EXPECT_NE(legend.find("<rect x=\"20.0\" y=\"30.0\" width=\"10.0\" height=\"10.0\" fill=\"#4e79a7\" stroke=\"#4e79a7\""),
+            std::string::npos)
+      << legend;
+  // Hollow: white inside its colour's outline.
+  EXPECT_NE(legend.find("<rect x=\"170.0\" y=\"30.0\" width=\"10.0\" height=\"10.0\" fill=\"#ffffff\" stroke=\"#57606a\""),
+            std::string::npos)
+      << legend;
+  // Two entries of 150 px fit in 300 px: the third starts the next row.
+  EXPECT_NE(legend.find("<rect x=\"20.0\" y=\"46.0\""), std::string::npos) << legend;
+  EXPECT_NE(legend.find(">warm-up</text>"), std::string::npos);
+}
+
+TEST(EstimatedTextWidth, CountsCharactersNotBytes) {
+  EXPECT_DOUBLE_EQ(EstimatedTextWidth("abcd", 10), 24);
+  EXPECT_DOUBLE_EQ(EstimatedTextWidth("é", 10), 6);  // two bytes, one character
+  EXPECT_DOUBLE_EQ(EstimatedTextWidth("ab", 10, /*bold=*/true), 13.2);
+}
+
+TEST(CairoCanvas, GradientRectRunsFromTheFirstColourToTheLast) {
+  Result<std::unique_ptr<CairoCanvas>> canvas = CairoCanvas::Create(120, 20);
+  ASSERT_TRUE(canvas.ok());
+  const std::vector<PlotColor> colors = {{0xff, 0x00, 0x00}, {0x00, 0x00, 0xff}};
+  (*canvas)->GradientRect({10, 5}, 100, 10, colors, std::nullopt, "");
+  const rankscope::testing::TempDir directory;
+  const fs::path png = directory.path() / "gradient.png";
+  ASSERT_TRUE((*canvas)->WritePng(png).ok());
+  cairo_surface_t* surface = cairo_image_surface_create_from_png(png.c_str());
+  ASSERT_EQ(cairo_surface_status(surface), CAIRO_STATUS_SUCCESS);
+  cairo_surface_flush(surface);
+  auto pixel = [&](int x, int y) {
+    uint32_t value;
+    std::memcpy(&value, cairo_image_surface_get_data(surface) + static_cast<ptrdiff_t>(y) * cairo_image_surface_get_stride(surface) + 4 * x,
+                sizeof value);
+    return value & 0xffffff;
+  };
+  const uint32_t left = pixel(11, 10), middle = pixel(60, 10), right = pixel(108, 10);
+  EXPECT_GT((left >> 16) & 0xff, 0xf0u);  // red
+  EXPECT_LT(left & 0xff, 0x10u);
+  EXPECT_LT((right >> 16) & 0xff, 0x10u);  // blue
+  EXPECT_GT(right & 0xff, 0xf0u);
+  EXPECT_NEAR(static_cast<double>((middle >> 16) & 0xff), 128, 12);  // half way: purple
+  EXPECT_NEAR(static_cast<double>(middle & 0xff), 128, 12);
+  EXPECT_EQ(pixel(5, 10), 0xffffffu);  // outside: still white
+  cairo_surface_destroy(surface);
 }
 
 TEST(CairoCanvas, RejectsSizesCairoCannotMake) {

@@ -1,23 +1,34 @@
 // The viewer's widgets under QTest on the offscreen platform: keys and clicks do what the
-// README says, range statistics are the analyzer's numbers, bad files leave a usable window.
+// README says, range statistics are the analyzer's numbers, bad files leave a usable window,
+// values read as the reports write them, and the Scaling tab shows the reports' chart.
 #include <QApplication>
-#include <QTimer>
+#include <QImage>
 #include <QMessageBox>
+#include <QTableWidget>
 #include <QTest>
+#include <QTimer>
 #include <QWheelEvent>
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
+#include <optional>
+#include <string>
 
 #include "analyzer/analyze.h"
+#include "base/format.h"
 #include "interop/interop.h"
 #include "gui/core/lod.h"
 #include "gui/widgets/details_panel.h"
 #include "gui/widgets/main_window.h"
 #include "gui/widgets/range_stats_panel.h"
+#include "gui/widgets/run_panel.h"
+#include "gui/widgets/scaling_panel.h"
+#include "gui/widgets/svg_chart_view.h"
 #include "gui/widgets/timeline_view.h"
+#include "report/scaling_plot.h"
 #include "tests/analyzer/breakdown_expect.h"
 #include "tests/trace_builder.h"
 #include "tests/rank_file_writer.h"
@@ -224,10 +235,16 @@ TEST_F(WidgetsTest, OpensAnotherToolsTraceDirectlyAndForgetsItsImportOnClose) {
   ASSERT_TRUE(interop::ExportChromeTrace(dir_.path(), exported).ok());
   const std::filesystem::path tmp = other / "tmp";
   std::filesystem::create_directories(tmp);
+  const bool had_tmpdir = qEnvironmentVariableIsSet("TMPDIR");
   const QByteArray old_tmpdir = qgetenv("TMPDIR");
   qputenv("TMPDIR", QByteArray::fromStdString(tmp.string()));
   const bool opened = window_.openRunBlocking(QString::fromStdString(exported.string()));
-  qputenv("TMPDIR", old_tmpdir);
+  // An empty TMPDIR is not an unset one: the later tests of this process need /tmp again.
+  if (had_tmpdir) {
+    qputenv("TMPDIR", old_tmpdir);
+  } else {
+    qunsetenv("TMPDIR");
+  }
   ASSERT_TRUE(opened);
   ASSERT_TRUE(window_.waitUntilIdle());
   ASSERT_EQ(window_.runCount(), 2);
@@ -269,6 +286,150 @@ TEST_F(WidgetsTest, EveryRanksRowsHaveContentInTheWindowsGrab) {
   }
 }
 
+
+// One duration, one text: the Details tab (an event's duration) and the Run tab (the median
+// step time) both write a 1 ms step as base/format.h does.
+TEST_F(WidgetsTest, DetailsAndRunTabWriteTheSameDurationTheSameWay) {
+  const TimelineModel& model = *view_->model();
+  std::optional<EventRef> step;
+  for (uint32_t t = 0; t < model.ranks()[0].tracks.size() && !step; ++t) {
+    const EventRow& row = model.ranks()[0].tracks[t].rows[0];
+    for (uint32_t i = 0; i < row.size(); ++i) {
+      const EventRef ref{0, t, 0, i};
+      if (model.Name(ref) == "step" && model.DisplayEnd(ref) - model.DisplayStart(ref) == kStepNs) {
+        step = ref;
+        break;
+      }
+    }
+  }
+  ASSERT_TRUE(step.has_value());
+  view_->selectEvent(*step);
+  const QString expected = QString::fromStdString(format::FormatDuration(static_cast<double>(kStepNs)));
+  ASSERT_EQ(expected, QStringLiteral("1.00 ms"));
+  const QString details = window_.detailsPanel()->text();
+  const QString run = window_.runPanel()->summaryText();
+  // "duration" and "step time" are each followed by their value in the panels' text.
+  const qsizetype duration_at = details.indexOf(QStringLiteral("duration"));
+  ASSERT_GE(duration_at, 0) << details.toStdString();
+  EXPECT_EQ(details.mid(duration_at + 8).trimmed().section(QLatin1Char('\n'), 0, 0), expected)
+      << details.toStdString();
+  const qsizetype step_time_at = run.indexOf(QStringLiteral("step time"));
+  ASSERT_GE(step_time_at, 0) << run.toStdString();
+  EXPECT_TRUE(run.mid(step_time_at + 9).trimmed().startsWith(expected + QStringLiteral(" (median")))
+      << run.toStdString();
+}
+
+// Weak scaling over 1, 2 and 4 ranks, projected to 8 and 16 (as in report's chart tests).
+compare::ScalingTable WeakScalingTable() {
+  compare::ScalingTable table;
+  table.mode = compare::ScalingMode::kWeak;
+  table.mode_reason = "every run has a per-rank batch of 16";
+  const double efficiency[] = {1.0, 0.91, 0.83};
+  const double throughput[] = {1000, 1820, 3320};
+  for (int i = 0; i < 3; ++i) {
+    compare::ScalingPoint point;
+    point.world_size = 1 << i;
+    point.run = "runs/ws" + std::to_string(point.world_size);
+    point.global_batch = 16 * point.world_size;
+    point.efficiency = efficiency[i];
+    point.throughput = throughput[i];
+    point.ideal_throughput = 1000.0 * point.world_size;
+    point.step_time_ns = 16e9 * point.world_size / throughput[i];
+    table.points.push_back(point);
+  }
+  compare::ScalingProjection projection;
+  projection.points = {{8, 86.5e6, 0.74, 5920.0}, {16, 103.2e6, 0.62, 9920.0}};
+  table.projection = projection;
+  return table;
+}
+
+struct PixelCounts {
+  int non_white = 0;
+  int measured = 0;   // the measured series' blue, #4e79a7
+  int projected = 0;  // the projection's orange, #f28e2b
+};
+
+PixelCounts CountPixels(const QImage& image, const QRect& area) {
+  PixelCounts counts;
+  auto near = [](const QColor& color, int red, int green, int blue) {
+    return std::abs(color.red() - red) <= 8 && std::abs(color.green() - green) <= 8 && std::abs(color.blue() - blue) <= 8;
+  };
+  for (int y = area.top(); y <= area.bottom(); ++y) {
+    for (int x = area.left(); x <= area.right(); ++x) {
+      const QColor color = image.pixelColor(x, y);
+      if (color != QColor(Qt::white)) ++counts.non_white;
+      if (near(color, 0x4e, 0x79, 0xa7)) ++counts.measured;
+      if (near(color, 0xf2, 0x8e, 0x2b)) ++counts.projected;
+    }
+  }
+  return counts;
+}
+
+TEST(ScalingPanelTest, ShowsTheReportsChartAtAnySize) {
+  const compare::ScalingTable table = WeakScalingTable();
+  ScalingPanel panel;
+  panel.resize(1100, 900);
+  panel.show();
+  ASSERT_TRUE(QTest::qWaitForWindowExposed(&panel));
+  panel.setTable(table);
+  ASSERT_TRUE(panel.hasTable());
+  SvgChartView* chart = panel.chartView();
+  ASSERT_TRUE(chart->isVisible());
+  // The very chart the reports draw, byte for byte, and Qt reads it.
+  EXPECT_EQ(chart->svg(), QByteArray::fromStdString(report::ScalingPlotSvg(table)));
+  ASSERT_TRUE(chart->hasPicture());
+  EXPECT_EQ(chart->pictureSize(), QSizeF(report::kScalingPlotWidth, report::kScalingPlotHeight));
+
+  for (const QSize size : {QSize(1100, 900), QSize(620, 700), QSize(1600, 1000)}) {
+    panel.resize(size);
+    QApplication::processEvents();
+    const QRectF where = chart->pictureRect(chart->size());
+    // Scaled to the widget, the picture's shape kept: as wide as the widget or as tall.
+    EXPECT_TRUE(std::abs(where.width() - chart->width()) < 1 || std::abs(where.height() - chart->height()) < 1)
+        << where.width() << "x" << where.height() << " in " << chart->width() << "x" << chart->height();
+    EXPECT_NEAR(where.width() / where.height(), 960.0 / 400.0, 0.01);
+    const QImage image = chart->grab().toImage();
+    ASSERT_FALSE(image.isNull());
+    const double scale = where.width() / report::kScalingPlotWidth;
+    // Both panels (efficiency left, throughput right) have the measured line and markers,
+    // and the projection, drawn in their plot areas.
+    for (const double panel_left : {0.0, report::kScalingPlotWidth / 2.0}) {
+      const QRect plot = QRectF(where.left() + (panel_left + 66) * scale, where.top() + 64 * scale, (480 - 88) * scale,
+                                (312 - 64) * scale)
+                             .toRect();
+      const PixelCounts counts = CountPixels(image, plot);
+      EXPECT_GT(counts.non_white, 400 * scale * scale) << size.width() << "x" << size.height() << " at " << panel_left;
+      EXPECT_GT(counts.measured, 40 * scale * scale) << size.width() << "x" << size.height() << " at " << panel_left;
+      EXPECT_GT(counts.projected, 20 * scale * scale) << size.width() << "x" << size.height() << " at " << panel_left;
+    }
+  }
+}
+
+TEST(ScalingPanelTest, TableListsEveryRunAndTheProjection) {
+  ScalingPanel panel;
+  panel.setTable(WeakScalingTable());
+  const QTableWidget* points = panel.pointsTable();
+  ASSERT_EQ(points->rowCount(), 5);
+  const QStringList world_sizes = {"1", "2", "4", "8", "16"};
+  const QStringList efficiencies = {"100.0%", "91.0%", "83.0%", "74.0%", "62.0%"};
+  const QStringList runs = {"runs/ws1", "runs/ws2", "runs/ws4", "projected (model fit)", "projected (model fit)"};
+  for (int row = 0; row < 5; ++row) {
+    EXPECT_EQ(points->item(row, 0)->text(), world_sizes[row]) << row;
+    EXPECT_EQ(points->item(row, 3)->text(), efficiencies[row]) << row;
+    EXPECT_EQ(points->item(row, 4)->text(), runs[row]) << row;
+  }
+  EXPECT_EQ(points->item(1, 2)->text(), QStringLiteral("1820.0"));
+}
+
+TEST(ScalingPanelTest, FewerThanTwoRunsShowWhyInsteadOfAChart) {
+  ScalingPanel panel;
+  panel.setTable(WeakScalingTable());
+  panel.setReports({});
+  EXPECT_FALSE(panel.hasTable());
+  EXPECT_TRUE(panel.errorText().contains(QStringLiteral("two or more"))) << panel.errorText().toStdString();
+  EXPECT_FALSE(panel.chartView()->isVisibleTo(&panel));
+  EXPECT_FALSE(panel.chartView()->hasPicture());
+}
 
 // A GPU run: a launch call on the host thread and the kernel it launched, tied by their
 // correlation id.
