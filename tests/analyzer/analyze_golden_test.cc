@@ -7,16 +7,14 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include "report/report_writers.h"
+#include "tests/golden.h"
 #include "tests/rank_file_writer.h"
 #include "tests/temp_dir.h"
 #include "trace/run_dir.h"
@@ -1148,23 +1146,11 @@ TEST(AnalyzeGolden, AnalyzeRunOnFilesAgreesWithAnalyzeTraces) {
 
 // ---- Golden JSON ---------------------------------------------------------------------------
 // ReportToJson of a whole analysis against a checked-in file; RANKSCOPE_UPDATE_GOLDEN=1
-// rewrites the file (review the diff by hand against the arithmetic above).
+// rewrites the file (tests/golden.h; review the diff by hand against the arithmetic above).
 
 void ExpectJsonGolden(const Report& report, const std::string& name) {
-  const std::filesystem::path path =
-      std::filesystem::path(RANKSCOPE_SOURCE_DIR) / "tests" / "analyzer" / "golden" / (name + ".json");
-  const std::string actual = ReportToJson(report);
-  const char* update = std::getenv("RANKSCOPE_UPDATE_GOLDEN");
-  if (update != nullptr && std::string(update) == "1") {
-    std::filesystem::create_directories(path.parent_path());
-    std::ofstream(path, std::ios::binary) << actual;
-    GTEST_SKIP() << "rewrote " << path;
-  }
-  std::ifstream in(path, std::ios::binary);
-  ASSERT_TRUE(in.good()) << "missing " << path << "; run with RANKSCOPE_UPDATE_GOLDEN=1";
-  std::stringstream expected;
-  expected << in.rdbuf();
-  EXPECT_EQ(actual, expected.str()) << "differs from " << path;
+  rankscope::testing::ExpectMatchesGolden(rankscope::testing::GoldenPath("tests/analyzer/golden/" + name + ".json"),
+                                          ReportToJson(report));
 }
 
 TEST(AnalyzeGoldenJson, StragglerRun) {

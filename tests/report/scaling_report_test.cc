@@ -5,12 +5,10 @@
 
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
+
+#include "tests/golden.h"
 
 namespace rankscope::report {
 
@@ -62,20 +60,9 @@ ScalingTable WeakTable() {
   return table.ok() ? *table : ScalingTable{};
 }
 
-std::string ReadGolden(const std::string& name, const std::string& actual) {
-  const std::filesystem::path path =
-      std::filesystem::path(RANKSCOPE_SOURCE_DIR) / "tests" / "analyzer" / "golden" / name;
-  const char* update = std::getenv("RANKSCOPE_UPDATE_GOLDEN");
-  if (update != nullptr && std::string(update) == "1") std::ofstream(path, std::ios::binary) << actual;
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 TEST(ScalingToJson, MatchesTheGoldenFile) {
-  const std::string json = ScalingToJson(WeakTable(), "test");
-  EXPECT_EQ(json, ReadGolden("scaling_weak.json", json)) << "run with RANKSCOPE_UPDATE_GOLDEN=1 and review the diff";
+  rankscope::testing::ExpectMatchesGolden(rankscope::testing::GoldenPath("tests/analyzer/golden/scaling_weak.json"),
+                                          ScalingToJson(WeakTable(), "test"));
 }
 
 TEST(ScalingToJson, ReadsBackAsTheSameRunsForCompare) {
