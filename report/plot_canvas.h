@@ -55,6 +55,24 @@ struct PlotTextStyle {
   bool vertical = false;
 };
 
+// The reports' chart palette and type, shared by every chart so they sit well together.
+inline constexpr PlotColor kChartTextColor{0x1f, 0x23, 0x28};
+inline constexpr PlotColor kChartAxisColor{0x57, 0x60, 0x6a};
+inline constexpr PlotColor kChartGridColor{0xea, 0xee, 0xf2};
+inline constexpr PlotColor kChartWhite{0xff, 0xff, 0xff};
+inline constexpr double kChartFontSize = 11;
+
+// A text style in the charts' type: `anchor`, `size` pixels, `bold`, `color`.
+inline PlotTextStyle ChartTextStyle(TextAnchor anchor = TextAnchor::kStart, double size = kChartFontSize,
+                                    bool bold = false, PlotColor color = kChartTextColor) {
+  PlotTextStyle style;
+  style.color = color;
+  style.size = size;
+  style.bold = bold;
+  style.anchor = anchor;
+  return style;
+}
+
 class PlotCanvas {
  public:
   virtual ~PlotCanvas() = default;

@@ -33,22 +33,17 @@ using format::HtmlEscape;
 constexpr size_t kTopActivities = 10;
 constexpr double kChartWidth = 760;  // SVG user units; the page scales it down if narrower
 
-// The report's palette.
-constexpr PlotColor kTextColor{0x1f, 0x23, 0x28};
-constexpr PlotColor kAxisColor{0x57, 0x60, 0x6a};
-constexpr PlotColor kGridColor{0xea, 0xee, 0xf2};
-constexpr PlotColor kWhite{0xff, 0xff, 0xff};
+// The report's palette: the charts' (plot_canvas.h).
+constexpr PlotColor kTextColor = kChartTextColor;
+constexpr PlotColor kAxisColor = kChartAxisColor;
+constexpr PlotColor kGridColor = kChartGridColor;
+constexpr PlotColor kWhite = kChartWhite;
 constexpr PlotStroke kAxisStroke{kAxisColor, 1};
-constexpr double kFontSize = 11;
+constexpr double kFontSize = kChartFontSize;
 constexpr double kAxisTitleSize = 12;
 
 PlotTextStyle TextStyle(TextAnchor anchor = TextAnchor::kStart, double size = kFontSize, bool bold = false) {
-  PlotTextStyle style;
-  style.color = kTextColor;
-  style.size = size;
-  style.bold = bold;
-  style.anchor = anchor;
-  return style;
+  return ChartTextStyle(anchor, size, bold);
 }
 
 // An axis title set above the labels it names ("rank, device").

@@ -32,13 +32,13 @@ using format::RanksText;
 
 // The HTML report's palette (report_html.cc), so the charts sit well beside the others.
 constexpr PlotColor kMeasuredColor{0x4e, 0x79, 0xa7};
-constexpr PlotColor kIdealColor{0x57, 0x60, 0x6a};
+constexpr PlotColor kIdealColor = kChartAxisColor;
 constexpr PlotColor kProjectedColor{0xf2, 0x8e, 0x2b};
-constexpr PlotColor kGridColor{0xea, 0xee, 0xf2};
-constexpr PlotColor kTextColor{0x1f, 0x23, 0x28};
+constexpr PlotColor kGridColor = kChartGridColor;
+constexpr PlotColor kTextColor = kChartTextColor;
 constexpr PlotColor kAxisColor = kIdealColor;
 constexpr PlotColor kNoteColor = kIdealColor;  // the report's captions are this grey
-constexpr PlotColor kWhite{0xff, 0xff, 0xff};
+constexpr PlotColor kWhite = kChartWhite;
 
 // Layout, in pixels of the kScalingPlotWidth × kScalingPlotHeight picture.
 constexpr double kPanelWidth = kScalingPlotWidth / 2.0;
@@ -52,7 +52,7 @@ constexpr double kXTickLabelBaseline = kPlotBottom + 17;
 constexpr double kXTitleBaseline = kPlotBottom + 36;
 constexpr double kLegendMiddle = kScalingPlotHeight - 22.0;
 
-constexpr double kFontSize = 11;
+constexpr double kFontSize = kChartFontSize;
 constexpr double kPanelTitleSize = 13;
 constexpr double kTitleSize = 15;
 constexpr double kMarkerRadius = 4;
@@ -66,12 +66,7 @@ constexpr PlotShapeStyle kProjectedMarker{kWhite, PlotStroke{kProjectedColor, 2}
 
 PlotTextStyle TextStyle(TextAnchor anchor = TextAnchor::kStart, double size = kFontSize, bool bold = false,
                         PlotColor color = kTextColor) {
-  PlotTextStyle style;
-  style.color = color;
-  style.size = size;
-  style.bold = bold;
-  style.anchor = anchor;
-  return style;
+  return ChartTextStyle(anchor, size, bold, color);
 }
 
 // `text` cut to `max_characters` characters, the last three of them "...", never inside a
