@@ -14,8 +14,9 @@ started=$SECONDS
 bash scripts/install-deps.sh
 echo "test.sh: dependencies: $((SECONDS - started)) s"
 
-# Tests in parallel, two at a time (the machine CI runs on has two cores); the suites that
-# need the machine to themselves (e2e.*, fuzz.*) are RUN_SERIAL and run alone.
+# Tests in parallel, two at a time (the machine CI runs on has two cores); the end-to-end
+# suites that need the machine to themselves (e2e.*) are RUN_SERIAL and run alone; the two
+# fuzz targets run side by side, one core each.
 test_jobs="${RANKSCOPE_TEST_JOBS:-2}"
 
 summary=()
