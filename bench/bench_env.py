@@ -188,10 +188,11 @@ class RunFailed(RuntimeError):
         self.output = output
 
 
-def profile_ranks(rankscope, command, run_dir, *, ranks=1, env=None, deadline=None, tag=None):
-    """`rankscope profile -n RANKS -o RUN_DIR -- COMMAND`; returns the finished process, or
-    raises RunFailed (or BudgetExceeded past the deadline)."""
-    done = run([rankscope, "profile", "-n", str(ranks), "-o", run_dir, "--", *command],
+def profile_ranks(rankscope, command, run_dir, *, ranks=1, env=None, deadline=None, tag=None, trace=None):
+    """`rankscope profile -n RANKS -o RUN_DIR [--trace TRACE] -- COMMAND`; returns the
+    finished process, or raises RunFailed (or BudgetExceeded past the deadline)."""
+    traced = ["--trace", trace] if trace else []
+    done = run([rankscope, "profile", "-n", str(ranks), "-o", run_dir, *traced, "--", *command],
                env=env if env is not None else clean_environment(), deadline=deadline, tag=tag)
     if done.returncode != 0:
         raise RunFailed(why_failed(done), done.stderr)
