@@ -22,6 +22,7 @@
 #include "compare/scaling.h"
 #include "report/report_writers.h"
 #include "report/scaling_report.h"
+#include "tests/comparable_run_builder.h"
 #include "tests/golden.h"
 #include "tests/trace_builder.h"
 
@@ -235,31 +236,15 @@ TEST(ReportGolden, StragglerHtml) {
 //   T(32) = 10 + 6.2 + 3.875 = 20.075 ms: efficiency 49.8%, 51008.7 samples/s.
 
 compare::ComparableRun WeakRun(int world_size, double step_ms, const std::string& command) {
-  compare::ComparableRun run;
-  run.source = "sweep/n" + std::to_string(world_size);
-  run.command = command;
-  run.workload.program = "python3 train.py";
-  run.workload.backend = world_size > 1 ? "nccl" : "";
-  run.workload.world_size = world_size;
-  run.workload.batch_per_rank = 32;
-  run.workload.accumulation = 1;
-  run.workload.global_batch = 32 * world_size;
-  run.steps = 5;
-  if (world_size > 1) run.allreduce_bytes_per_step = 4e6;
-  std::vector<double> steps, throughput, exposed;
-  for (double offset_ms : {-0.2, -0.1, 0.0, 0.1, 0.2}) {
-    const double t = (step_ms + offset_ms) * kMs;
-    steps.push_back(t);
-    throughput.push_back(32.0 * world_size / (t / 1e9));
-    exposed.push_back((world_size - 1) * 1.0 * kMs);
-  }
-  run.metrics = {
-      {"throughput", 32.0 * world_size / (step_ms * kMs / 1e9), throughput},
-      {"step_time_ns", step_ms * kMs, steps},
-      {"exposed_comm_ns", (world_size - 1) * 1.0 * kMs, exposed},
-      {"comm_compute_ratio", 0.05 * (world_size - 1), {}},
-  };
-  return run;
+  std::vector<double> steps;
+  for (double offset_ms : {-0.2, -0.1, 0.0, 0.1, 0.2}) steps.push_back(step_ms + offset_ms);
+  return rankscope::testing::MakeWeakRun({.world_size = world_size,
+                                          .step_ms = steps,
+                                          .program = "python3 train.py",
+                                          .command = command,
+                                          .backend = "nccl",
+                                          .exposed_ms_per_extra_rank = 1.0,
+                                          .comm_compute_per_extra_rank = 0.05});
 }
 
 constexpr const char* kCommand = "python3 train.py --batch 32";

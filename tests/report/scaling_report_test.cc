@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/comparable_run_builder.h"
 #include "tests/golden.h"
 
 namespace rankscope::report {
@@ -24,34 +25,17 @@ namespace {
 
 constexpr double kMs = 1e6;
 
-// A weak-scaling run of 32 samples per rank with a `step_ms` step over 6 steps.
+// A weak-scaling run of 32 samples per rank over 6 steps of step_ms, + 0.1 and + 0.2 ms.
 ComparableRun WeakRun(int world_size, double step_ms) {
-  ComparableRun run;
-  run.source = "sweep/n" + std::to_string(world_size);
-  run.command = "rankscope-trainer --batch 32";
-  run.workload.program = "rankscope-trainer";
-  run.workload.backend = world_size > 1 ? "gloo" : "";
-  run.workload.world_size = world_size;
-  run.workload.batch_per_rank = 32;
-  run.workload.accumulation = 1;
-  run.workload.global_batch = 32 * world_size;
-  run.steps = 6;
-  if (world_size > 1) run.allreduce_bytes_per_step = 4e6;
-  std::vector<double> steps, throughput, exposed;
-  for (int i = 0; i < 6; ++i) {
-    const double t = (step_ms + 0.1 * (i % 3)) * kMs;
-    steps.push_back(t);
-    throughput.push_back(32.0 * world_size / (t / 1e9));
-    exposed.push_back((world_size - 1) * 2 * kMs);
-  }
-  const double median_step = (step_ms + 0.1) * kMs;
-  run.metrics = {
-      {"throughput", 32.0 * world_size / (median_step / 1e9), throughput},
-      {"step_time_ns", median_step, steps},
-      {"exposed_comm_ns", (world_size - 1) * 2 * kMs, exposed},
-      {"comm_compute_ratio", 0.1 * (world_size - 1), {}},
-  };
-  return run;
+  std::vector<double> steps;
+  for (int i = 0; i < 6; ++i) steps.push_back(step_ms + 0.1 * (i % 3));
+  return rankscope::testing::MakeWeakRun({.world_size = world_size,
+                                          .step_ms = steps,
+                                          .program = "rankscope-trainer",
+                                          .command = "rankscope-trainer --batch 32",
+                                          .backend = "gloo",
+                                          .exposed_ms_per_extra_rank = 2,
+                                          .comm_compute_per_extra_rank = 0.1});
 }
 
 ScalingTable WeakTable() {
@@ -61,7 +45,7 @@ ScalingTable WeakTable() {
 }
 
 TEST(ScalingToJson, MatchesTheGoldenFile) {
-  rankscope::testing::ExpectMatchesGolden(rankscope::testing::GoldenPath("tests/analyzer/golden/scaling_weak.json"),
+  rankscope::testing::ExpectMatchesGolden(rankscope::testing::GoldenPath("tests/report/golden/scaling_weak.json"),
                                           ScalingToJson(WeakTable(), "test"));
 }
 
