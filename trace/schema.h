@@ -90,6 +90,10 @@ inline constexpr std::string_view kToolVersion = "tool_version";
 inline constexpr std::string_view kSchemaVersion = "schema_version";
 inline constexpr std::string_view kCreatedRealtimeNs = "created_realtime_ns";
 inline constexpr std::string_view kClosedCleanly = "closed_cleanly";
+// Why the writer stopped recording before the file was closed (one line: "disk full: ...");
+// absent when it recorded to the end. Best effort: a disk too full for this row too leaves
+// the file without it (then not closed cleanly either).
+inline constexpr std::string_view kRecordingStopped = "recording_stopped";
 // Calibration pairs: "clock.<start|end>.<realtime_ns|monotonic_ns|tsc>".
 inline constexpr std::string_view kClockPrefix = "clock.";
 }  // namespace meta_key
