@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -108,6 +109,7 @@ Result<pid_t> Spawn(const ProcessSpec& spec) {
   sigemptyset(&default_action.sa_mask);
   sigset_t no_signals;
   sigemptyset(&no_signals);
+  const pid_t launcher = ::getpid();
 
   // The child reports a failed exec through this pipe; a successful exec closes it.
   int report[2];
@@ -123,11 +125,17 @@ Result<pid_t> Spawn(const ProcessSpec& spec) {
   }
   if (pid == 0) {
     ::setpgid(0, 0);  // a group of its own, led by the child
+    // If rankscope dies unannounced, the process stops in order (see launcher.h); exec
+    // keeps this setting.
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
     for (int signal = 1; signal < NSIG; ++signal) {
       // SIGKILL, SIGSTOP and glibc's internal signals refuse; exec resets the latter.
       ::sigaction(signal, &default_action, nullptr);
     }
     ::sigprocmask(SIG_SETMASK, &no_signals, nullptr);
+    // rankscope died before the prctl took effect: that SIGTERM will never come, so stop
+    // here as it would have stopped us.
+    if (::getppid() != launcher) ::raise(SIGTERM);
     ::execvpe(argv[0], argv.data(), envp.data());
     const int error = errno;
     [[maybe_unused]] const ssize_t written = ::write(report[1], &error, sizeof error);
@@ -264,10 +272,15 @@ class RunningLaunch {
     }
   }
 
-  void Forward(int signal) {
-    result_.forwarded_signals.push_back(signal);
+  void Forward(int received) {
+    bool interrupted_before = false;
+    for (const ForwardedSignal& earlier : result_.forwarded_signals) {
+      interrupted_before = interrupted_before || earlier.received == SIGINT;
+    }
+    const int sent = SignalForProcesses(received, interrupted_before);
+    result_.forwarded_signals.push_back(ForwardedSignal{.received = received, .sent = sent});
     for (const Child& child : children_) {
-      if (!child.ended) SignalChild(child, signal);
+      if (!child.ended) SignalChild(child, sent);
     }
   }
 
@@ -299,6 +312,12 @@ std::string SignalName(int signal) {
 const std::vector<int>& ForwardedSignals() {
   static const std::vector<int> signals = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
   return signals;
+}
+
+int SignalForProcesses(int received, bool interrupted_before) {
+  if (received == SIGHUP || received == SIGQUIT) return SIGTERM;
+  if (received == SIGINT && interrupted_before) return SIGTERM;
+  return received;
 }
 
 int LaunchResult::ExitCode() const { return first_failure ? processes[*first_failure].status.ShellCode() : 0; }

@@ -1,6 +1,20 @@
 // Starts the processes of a profiled run, forwards signals to them, stops the others when
 // one fails, and waits until every one has ended.
 //
+// Stopping in order. Every stop rankscope asks for lets the collector in each rank flush
+// and close its file: the collector does that on SIGTERM (and SIGINT, SIGHUP, SIGQUIT) and
+// SIGKILL is the one signal it cannot answer. So SIGHUP and SIGQUIT (a closed terminal,
+// Ctrl-\), and a second SIGINT (an impatient Ctrl-C), reach the processes as SIGTERM; the
+// first SIGINT and every SIGTERM are passed on as they are, so that a program keeps its own
+// Ctrl-C behaviour (Python's KeyboardInterrupt, torchrun's shutdown).
+//
+// Parent death. Each process is started with PR_SET_PDEATHSIG = SIGTERM: if rankscope dies
+// without passing anything on (SIGKILL, a crash), the kernel sends the process SIGTERM, the
+// same orderly stop. It reaches the processes rankscope started (the -n ranks, or the
+// command itself: torchrun stops its workers on SIGTERM); what they started in turn is
+// theirs to stop. The kernel sends it when the *thread* that forked ends, so Launch must
+// be called from a thread that lives until it returns (the process's only thread).
+//
 // Process groups. Each process starts in a process group of its own, with default signal
 // dispositions and an empty signal mask. rankscope stays in the terminal's foreground
 // group, so a key such as Ctrl-C signals rankscope alone, and rankscope sends the signal
@@ -46,6 +60,16 @@ std::string SignalName(int signal);
 // inherited as ignored (nohup, `&` in a script) stays ignored and is not passed on.
 const std::vector<int>& ForwardedSignals();
 
+// The signal the processes get when rankscope receives `received` (see "Stopping in
+// order"): SIGTERM for SIGHUP, SIGQUIT and for a SIGINT after an earlier one
+// (`interrupted_before`); the signal itself otherwise.
+int SignalForProcesses(int received, bool interrupted_before);
+
+struct ForwardedSignal {
+  int received = 0;  // what rankscope got
+  int sent = 0;      // what it sent each process's group
+};
+
 struct ProcessSpec {
   std::vector<std::string> argv{};  // argv[0] is looked up in PATH like execvp does
   std::vector<std::string> env{};   // "NAME=value" entries: the process's whole environment
@@ -72,7 +96,7 @@ struct ProcessOutcome {
 struct LaunchResult {
   std::vector<ProcessOutcome> processes;  // in the order of the specs
   std::optional<size_t> first_failure;    // the first process seen failing
-  std::vector<int> forwarded_signals;     // in the order they arrived
+  std::vector<ForwardedSignal> forwarded_signals;  // in the order they arrived
 
   // The first failing process's ShellCode(), or 0 when every process succeeded.
   int ExitCode() const;
@@ -80,10 +104,10 @@ struct LaunchResult {
 
 // Starts every process, then waits for all of them. Blocks the forwarded signals and
 // SIGCHLD while it runs (and restores the mask and SIGCHLD's disposition when it returns),
-// so call it from a process's only thread. Fails only when a process cannot be started:
-// NotFound when the program does not exist (a shell's 127), InvalidArgument when exec
-// refuses it (126), IoError when pipe or fork fail; the processes already started are then
-// killed and reaped.
+// so call it from a process's only thread (which PR_SET_PDEATHSIG also needs). Fails only
+// when a process cannot be started: NotFound when the program does not exist (a shell's
+// 127), InvalidArgument when exec refuses it (126), IoError when pipe or fork fail; the
+// processes already started are then killed and reaped.
 Result<LaunchResult> Launch(const std::vector<ProcessSpec>& specs, const LaunchOptions& options);
 
 // The one line telling which rank failed first and what was done about the others, e.g.

@@ -51,7 +51,10 @@ std::string Outcome(const ProfileRequest& request, const LaunchResult& result, c
   }
   if (!result.forwarded_signals.empty()) {
     std::string names;
-    for (int signal : result.forwarded_signals) names += (names.empty() ? "" : ", ") + SignalName(signal);
+    for (const ForwardedSignal& signal : result.forwarded_signals) {
+      names += (names.empty() ? "" : ", ") + SignalName(signal.received);
+      if (signal.sent != signal.received) names += " as " + SignalName(signal.sent);
+    }
     outcome += fmt::format(", after rankscope passed on {}", names);
   }
   return outcome;

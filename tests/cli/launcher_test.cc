@@ -33,6 +33,15 @@ TEST(ExitStatus, ShellCodesAndDescriptions) {
   EXPECT_EQ(SignalName(SIGINT), "SIGINT");
 }
 
+TEST(SignalForProcesses, EveryStopButTheFirstCtrlCIsASigterm) {
+  EXPECT_EQ(SignalForProcesses(SIGINT, /*interrupted_before=*/false), SIGINT);  // the program's own Ctrl-C
+  EXPECT_EQ(SignalForProcesses(SIGINT, /*interrupted_before=*/true), SIGTERM);
+  EXPECT_EQ(SignalForProcesses(SIGTERM, false), SIGTERM);
+  EXPECT_EQ(SignalForProcesses(SIGHUP, false), SIGTERM);
+  EXPECT_EQ(SignalForProcesses(SIGQUIT, false), SIGTERM);
+  EXPECT_EQ(SignalForProcesses(SIGQUIT, true), SIGTERM);
+}
+
 TEST(Launch, ReturnsTheExitCode) {
   auto result = Launch({Shell("exit 3")}, {});
   ASSERT_TRUE(result.ok()) << result.status().message();
