@@ -1,6 +1,5 @@
 #include "collector/cupti_tracer.h"
 
-#include <cstdio>
 #include <deque>
 #include <utility>
 
@@ -9,6 +8,7 @@
 
 #include "collector/cupti_records.h"
 #include "collector/recorder.h"
+#include "collector/stderr_line.h"
 
 namespace rankscope::collector {
 namespace {
@@ -127,8 +127,8 @@ bool StartCuptiTracing(Recorder& recorder, CuptiApi* api) {
     failure = tracer.status();
   }
   recorder.SetMeta("cupti.status", "off: " + failure.message());
-  std::fprintf(stderr, "rankscope: %s: CUDA activity is not recorded: %s; NVTX and NCCL recording go on\n",
-               recorder.describe_process().c_str(), failure.message().c_str());
+  WriteStderrLine(fmt::format("rankscope: {}: CUDA activity is not recorded: {}; NVTX and NCCL recording go on",
+                              recorder.describe_process(), failure.message()));
   return false;
 }
 

@@ -1,6 +1,6 @@
 // The exported face of librankscope_collector.so: the NVTX injection entry points, the
 // constructor that starts recording when the library is preloaded, the flush points
-// (exit, SIGTERM/SIGINT, exec) and the fork rule. Everything else is hidden.
+// (exit, SIGTERM/SIGINT/SIGHUP/SIGQUIT, exec) and the fork rule. Everything else is hidden.
 //
 // CUDA: the driver calls InitializeInjection during cuInit when CUDA_INJECTION64_PATH names
 // this library; CUPTI starts there. A library loaded after CUDA started (dlopen'ed as NCCL's
@@ -9,9 +9,11 @@
 // Lifecycle rules (also in collector/README.md):
 // - Without RANKSCOPE_RUN_DIR the library does nothing, and NVTX turns itself off.
 // - exit: the library destructor drains, writes end-of-run meta and closes the file.
-// - SIGTERM/SIGINT: our handler flushes; if the program had its own handler we call it
-//   afterwards, otherwise we close the file and re-raise with the default action, so the
-//   exit status is the one the program would have had. An ignored signal stays ignored.
+// - SIGTERM/SIGINT/SIGHUP/SIGQUIT (the signals that end a process by default and that
+//   people and launchers send to stop one): our handler flushes; if the program had its own
+//   handler we call it afterwards, otherwise we close the file and re-raise with the default
+//   action, so the exit status (and SIGQUIT's core dump) is the one the program would have
+//   had. An ignored signal stays ignored.
 // - exec: the file is closed before the new image replaces the process.
 // - fork: the child records nothing (it would otherwise share the parent's rank). A child
 //   that execs starts afresh in its new image.
@@ -21,9 +23,9 @@
 #include <unistd.h>
 
 #include <cstdarg>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -35,6 +37,7 @@
 #include "collector/proc_files.h"
 #include "collector/rank_env.h"
 #include "collector/recorder.h"
+#include "collector/stderr_line.h"
 #ifdef RANKSCOPE_HAVE_CUPTI
 #include "collector/cupti_tracer.h"
 #endif
@@ -46,8 +49,9 @@ namespace {
 
 Recorder* g_recorder = nullptr;  // leaked on purpose: it must outlive every static
 bool g_started = false;
-constexpr int kHandledSignals[] = {SIGTERM, SIGINT};
-struct sigaction g_previous[2];
+constexpr int kHandledSignals[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT};
+constexpr size_t kHandledSignalCount = std::size(kHandledSignals);
+struct sigaction g_previous[kHandledSignalCount];
 constexpr auto kSignalFlushTimeout = std::chrono::seconds(5);
 
 std::string CommandLine() {
@@ -66,7 +70,8 @@ std::string HostName() {
 }
 
 void OnSignal(int signal_number, siginfo_t* info, void* context) {
-  int index = signal_number == SIGTERM ? 0 : 1;
+  size_t index = 0;
+  while (index + 1 < kHandledSignalCount && kHandledSignals[index] != signal_number) ++index;
   const struct sigaction& previous = g_previous[index];
   bool program_handles = (previous.sa_flags & SA_SIGINFO) != 0
                              ? previous.sa_sigaction != nullptr
@@ -92,13 +97,13 @@ void OnSignal(int signal_number, siginfo_t* info, void* context) {
 }
 
 void InstallSignalHandlers() {
-  for (int i = 0; i < 2; ++i) {
+  for (size_t i = 0; i < kHandledSignalCount; ++i) {
     struct sigaction current {};
     if (sigaction(kHandledSignals[i], nullptr, &current) != 0) continue;
     if ((current.sa_flags & SA_SIGINFO) == 0 && current.sa_handler == SIG_IGN) continue;
     g_previous[i] = current;
     struct sigaction ours {};
-    ours.sa_sigaction = &OnSignal;
+    ours.sa_sigaction = &NoThrow<&OnSignal>::Call;
     ours.sa_flags = SA_SIGINFO | SA_RESTART | (current.sa_flags & SA_ONSTACK);
     ours.sa_mask = current.sa_mask;
     sigaction(kHandledSignals[i], &ours, nullptr);
@@ -120,11 +125,11 @@ void StartDeviceTracing() {
   std::lock_guard lock(mutex);
   if (g_recorder == nullptr || !g_recorder->recording() || g_recorder->has_device_tracer()) return;
 #ifdef RANKSCOPE_HAVE_CUPTI
-  if (StartCuptiTracing(*g_recorder)) std::atexit(&FinishDeviceTracingAtExit);
+  if (StartCuptiTracing(*g_recorder)) std::atexit(&NoThrow<&FinishDeviceTracingAtExit>::Call);
 #else
   g_recorder->SetMeta("cupti.status", "off: this collector was built without CUPTI");
-  std::fprintf(stderr, "rankscope: %s: CUDA activity is not recorded: this collector was built without CUPTI\n",
-               g_recorder->describe_process().c_str());
+  WriteStderrLine("rankscope: " + g_recorder->describe_process() +
+                  ": CUDA activity is not recorded: this collector was built without CUPTI");
 #endif
 }
 
@@ -141,6 +146,10 @@ bool CudaInitialized() {
   return result != 3 && result != 4;
 }
 
+void StartDeviceTracingIfCudaInitialized() {
+  if (CudaInitialized()) StartDeviceTracing();
+}
+
 // Loaded into a process where libcuda already is: CUPTI attaches now rather than at a
 // cuInit that already happened. The check runs on its own thread because this may be
 // cuInit itself loading us (CUDA_INJECTION64_PATH), with the driver's lock held.
@@ -152,7 +161,7 @@ void StartDeviceTracingIfCudaRuns() {
     sigset_t all;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, nullptr);
-    if (CudaInitialized()) StartDeviceTracing();
+    NoThrow<&StartDeviceTracingIfCudaInitialized>::Call();
   }).detach();
 }
 
@@ -173,7 +182,7 @@ void StartCollector() {
   g_started = true;
   auto config = ReadConfig([](const char* name) { return std::getenv(name); });
   if (!config.ok()) {
-    std::fprintf(stderr, "rankscope: recording off: %s\n", config.status().message().c_str());
+    WriteStderrLine("rankscope: recording off: " + config.status().message());
     return;
   }
   if (config->run_dir.empty()) return;  // not under `rankscope profile`
@@ -186,7 +195,7 @@ void StartCollector() {
   SetNvtxRecorder(g_recorder);
   SetNcclRecorder(g_recorder);
   InstallSignalHandlers();
-  pthread_atfork(nullptr, nullptr, &InForkedChild);
+  pthread_atfork(nullptr, nullptr, &NoThrow<&InForkedChild>::Call);
   StartDeviceTracingIfCudaRuns();
 }
 
@@ -276,6 +285,22 @@ using ExecveFn = int (*)(const char*, char* const[], char* const[]);
 using ExecvFn = int (*)(const char*, char* const[]);
 using FexecveFn = int (*)(int, char* const[], char* const[]);
 
+// The execl* bodies: building argv allocates, so they run behind NoThrow (a failed
+// allocation returns -1 with malloc's ENOMEM, as exec's own failure would).
+int ExeclBody(const char* path, const char* arg, va_list* list) {
+  std::vector<char*> argv = ArgvFromList(arg, *list);
+  return execv(path, argv.data());
+}
+int ExeclpBody(const char* file, const char* arg, va_list* list) {
+  std::vector<char*> argv = ArgvFromList(arg, *list);
+  return execvp(file, argv.data());
+}
+int ExecleBody(const char* path, const char* arg, va_list* list) {
+  std::vector<char*> argv = ArgvFromList(arg, *list);
+  char* const* envp = va_arg(*list, char* const*);
+  return execve(path, argv.data(), envp);
+}
+
 }  // namespace
 
 RANKSCOPE_EXPORT int execve(const char* path, char* const argv[], char* const envp[]) {
@@ -306,24 +331,23 @@ RANKSCOPE_EXPORT int fexecve(int fd, char* const argv[], char* const envp[]) {
 RANKSCOPE_EXPORT int execl(const char* path, const char* arg, ...) {
   va_list list;
   va_start(list, arg);
-  std::vector<char*> argv = ArgvFromList(arg, list);
+  const int result = NoThrow<&ExeclBody, -1>::Call(path, arg, &list);
   va_end(list);
-  return execv(path, argv.data());
+  return result;
 }
 
 RANKSCOPE_EXPORT int execlp(const char* file, const char* arg, ...) {
   va_list list;
   va_start(list, arg);
-  std::vector<char*> argv = ArgvFromList(arg, list);
+  const int result = NoThrow<&ExeclpBody, -1>::Call(file, arg, &list);
   va_end(list);
-  return execvp(file, argv.data());
+  return result;
 }
 
 RANKSCOPE_EXPORT int execle(const char* path, const char* arg, ...) {
   va_list list;
   va_start(list, arg);
-  std::vector<char*> argv = ArgvFromList(arg, list);
-  char* const* envp = va_arg(list, char* const*);
+  const int result = NoThrow<&ExecleBody, -1>::Call(path, arg, &list);
   va_end(list);
-  return execve(path, argv.data(), envp);
+  return result;
 }

@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <exception>
 
+#include "collector/stderr_line.h"
+
 namespace rankscope::collector {
 namespace {
 
@@ -24,8 +26,11 @@ void NoteCollectorFault() noexcept {
     } catch (...) {
     }
   }
-  std::fprintf(stderr, "rankscope: the collector stopped an exception (%s) in a callback; that event is lost, "
-               "recording goes on\n", what);
+  char line[512];
+  std::snprintf(line, sizeof line,
+                "rankscope: the collector stopped an exception (%s) in a callback; that event is lost, recording goes on",
+                what);
+  WriteStderrLine(line);
 }
 
 }  // namespace rankscope::collector

@@ -67,11 +67,13 @@ void NvtxRegistry::NameCategory(const NvtxDomain* domain, uint32_t category,
                                 std::string_view name) {
   std::lock_guard lock(mutex_);
   categories_.emplace_back(domain != nullptr ? domain->name : "", category, std::string(name));
+  category_count_.store(categories_.size(), std::memory_order_release);
 }
 
-std::vector<std::tuple<std::string, uint32_t, std::string>> NvtxRegistry::Categories() {
+std::vector<std::tuple<std::string, uint32_t, std::string>> NvtxRegistry::CategoriesFrom(size_t first) {
+  if (category_count_.load(std::memory_order_acquire) <= first) return {};
   std::lock_guard lock(mutex_);
-  return categories_;
+  return {categories_.begin() + static_cast<std::ptrdiff_t>(std::min(first, categories_.size())), categories_.end()};
 }
 
 size_t NvtxRegistry::SlotOf(const NvtxDomain* domain, uint64_t id) {

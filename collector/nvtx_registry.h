@@ -70,8 +70,9 @@ class NvtxRegistry {
   const NvtxString* RegisterString(const NvtxDomain* domain, std::string_view text);
 
   void NameCategory(const NvtxDomain* domain, uint32_t category, std::string_view name);
-  // (domain name, category id, category name) in registration order.
-  std::vector<std::tuple<std::string, uint32_t, std::string>> Categories();
+  // (domain name, category id, category name) in registration order, from the `first`-th
+  // naming on. Lock-free when nothing was named since: the drain thread asks every pass.
+  std::vector<std::tuple<std::string, uint32_t, std::string>> CategoriesFrom(size_t first);
 
   // Static and dynamic schemas. Returns the schema id (the requested one when given,
   // otherwise a fresh dynamic id); 0 when the description is unusable.
@@ -98,6 +99,7 @@ class NvtxRegistry {
   std::array<std::atomic<const PayloadSchema*>, kSchemaSlots> schema_slots_{};
   std::deque<PayloadEnum> enums_;
   std::vector<std::tuple<std::string, uint32_t, std::string>> categories_;
+  std::atomic<size_t> category_count_{0};  // categories_.size(), readable without the mutex
   uint64_t next_dynamic_id_ = uint64_t{1} << 32;  // NVTX_PAYLOAD_SCHEMA_ID_DYNAMIC_START
 };
 

@@ -10,7 +10,6 @@
 
 #include <algorithm>
 #include <bit>
-#include <cstdio>
 #include <map>
 #include <optional>
 #include <unordered_map>
@@ -22,7 +21,9 @@
 #include "collector/no_throw.h"
 #include "collector/proc_files.h"
 #include "collector/record_codec.h"
+#include "collector/stderr_line.h"
 #include "trace/rank_meta.h"
+#include "trace/recording_lock.h"
 #include "trace/run_dir.h"
 #include "trace/writer.h"
 
@@ -161,6 +162,8 @@ struct Recorder::DrainState {
   NvtxRegistry& registry;
   std::unique_ptr<trace::TraceWriter> writer;
   bool writer_failed = false;
+  std::optional<trace::RecordingLock> recording_lock;
+  size_t categories_written = 0;  // NVTX category names already handed to the writer
   trace::EventTables batch;
   struct ThreadState {
     int64_t tid = 0;
@@ -614,6 +617,8 @@ void Recorder::EnsureWriter(bool has_events) {
   std::filesystem::path dir(config.run_dir);
   std::filesystem::path path = identity.rank ? dir / trace::RankFileName(*identity.rank)
                                              : dir / trace::UnknownRankFileName(options_.pid);
+  // A file created at exit only to be closed at once (has_events false) needs no lock.
+  if (has_events) HoldRecordingLock();
   auto created = trace::TraceWriter::Create(path, identity);
   if (!created.ok() && identity.rank && created.status().code() == StatusCode::kAlreadyExists) {
     // With nothing to record (a wrapper such as a shell or perf exiting after its child
@@ -623,8 +628,8 @@ void Recorder::EnsureWriter(bool has_events) {
       return;
     }
     // Another process of this rank (a wrapper's child, a subprocess) claimed the file first.
-    std::fprintf(stderr, "rankscope: %s is taken; pid %lld records as rank-unknown\n",
-                 path.filename().c_str(), static_cast<long long>(options_.pid));
+    WriteStderrLine(fmt::format("rankscope: {} is taken; pid {} records as rank-unknown", path.filename().string(),
+                                options_.pid));
     identity.rank.reset();
     identity.world_size.reset();
     identity.local_rank.reset();
@@ -633,9 +638,10 @@ void Recorder::EnsureWriter(bool has_events) {
     if (created.ok()) (*created)->SetMeta("collector.claimed_rank", std::to_string(*config.rank.rank));
   }
   if (!created.ok()) {
-    std::fprintf(stderr, "rankscope: recording off: %s\n", created.status().message().c_str());
+    WriteStderrLine("rankscope: recording off: " + created.status().message());
     d.writer_failed = true;
     recording_.store(false);
+    ReleaseRecordingLock();
     return;
   }
   d.writer = std::move(*created);
@@ -712,13 +718,45 @@ std::string Recorder::ThreadName(int64_t tid) {
 }
 
 void Recorder::WritePendingMeta() {
-  if (!drain_->writer) return;
+  DrainState& d = *drain_;
+  if (!d.writer) return;
   std::vector<std::pair<std::string, std::string>> rows;
   {
     std::lock_guard lock(mutex_);
     rows.swap(pending_meta_);
   }
-  for (const auto& [key, value] : rows) drain_->writer->SetMeta(key, value);
+  for (const auto& [key, value] : rows) d.writer->SetMeta(key, value);
+  // A category is named before the ranges that use it are recorded, so the names drained
+  // by now cover every range of this pass; the writer commits them no later than the ranges
+  // (TraceWriter::SetMeta), and a rank killed at any instant keeps them (the analyzer
+  // classifies CPU-backend ranges by these names).
+  for (const auto& [domain, category, name] : registry_.CategoriesFrom(d.categories_written)) {
+    d.writer->SetMeta(fmt::format("nvtx.category.{}.{}", domain, category), name);
+    ++d.categories_written;
+  }
+}
+
+void Recorder::HoldRecordingLock() {
+  DrainState& d = *drain_;
+  if (d.recording_lock) return;
+  // Never blocks the drain for long: a RunIsRecording probe holds the lock exclusively for
+  // microseconds; any other failure (read-only directory, odd file system) only costs the
+  // safeguard, never the recording.
+  for (int attempt = 0; attempt < 50; ++attempt) {
+    Result<trace::RecordingLock> lock = trace::RecordingLock::Acquire(options_.config.run_dir);
+    if (lock.ok()) {
+      d.recording_lock.emplace(std::move(lock).value());
+      held_lock_.store(&*d.recording_lock, std::memory_order_release);
+      return;
+    }
+    if (lock.status().code() != StatusCode::kUnavailable) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+void Recorder::ReleaseRecordingLock() {
+  held_lock_.store(nullptr, std::memory_order_release);  // a later fork has nothing to close
+  drain_->recording_lock.reset();
 }
 
 size_t Recorder::DrainOnce(size_t max_records) {
@@ -822,10 +860,8 @@ Status Recorder::Finish(EndReason reason, int signal_number) {
     for (auto& [id, range] : d.started) flush_open(range, trace::NvtxRangeStyle::kStartEnd);
     if (!d.nccl.empty()) d.nccl.Emit(Sink(), tail, now, /*final=*/true);
     d.stats.unmatched_ends += d.pending_ends.size();
+    WritePendingMeta();  // and categories named since the last drain
     if (!tail.empty()) d.writer->Submit(std::move(tail));
-    for (const auto& [domain, category, name] : registry_.Categories()) {
-      d.writer->SetMeta(fmt::format("nvtx.category.{}.{}", domain, category), name);
-    }
     std::string ended_by = reason == EndReason::kExec     ? "exec"
                            : reason == EndReason::kSignal ? fmt::format("signal {}", signal_number)
                                                           : "exit";
@@ -848,8 +884,9 @@ Status Recorder::Finish(EndReason reason, int signal_number) {
       }
     }
     status = d.writer->Close();
-    if (!status.ok()) std::fprintf(stderr, "rankscope: closing the trace: %s\n", status.message().c_str());
+    if (!status.ok()) WriteStderrLine("rankscope: closing the trace: " + status.message());
   }
+  ReleaseRecordingLock();
   return status;
 }
 
@@ -921,7 +958,7 @@ Status Recorder::Close(EndReason reason, int signal_number) {
     if (!flushed_.wait_for(lock, options_.close_timeout, [&] { return closed_; })) {
       close_gave_up_ = true;
       lock.unlock();
-      std::fprintf(stderr, "rankscope: %s: %s\n", describe_process().c_str(), message.c_str());
+      WriteStderrLine(fmt::format("rankscope: {}: {}", describe_process(), message));
       return Unavailable(message);
     }
   }
@@ -949,6 +986,9 @@ void Recorder::FlushFromSignal(bool close, int signal_number, std::chrono::milli
 void Recorder::AbandonAfterFork() {
   recording_.store(false);
   abandoned_ = true;
+  // The child's copy of the lock's descriptor would keep the run "recording" as long as the
+  // child lives (a data-loader worker, a daemon), though it records nothing.
+  if (trace::RecordingLock* lock = held_lock_.exchange(nullptr)) lock->CloseInForkedChild();
   // The drain thread does not exist in the child. Forget its handle without destroying
   // it (a joinable std::thread would terminate); the parent owns the file.
   new (&drain_thread_) std::thread();

@@ -36,6 +36,7 @@
 #include "trace/events.h"
 
 namespace rankscope::trace {
+class RecordingLock;
 class TraceWriter;
 }
 
@@ -127,7 +128,8 @@ class Recorder {
   // From a signal handler: asks the drain thread to flush (or close) and waits up to
   // `timeout` with nanosleep. Async-signal-safe on the calling side.
   void FlushFromSignal(bool close, int signal_number, std::chrono::milliseconds timeout);
-  // In a forked child: stop without touching the parent's file or threads.
+  // In a forked child: stop without touching the parent's file or threads, and let go of
+  // the child's copy of the run directory's recording lock.
   void AbandonAfterFork();
 
   // The rank file, once created (empty before).
@@ -152,7 +154,13 @@ class Recorder {
   bool WriterCanTake(bool wait);
   // Converts what the device tracer delivered; `flush` asks it for held records first.
   void DrainDevice(bool flush, bool final);
+  // Meta rows set since the last call, and the NVTX categories named since: written before
+  // the events that use them, so that a file cut off at any commit can be interpreted.
   void WritePendingMeta();
+  // The run directory's recording lock (trace/recording_lock.h), held from before the rank
+  // file is created until it is closed, so that `profile --force` never deletes it mid-run.
+  void HoldRecordingLock();
+  void ReleaseRecordingLock();
   std::string ThreadName(int64_t tid);
   // The rank file's lanes, strings and clock, for the device tracer and the NCCL assembler.
   DeviceEventSink Sink();
@@ -193,6 +201,9 @@ class Recorder {
   std::atomic<int> signal_request_{0};  // 0 none, 1 flush, 2 close
   std::atomic<int> signal_number_{0};
   std::atomic<uint64_t> signal_request_seq_{0}, signal_done_seq_{0};
+
+  // The drain thread's recording lock, for a forked child to close its copy; null when none.
+  std::atomic<trace::RecordingLock*> held_lock_{nullptr};
 
   std::unique_ptr<DrainState> drain_;  // drain thread only
   std::thread drain_thread_;

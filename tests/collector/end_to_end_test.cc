@@ -2,11 +2,14 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -15,6 +18,7 @@
 #include "tests/collector/collector_test_util.h"
 #include "tests/trace/trace_test_util.h"
 #include "trace/reader.h"
+#include "trace/recording_lock.h"
 #include "trace/run_dir.h"
 
 namespace rankscope::collector {
@@ -44,6 +48,8 @@ Child Start(const TempDir& dir, std::vector<std::string> argv, std::map<std::str
   if (pid == 0) {
     dup2(pipe_fds[1], STDOUT_FILENO);
     close(pipe_fds[0]);
+    const rlimit no_core{0, 0};  // SIGQUIT's default action dumps core: not into the test's tree
+    setrlimit(RLIMIT_CORE, &no_core);
     clearenv();
     for (const auto& [name, value] : env) setenv(name.c_str(), value.c_str(), 1);
     std::vector<char*> args;
@@ -228,15 +234,41 @@ TEST(EndToEnd, KilledRankKeepsWhatWasCommitted) {
   EXPECT_FALSE(trace.meta.closed_cleanly);
   EXPECT_FALSE(trace.meta.clock_end.has_value());
   EXPECT_GE(trace.events.nvtx_ranges.size(), 1000u);
+  // What the analyzer needs to read the committed ranges came with them, not at a close
+  // that never happened: the category's name, and the ranges' category.
+  EXPECT_EQ(trace.meta.entries["nvtx.category..1"], "compute");
+  EXPECT_EQ(trace.events.nvtx_ranges.front().category, 1u);
   auto run = trace::OpenRun(dir.path());
   ASSERT_TRUE(run.ok());
   EXPECT_EQ(run->crashed, std::vector<std::string>{"rank-0.sqlite"});
+  auto recording = trace::RunIsRecording(dir.path());
+  ASSERT_TRUE(recording.ok()) << recording.status().message();
+  EXPECT_FALSE(*recording) << "the kernel let go of a killed rank's lock";
 }
+
+TEST(EndToEnd, SighupAndSigquitFlushAndKeepTheirDefaultAction) {
+  for (int signal_number : {SIGHUP, SIGQUIT}) {
+    TempDir dir;
+    Child child = Start(dir, {NVTX_PROGRAM, "spin"}, {{"RANK", "0"}});
+    ASSERT_TRUE(WaitForLine(child, "ready"));
+    kill(child.pid, signal_number);
+    int status = Wait(child);
+    ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == signal_number) << status;
+    trace::RankTrace trace = Load(dir / "rank-0.sqlite");
+    EXPECT_TRUE(trace.meta.closed_cleanly) << signal_number;
+    EXPECT_EQ(trace.meta.entries["collector.ended_by"], "signal " + std::to_string(signal_number));
+    EXPECT_GE(trace.events.nvtx_ranges.size(), 1000u);
+  }
+}
+
 
 TEST(EndToEnd, SigtermKeepsTheDefaultActionAndClosesTheFile) {
   TempDir dir;
   Child child = Start(dir, {NVTX_PROGRAM, "spin"}, {{"RANK", "0"}});
   ASSERT_TRUE(WaitForLine(child, "ready"));
+  auto recording = trace::RunIsRecording(dir.path());
+  ASSERT_TRUE(recording.ok()) << recording.status().message();
+  EXPECT_TRUE(*recording) << "a recording rank holds the run directory's lock";
   kill(child.pid, SIGTERM);
   int status = Wait(child);
   ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) << status;
@@ -287,7 +319,8 @@ TEST(EndToEnd, ForkedChildRecordsNothing) {
   for (const auto& entry : std::filesystem::directory_iterator(dir.path())) {
     files.push_back(entry.path().filename().string());
   }
-  EXPECT_EQ(files, std::vector<std::string>{"rank-0.sqlite"});
+  std::sort(files.begin(), files.end());
+  EXPECT_EQ(files, (std::vector<std::string>{std::string(trace::kRecordingLockFileName), "rank-0.sqlite"}));
   trace::RankTrace trace = Load(dir / "rank-0.sqlite");
   EXPECT_TRUE(trace.meta.closed_cleanly);
   EXPECT_EQ(CountByName(trace), (std::map<std::string, int>{{"parent-after", 1}, {"parent-before", 1}}));
@@ -380,6 +413,48 @@ TEST(EndToEnd, ProfileCommandRecordsEveryLocalRank) {
     CheckAnnotations(trace);
   }
   EXPECT_NE(output.find("2 of world size 2 recorded"), std::string::npos) << output;
+}
+
+// `rankscope profile` killed outright: its rank gets SIGTERM from the kernel
+// (PR_SET_PDEATHSIG) and closes its file as on any SIGTERM.
+TEST(EndToEnd, RanksOfAKilledProfileStopInOrder) {
+  TempDir dir;
+  const std::filesystem::path run = dir / "run";
+  std::map<std::string, std::string> env = testing::CollectorEnvironment();
+  std::vector<std::string> argv = {RANKSCOPE_CLI, "profile", "-o", run.string(), "-n", "1", "--", NVTX_PROGRAM, "spin"};
+  int pipe_fds[2];
+  ASSERT_EQ(pipe(pipe_fds), 0);
+  Child profile{fork(), pipe_fds[0]};
+  if (profile.pid == 0) {
+    dup2(pipe_fds[1], STDOUT_FILENO);
+    close(pipe_fds[0]);
+    clearenv();
+    for (const auto& [name, value] : env) setenv(name.c_str(), value.c_str(), 1);
+    std::vector<char*> args;
+    for (std::string& arg : argv) args.push_back(arg.data());
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  close(pipe_fds[1]);
+  ASSERT_TRUE(WaitForLine(profile, "ready"));  // the rank's, through profile's stdout
+  kill(profile.pid, SIGKILL);
+  Wait(profile);
+  // The rank is no child of this test: it is done when it lets go of the recording lock.
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  bool stopped = false;
+  while (!stopped && std::chrono::steady_clock::now() < give_up) {
+    auto recording = trace::RunIsRecording(run);
+    ASSERT_TRUE(recording.ok()) << recording.status().message();
+    stopped = !*recording;
+    if (!stopped) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  trace::RankTrace trace = Load(run / "rank-0.sqlite");
+  if (!stopped && trace.meta.pid > 0) kill(static_cast<pid_t>(trace.meta.pid), SIGKILL);  // no spinning orphan
+  ASSERT_TRUE(stopped) << "the rank outlived its profile";
+  EXPECT_TRUE(trace.meta.closed_cleanly);
+  EXPECT_EQ(trace.meta.entries["collector.ended_by"], "signal 15");
+  EXPECT_EQ(trace.meta.entries["nvtx.category..1"], "compute");
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // The program the collector tests run under the collector. Each mode exercises one part:
 //   annotate  nested ranges in several threads and domains, marks, categories, payloads
-//   spin      records forever (until killed), printing "ready" once events are committed
+//   spin      records ranges of category 1 ("compute") forever (until killed), printing "ready"
+//             once events are committed
 //   fork      a forked child records too; only the parent's events may appear
 //   exec-quiet / exec-busy   exec this program in mode "after-exec", without / with events first
 //   handler   installs its own SIGTERM handler before NVTX loads the collector, then waits
@@ -116,8 +117,10 @@ int Annotate() {
 }
 
 int Spin() {
+  // A named category: a rank killed mid-run must keep the name with its ranges.
+  nvtxNameCategoryA(1, "compute");
   for (long i = 0;; ++i) {
-    nvtxRangePushA("spin");
+    PushWithAttributes("spin", 1, 0, static_cast<uint64_t>(i));
     nvtxRangePop();
     if (i == 1000) {
       usleep(600 * 1000);  // past the drain interval and the writer's commit interval
