@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "base/text.h"
+#include "trace/recording_lock.h"
 #include "trace/run_dir.h"
 
 extern char** environ;
@@ -145,6 +146,17 @@ Result<PreparedRunDir> PrepareRunDir(const fs::path& dir, bool force) {
         fmt::format("{} exists and is not a directory; --force only replaces rank files "
                     "inside a run directory",
                     Quoted(dir)));
+  }
+
+  // A run still recording there would lose files it is writing, and end as if nothing
+  // happened: its collectors hold the directory's recording lock (trace/recording_lock.h).
+  Result<bool> recording = trace::RunIsRecording(dir);
+  if (!recording.ok()) return recording.status().WithContext("--force");
+  if (*recording) {
+    return Unavailable(
+        fmt::format("{} is still being recorded into by a running process (it holds {}); --force deletes "
+                    "nothing while that run records: wait for it to end, or choose another directory with -o",
+                    Quoted(dir), trace::kRecordingLockFileName));
   }
 
   if (::access(dir.c_str(), W_OK | X_OK) != 0) {

@@ -50,8 +50,9 @@ struct PreparedRunDir {
 
 // Makes `dir` ready to receive a run's rank files. A missing directory is created (with its
 // missing parents). An existing one is refused unless `force`; with `force` its rank files
-// and their companions are deleted (trace::RemoveRankFiles) and every other entry is kept.
-// Every check runs before anything is deleted, so an error leaves the directory as it was.
+// and their companions are deleted (trace::RemoveRankFiles) and every other entry is kept,
+// unless a run still records into it (trace::RunIsRecording): that is refused. Every check
+// runs before anything is deleted, so an error leaves the directory as it was.
 Result<PreparedRunDir> PrepareRunDir(const std::filesystem::path& dir, bool force);
 
 // ---- the collector library -------------------------------------------------------------

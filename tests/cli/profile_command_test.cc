@@ -5,7 +5,10 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <optional>
+
 #include "cli_test_util.h"
+#include "trace/recording_lock.h"
 
 namespace rankscope::cli {
 namespace {
@@ -162,6 +165,28 @@ TEST(RunDir, ForceDeletesRankFilesOnly) {
                                                  {"plots", "<dir>"},
                                                  {"plots/rank-1.sqlite", "not in the run directory itself"}};
   EXPECT_EQ(Snapshot(dir), expected);
+}
+
+TEST(RunDir, ForceRefusesARunStillRecordingAndDeletesNothing) {
+  TempDir tmp;
+  const fs::path dir = tmp / "run";
+  fs::create_directory(dir);
+  WriteFile(dir / "rank-0.sqlite", "being written");
+  auto acquired = trace::RecordingLock::Acquire(dir);  // as a live rank's collector holds it
+  ASSERT_TRUE(acquired.ok()) << acquired.status().message();
+  std::optional<trace::RecordingLock> recording(std::move(acquired).value());
+  const auto before = Snapshot(dir);
+  auto prepared = PrepareRunDir(dir, /*force=*/true);
+  ASSERT_FALSE(prepared.ok());
+  EXPECT_NE(prepared.status().message().find("still being recorded"), std::string::npos)
+      << prepared.status().message();
+  EXPECT_EQ(Snapshot(dir), before);
+
+  recording.reset();  // the run ended
+  auto after_the_run = PrepareRunDir(dir, /*force=*/true);
+  ASSERT_TRUE(after_the_run.ok()) << after_the_run.status().message();
+  EXPECT_FALSE(fs::exists(dir / "rank-0.sqlite"));
+  EXPECT_TRUE(fs::exists(trace::RecordingLockPath(dir))) << "--force keeps what is not a rank file";
 }
 
 TEST(RunDir, ForceOnASymlinkedDirectoryKeepsTheLink) {

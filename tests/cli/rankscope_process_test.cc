@@ -7,12 +7,17 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
+#include <cstdlib>
 #include <map>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "cli/launcher.h"
 #include "cli_test_util.h"
+#include "trace/recording_lock.h"
 
 namespace rankscope::cli {
 namespace {
@@ -265,6 +270,17 @@ TEST(RankscopeProfile, ForceReplacesOnlyRankFiles) {
   EXPECT_TRUE(fs::is_directory(dir / "plots"));
 }
 
+TEST(RankscopeProfile, ForceRefusesARunStillRecording) {
+  TempDir tmp;
+  const fs::path dir = tmp / "run";
+  FillExistingRunDir(dir);
+  auto live = trace::RecordingLock::Acquire(dir);  // held as a live rank's collector holds it
+  ASSERT_TRUE(live.ok()) << live.status().message();
+  const auto before = Snapshot(dir);
+  ExpectUsageError(RunRankscope({"profile", "--force", "-o", dir.string(), "--", "true"}), "still being recorded");
+  EXPECT_EQ(Snapshot(dir), before);
+}
+
 TEST(RankscopeProfile, DefaultRunDirIsNewInTheCurrentDirectory) {
   TempDir cwd;
   ASSERT_EQ(RunRankscope({"profile", "--", "true"}, {.cwd = cwd.path()}).exit_code, 0);
@@ -405,6 +421,78 @@ TEST(RankscopeSignals, SignalsReachEveryLocalRankOnce) {
     EXPECT_EQ(ReadFile(tmp / ("trapped-" + std::to_string(rank))), "x\n") << "rank " << rank;
   }
   EXPECT_EQ(run.err.find("failed"), std::string::npos) << "no failure report when the user ended the run";
+}
+
+// Polls until `path` holds `content`; false after a minute (a hang, not a timing verdict).
+bool WaitForContent(const fs::path& path, const std::string& content) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (ReadFile(path) != content) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
+}
+
+// SIGHUP (a closed terminal) and SIGQUIT (Ctrl-\) stop the command in order: as SIGTERM,
+// which the collector answers with a flush, never as a signal that kills it unflushed.
+TEST(RankscopeSignals, SighupAndSigquitReachTheCommandAsSigterm) {
+  for (const int signal : {SIGHUP, SIGQUIT}) {
+    TempDir tmp;
+    const fs::path started = tmp / "started";
+    RankscopeProcess process({"profile", "-o", (tmp / "run").string(), "--", "sh", "-c", "touch \"$1\"; sleep 60",
+                              "sh", started.string()},
+                             {});
+    ASSERT_TRUE(testing::WaitForFile(started));
+    ::kill(process.pid(), signal);
+    const RankscopeRun run = process.Wait();
+    ASSERT_FALSE(run.timed_out);
+    EXPECT_EQ(run.exit_code, 128 + SIGTERM) << "the SIGTERM that ended the command decides\n" << run.err;
+    EXPECT_NE(run.err.find("killed by SIGTERM, after rankscope passed on " + SignalName(signal) + " as SIGTERM"),
+              std::string::npos)
+        << run.err;
+  }
+}
+
+// The first Ctrl-C is the program's (Python's KeyboardInterrupt); a second one no longer
+// waits for the program to agree: it becomes the orderly stop.
+TEST(RankscopeSignals, ASecondSigintIsASigterm) {
+  TempDir tmp;
+  const fs::path started = tmp / "started";
+  const fs::path got = tmp / "got";
+  const std::string script =
+      "trap 'echo INT >> \"$2\"' INT; trap 'echo TERM >> \"$2\"; exit 5' TERM; touch \"$1\"; "
+      "while :; do sleep 0.1; done";
+  RankscopeProcess process(
+      {"profile", "-o", (tmp / "run").string(), "--", "sh", "-c", script, "sh", started.string(), got.string()}, {});
+  ASSERT_TRUE(testing::WaitForFile(started));
+  ::kill(process.pid(), SIGINT);
+  ASSERT_TRUE(WaitForContent(got, "INT\n")) << ReadFile(got);
+  ::kill(process.pid(), SIGINT);
+  const RankscopeRun run = process.Wait();
+  ASSERT_FALSE(run.timed_out);
+  EXPECT_EQ(ReadFile(got), "INT\nTERM\n");
+  EXPECT_EQ(run.exit_code, 5) << run.err;
+  EXPECT_NE(run.err.find("after rankscope passed on SIGINT, SIGINT as SIGTERM"), std::string::npos) << run.err;
+}
+
+// rankscope killed outright passes nothing on; the kernel sends the command SIGTERM
+// (PR_SET_PDEATHSIG), so its ranks stop in order instead of running on unwatched.
+TEST(RankscopeSignals, ACommandWhoseProfileIsKilledGetsSigterm) {
+  TempDir tmp;
+  const fs::path started = tmp / "started";
+  const fs::path got = tmp / "got";
+  const std::string script =
+      "trap 'echo TERM > \"$2\"; exit 0' TERM; echo $$ > \"$1.tmp\"; mv \"$1.tmp\" \"$1\"; "
+      "while :; do sleep 0.1; done";
+  RankscopeProcess process(
+      {"profile", "-o", (tmp / "run").string(), "--", "sh", "-c", script, "sh", started.string(), got.string()}, {});
+  ASSERT_TRUE(testing::WaitForFile(started));
+  ::kill(process.pid(), SIGKILL);
+  process.Wait();
+  const bool stopped = testing::WaitForFile(got);
+  if (!stopped) ::kill(std::atoi(ReadFile(started).c_str()), SIGKILL);  // leave no orphan behind
+  ASSERT_TRUE(stopped) << "the command outlived rankscope";
+  EXPECT_TRUE(WaitForContent(got, "TERM\n")) << ReadFile(got);
 }
 
 }  // namespace
