@@ -7,7 +7,9 @@
 #include "base/format.h"
 #include "base/text.h"
 #include "trace/reader.h"
+#include "trace/recording_lock.h"
 #include "trace/run_dir.h"
+#include "trace/schema.h"
 
 namespace rankscope::cli {
 namespace fs = std::filesystem;
@@ -30,6 +32,11 @@ RankFileStats CountFile(const trace::RunFile& file, std::map<std::string, uint64
   stats.bytes = SizeOrZero(file.path) + SizeOrZero(wal);
   if (auto status = file.meta.entries.find("cupti.status"); status != file.meta.entries.end()) {
     stats.cupti_status = status->second;
+  }
+  stats.closed_cleanly = file.meta.closed_cleanly;
+  if (auto stopped = file.meta.entries.find(std::string(trace::meta_key::kRecordingStopped));
+      stopped != file.meta.entries.end()) {
+    stats.recording_stopped = stopped->second;
   }
 
   // LoadAll is the reader's fast path (parallel, about 5M events/s); one rank at a time
@@ -59,8 +66,15 @@ std::string RankList(const std::vector<int>& ranks) {
 }
 
 std::string Row(std::string_view label, const std::string& events, const std::string& dropped,
-                const std::string& size) {
-  return fmt::format("    {:>7} {:>14} {:>10} {:>11}\n", label, events, dropped, size);
+                const std::string& size, std::string_view note = "") {
+  std::string row = fmt::format("    {:>7} {:>14} {:>10} {:>11}", label, events, dropped, size);
+  if (!note.empty()) row += fmt::format("  {}", note);
+  return row + "\n";
+}
+
+// "rank 3", or the file name of a process without a rank.
+std::string FileLabel(const RankFileStats& stats) {
+  return stats.rank ? fmt::format("rank {}", *stats.rank) : stats.file_name;
 }
 
 std::string RankRow(const RankFileStats& stats) {
@@ -68,7 +82,31 @@ std::string RankRow(const RankFileStats& stats) {
   if (!stats.read_error.empty()) {
     return fmt::format("    {:>7}  unreadable: {}\n", label, Printable(stats.read_error, 160));
   }
-  return Row(label, GroupThousands(stats.events), GroupThousands(stats.dropped), format::FormatBytes(static_cast<double>(stats.bytes)));
+  // Its counts end early: "dropped 0" alone would claim nothing was lost.
+  const std::string_view note = !stats.recording_stopped.empty() ? "recording stopped early"
+                                : !stats.closed_cleanly         ? "not closed"
+                                                                : "";
+  return Row(label, GroupThousands(stats.events), GroupThousands(stats.dropped),
+             format::FormatBytes(static_cast<double>(stats.bytes)), note);
+}
+
+// One line per file whose writer stopped before the end, at most header.max_rank_rows of them.
+void AppendStoppedEarly(const SummaryHeader& header, const RunStats& stats, std::string& out) {
+  std::vector<const RankFileStats*> stopped;
+  for (const auto* files : {&stats.ranks, &stats.unranked}) {
+    for (const RankFileStats& file : *files) {
+      if (!file.recording_stopped.empty()) stopped.push_back(&file);
+    }
+  }
+  const size_t shown = std::min(stopped.size(), header.max_rank_rows);
+  for (size_t i = 0; i < shown; ++i) {
+    out += fmt::format("  stopped early:  {}: {}; nothing after it was recorded (the process ran on)\n",
+                       FileLabel(*stopped[i]), Printable(stopped[i]->recording_stopped, 160));
+  }
+  if (shown < stopped.size()) {
+    out += fmt::format("  stopped early:  {} more file(s) likewise (meta recording_stopped says why)\n",
+                       stopped.size() - shown);
+  }
 }
 
 void AppendRankTable(const SummaryHeader& header, const RunStats& stats, std::string& out) {
@@ -115,13 +153,24 @@ void AppendProblems(const SummaryHeader& header, const RunStats& stats, std::str
     out += fmt::format("  extra ranks:    {} (beyond world size {})\n", RankList(stats.extra_ranks),
                        stats.world_size.value_or(0));
   }
-  if (!stats.crashed.empty()) {
-    std::string names;
-    for (const std::string& name : stats.crashed) names += (names.empty() ? "" : ", ") + name;
-    out += fmt::format(
-        "  crashed:        {} (never closed: the process died; events committed before are "
-        "kept)\n",
-        names);
+  if (stats.still_recording) {
+    out += "  still running:  a process of this run still records into the directory (it outlived the "
+           "command); its file is not final\n";
+  }
+  AppendStoppedEarly(header, stats, out);
+  // Files not closed that no stop explains: their process ended without closing them.
+  std::string names;
+  for (const auto* files : {&stats.ranks, &stats.unranked}) {
+    for (const RankFileStats& file : *files) {
+      if (!file.closed_cleanly && file.recording_stopped.empty()) {
+        names += (names.empty() ? "" : ", ") + file.file_name;
+      }
+    }
+  }
+  if (!names.empty()) {
+    out += fmt::format("  not closed:     {} ({}; what was committed before is kept)\n", names,
+                       stats.still_recording ? "still being written, or its process ended without closing it"
+                                             : "its process ended without closing it: SIGKILL, a crash or _exit");
   }
   // CUDA activity: worth a line when some rank recorded it, or tried and could not.
   if (!stats.cupti_on.empty()) {
@@ -153,6 +202,9 @@ Result<RunStats> CollectRunStats(const fs::path& run_dir) {
   stats.missing_ranks = run.missing_ranks;
   stats.extra_ranks = run.extra_ranks;
   stats.crashed = run.crashed;
+  // The summary must not fail over a lock it cannot probe: then it claims nothing.
+  const Result<bool> recording = trace::RunIsRecording(run_dir);
+  stats.still_recording = recording.ok() && *recording;
   for (const trace::RunFile& file : run.ranks) {
     stats.ranks.push_back(CountFile(file, stats.drops_by_reason));
     const RankFileStats& rank = stats.ranks.back();

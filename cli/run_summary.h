@@ -23,6 +23,10 @@ struct RankFileStats {
   uintmax_t bytes = 0;       // the file plus its -wal file
   std::string read_error{};  // set when the file opened but could not be loaded
   std::string cupti_status{};  // meta `cupti.status`: "on", "off: <why>", "not started: ..."
+  bool closed_cleanly = true;  // meta `closed_cleanly`: false after SIGKILL, a crash, a failed writer
+  // meta `recording_stopped`: why the writer stopped before the end (disk full, ...); what
+  // came after was not recorded and is counted nowhere, not even in `dropped`.
+  std::string recording_stopped{};
 };
 
 // A run directory, counted.
@@ -34,6 +38,9 @@ struct RunStats {
   std::vector<int> missing_ranks;
   std::vector<int> extra_ranks;
   std::vector<std::string> crashed;                 // files whose writer never closed them
+  // Some process still holds the directory's recording lock (trace::RunIsRecording): one
+  // of the run outlived the command, and its file is not final yet.
+  bool still_recording = false;
   std::map<std::string, uint64_t> drops_by_reason;  // "writer: queue full" -> events
   std::vector<int> cupti_on;                        // ranks that recorded CUDA activity
   std::map<std::string, std::vector<int>> cupti_off;  // why CUPTI was off -> ranks

@@ -8,7 +8,9 @@
 #include <sstream>
 
 #include "cli_test_util.h"
+#include "trace/recording_lock.h"
 #include "trace/run_dir.h"
+#include "trace/schema.h"
 #include "trace/writer.h"
 
 namespace rankscope::cli {
@@ -20,7 +22,7 @@ using testing::TempDir;
 constexpr const char* kRunId = "feedc0de";
 
 void WriteRankNow(const fs::path& path, std::optional<int> rank, std::optional<int> world_size, int events,
-                  uint64_t drops, bool close) {
+                  uint64_t drops, bool close, const std::string& recording_stopped) {
   trace::RankIdentity who;
   who.run_id = kRunId;
   who.rank = rank;
@@ -48,6 +50,8 @@ void WriteRankNow(const fs::path& path, std::optional<int> rank, std::optional<i
     drop.count = drops;
     (*writer)->AddDrops(drop);
   }
+  // What the writer records when it stops for good (e.g. a full disk) and the process runs on.
+  if (!recording_stopped.empty()) (*writer)->SetMeta(trace::meta_key::kRecordingStopped, recording_stopped);
   if (close) {
     ASSERT_TRUE((*writer)->Close().ok());
   } else {
@@ -60,14 +64,14 @@ void WriteRankNow(const fs::path& path, std::optional<int> rank, std::optional<i
 // Writes a rank file; `close` false leaves it as a crashed process would (never closed),
 // from a child process that exits without closing it.
 void WriteRank(const fs::path& path, std::optional<int> rank, std::optional<int> world_size, int events,
-               uint64_t drops = 0, bool close = true) {
+               uint64_t drops = 0, bool close = true, const std::string& recording_stopped = "") {
   if (close) {
-    WriteRankNow(path, rank, world_size, events, drops, close);
+    WriteRankNow(path, rank, world_size, events, drops, close, recording_stopped);
     return;
   }
   const pid_t child = ::fork();
   if (child == 0) {
-    WriteRankNow(path, rank, world_size, events, drops, close);
+    WriteRankNow(path, rank, world_size, events, drops, close, recording_stopped);
     ::_exit(::testing::Test::HasFailure() ? 1 : 0);
   }
   int status = 0;
@@ -119,7 +123,11 @@ TEST(RunSummary, CountsEventsDropsAndProblems) {
       FormatRunSummary({.run_dir = tmp.path(), .run_id = kRunId, .outcome = "exit code 0"}, stats);
   EXPECT_NE(text.find("2 of world size 4 recorded"), std::string::npos) << text;
   EXPECT_NE(text.find("missing ranks:  1, 3"), std::string::npos) << text;
-  EXPECT_NE(text.find("crashed:        rank-2.sqlite"), std::string::npos) << text;
+  EXPECT_NE(text.find("not closed:     rank-2.sqlite (its process ended without closing it: SIGKILL, a crash or "
+                      "_exit; what was committed before is kept)"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("still running"), std::string::npos) << text;
   EXPECT_NE(text.find("'writer: queue full' 5"), std::string::npos) << text;
   EXPECT_NE(text.find("1 file of processes without a rank"), std::string::npos) << text;
   EXPECT_NE(text.find("sqlite3 " + (tmp / "rank-0.sqlite").string() + " .tables"), std::string::npos) << text;
@@ -155,6 +163,59 @@ TEST(RunSummary, CudaThatNeverStartedIsOneLineForAllRanks) {
             std::string::npos)
       << text;
   EXPECT_EQ(text.find("not selected"), std::string::npos) << text;
+}
+
+// A rank whose writer stopped for good (a full disk) ran on: its row must not read as a
+// complete record with nothing dropped, nor its file as a process that died.
+TEST(RunSummary, ARankThatStoppedRecordingEarlySaysWhy) {
+  TempDir tmp;
+  WriteRank(tmp / "rank-0.sqlite", 0, 3, 20);
+  WriteRank(tmp / "rank-1.sqlite", 1, 3, 7, 0, /*close=*/false, "disk full: database or disk is full");
+  WriteRank(tmp / "rank-2.sqlite", 2, 3, 9, 0, /*close=*/false);
+  auto stats = CollectRunStats(tmp.path());
+  ASSERT_TRUE(stats.ok()) << stats.status().message();
+  ASSERT_EQ(stats->ranks.size(), 3u);
+  EXPECT_TRUE(stats->ranks[0].closed_cleanly);
+  EXPECT_EQ(stats->ranks[1].recording_stopped, "disk full: database or disk is full");
+  EXPECT_FALSE(stats->ranks[2].closed_cleanly);
+  EXPECT_TRUE(stats->ranks[2].recording_stopped.empty());
+
+  const std::string text =
+      FormatRunSummary({.run_dir = tmp.path(), .run_id = kRunId, .outcome = "exit code 0"}, stats);
+  EXPECT_NE(text.find("  stopped early:  rank 1: 'disk full: database or disk is full'; nothing after it was "
+                      "recorded (the process ran on)\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("not closed:     rank-2.sqlite ("), std::string::npos) << text;
+  EXPECT_EQ(text.find("rank-1.sqlite ("), std::string::npos) << "its stop explains why it was not closed\n" << text;
+  std::map<std::string, std::string> row_of;  // the rank table's rows by their label
+  for (const std::string& line : testing::Lines(text)) {
+    std::istringstream fields(line);
+    std::string label;
+    fields >> label;
+    if (label == "0" || label == "1" || label == "2") row_of[label] = line;
+  }
+  ASSERT_EQ(row_of.size(), 3u) << text;
+  EXPECT_TRUE(row_of["0"].ends_with("B")) << row_of["0"];  // the size, and no note
+  EXPECT_TRUE(row_of["1"].ends_with("B  recording stopped early")) << row_of["1"];
+  EXPECT_TRUE(row_of["2"].ends_with("B  not closed")) << row_of["2"];
+}
+
+TEST(RunSummary, ARunStillRecordingIsSaidToBe) {
+  TempDir tmp;
+  WriteRank(tmp / "rank-0.sqlite", 0, 1, 5, 0, /*close=*/false);
+  auto live = trace::RecordingLock::Acquire(tmp.path());  // a process of the run lives on
+  ASSERT_TRUE(live.ok()) << live.status().message();
+  auto stats = CollectRunStats(tmp.path());
+  ASSERT_TRUE(stats.ok()) << stats.status().message();
+  EXPECT_TRUE(stats->still_recording);
+  const std::string text =
+      FormatRunSummary({.run_dir = tmp.path(), .run_id = kRunId, .outcome = "exit code 0"}, stats);
+  EXPECT_NE(text.find("  still running:  a process of this run still records into the directory"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("not closed:     rank-0.sqlite (still being written, or its process ended without closing it"),
+            std::string::npos)
+      << text;
 }
 
 TEST(RunSummary, ManyRanksStayOnOneScreen) {
