@@ -434,6 +434,7 @@ Result<Report> AnalyzeRun(const std::filesystem::path& path, const AnalyzeOption
   info.world_size = run.world_size;
   info.missing_ranks = run.missing_ranks;
   info.unfinished_files = run.crashed;
+  info.live = run.recording;
   std::vector<std::string> warnings = run.Warnings();
   if (!run.unranked.empty()) {
     warnings.push_back(fmt::format("{} file(s) without a rank (e.g. data-loader processes) are not analyzed",

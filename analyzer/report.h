@@ -97,6 +97,7 @@ struct RunInfo {
   std::vector<int> missing_ranks;  // below world_size, without a file
   std::vector<int> ranks_without_activity;
   std::vector<std::string> unfinished_files;  // writers that never closed (killed ranks)
+  bool live = false;               // a process still recorded into the run when it was read
   int64_t events = 0;              // rows read
   int64_t invalid_events = 0;      // rows skipped: end before start
   int64_t dropped_events = 0;      // lost before they reached the files (drops table)

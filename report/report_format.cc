@@ -70,6 +70,7 @@ std::vector<std::pair<std::string, std::string>> SummaryItems(const Report& repo
 
   std::string run_text = run.directory.empty() ? "-" : run.directory;
   if (!run.run_id.empty()) run_text += fmt::format(" (run {})", run.run_id);
+  if (run.live) run_text += "; live: still recording, read as committed so far";
   items.emplace_back("run", run_text);
 
   std::string ranks_text = run.world_size ? fmt::format("{} of {} analyzed", run.ranks.size(), *run.world_size)

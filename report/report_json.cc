@@ -164,6 +164,7 @@ Json RunInfoToJson(const RunInfo& run) {
   object["missing_ranks"] = IntArray(run.missing_ranks);
   object["ranks_without_activity"] = IntArray(run.ranks_without_activity);
   object["unfinished_files"] = StringArray(run.unfinished_files);
+  object["live"] = run.live;
   object["events"] = run.events;
   object["invalid_events"] = run.invalid_events;
   object["dropped_events"] = run.dropped_events;

@@ -9,6 +9,7 @@
 
 #include "base/text.h"
 #include "trace/reader.h"
+#include "trace/recording_lock.h"
 
 namespace rankscope::trace {
 namespace fs = std::filesystem;
@@ -143,9 +144,12 @@ std::vector<std::string> Run::Warnings() const {
                                 directory.string(), RankRanges(extra_ranks), world_size.value_or(0)));
   }
   for (const std::string& name : crashed) {
-    lines.push_back(fmt::format("{}: {} was not closed cleanly (the process died?); it holds "
-                                "every event committed before that",
-                                directory.string(), name));
+    lines.push_back(recording ? fmt::format("{}: {} is still being recorded: read as it was committed when "
+                                            "opened (a live snapshot)",
+                                            directory.string(), name)
+                              : fmt::format("{}: {} was not closed cleanly (the process died?); it holds "
+                                            "every event committed before that",
+                                            directory.string(), name));
   }
   return lines;
 }
@@ -201,6 +205,9 @@ Result<Run> OpenRun(const fs::path& path) {
     list.push_back(std::move(run_file));
   }
   run.run_id = first_run_id;
+  // Asked after the files were opened: a run that ended in between reads as ended, its files
+  // as they were left. A lock that cannot be probed says nothing either way.
+  if (Result<bool> recording = RunIsRecording(run.directory); recording.ok()) run.recording = *recording;
 
   std::sort(run.ranks.begin(), run.ranks.end(),
             [](const RunFile& a, const RunFile& b) { return *a.meta.rank < *b.meta.rank; });

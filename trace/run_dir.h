@@ -66,6 +66,9 @@ struct Run {
   std::vector<int> missing_ranks;  // ranks below world_size with no file
   std::vector<int> extra_ranks;    // ranks at or above world_size
   std::vector<std::string> crashed;  // file names whose writer never closed them
+  // A process still records into the directory (recording_lock.h): the unclosed files are
+  // live, read as snapshots of what they had committed when they were opened.
+  bool recording = false;
 
   bool complete() const { return missing_ranks.empty() && extra_ranks.empty(); }
   // One line per problem worth telling a user (missing/extra ranks, unclosed files).
