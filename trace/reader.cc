@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -167,12 +168,22 @@ Status TraceReader::Impl::ReadMeta() {
 
 namespace {
 
+// A lane or string id that cannot be one (see codec::Read): the error names table and column.
+Status BadIdError(const sql::Statement& stmt, std::string_view table, int column) {
+  return Corrupt(fmt::format("table '{}', column '{}': {} is not a valid id", table,
+                             sqlite3_column_name(stmt.get(), column), stmt.ColumnInt(column)));
+}
+
 // Steps `stmt` to the end, decoding each row into `out`.
 template <typename Record>
 Status ReadRows(sql::Statement& stmt, std::vector<Record>* out, std::string_view table) {
   int rc;
   while ((rc = sqlite3_step(stmt.get())) == SQLITE_ROW) {
-    codec::Read(stmt, &out->emplace_back());
+    if (const int bad = codec::Read(stmt, &out->emplace_back()); bad != codec::kAllIdsFit) {
+      Status error = BadIdError(stmt, table, bad);
+      sqlite3_reset(stmt.get());
+      return error;
+    }
   }
   sqlite3_reset(stmt.get());
   if (rc != SQLITE_DONE) {
@@ -584,7 +595,10 @@ Result<bool> DecodeChunks(const fs::path& path, int workers, int schema_version,
           wrong = true;
           return;
         }
-        codec::Read(*stmt, &table[p.next[b]++]);
+        if (const int bad = codec::Read(*stmt, &table[p.next[b]++]); bad != codec::kAllIdsFit) {
+          s = BadIdError(*stmt, name, bad);
+          return;
+        }
       }
       if (rc != SQLITE_DONE) s = sql::FromSqlite(conn, rc, fmt::format("reading table '{}'", name));
     });
@@ -684,6 +698,18 @@ Result<std::vector<Record>> ReadWholeTable(sqlite3* db, int version, std::string
   return rows;
 }
 
+std::string_view SpanTableName(SpanTable table) {
+  switch (table) {
+    case SpanTable::kKernels: return "kernels";
+    case SpanTable::kMemcpys: return "memcpys";
+    case SpanTable::kMemsets: return "memsets";
+    case SpanTable::kNvtxRanges: return "nvtx_ranges";
+    case SpanTable::kApiCalls: return "api_calls";
+    case SpanTable::kSyncs: return "syncs";
+  }
+  return "";
+}
+
 // The lean columns of each span table: lane, start, end, [name,] then the range columns,
 // with correlation ids last when asked for. No constant padding: every returned column
 // costs a decode, even a literal one.
@@ -764,31 +790,39 @@ Status TraceReader::Stream(SpanVisitor& visitor, StreamOptions options) const {
     auto stmt = sql::Statement::Prepare(db, SpanQuery(table, correlation));
     if (!stmt.ok()) return impl_->Fail(stmt.status());
     sqlite3_stmt* raw = stmt->get();
+    const std::string_view name = SpanTableName(table);
+    // A lane or string id that does not fit 32 bits must not alias another one.
+    int bad_column = codec::kAllIdsFit;
+    auto id = [&](int column) -> uint32_t {
+      const int64_t value = sqlite3_column_int64(raw, column);
+      if (value >= 0 && value <= int64_t{UINT32_MAX}) return static_cast<uint32_t>(value);
+      if (bad_column == codec::kAllIdsFit) bad_column = column;
+      return 0;
+    };
     size_t filled = 0;
     int rc;
     while ((rc = sqlite3_step(raw)) == SQLITE_ROW) {
       SpanRow& row = batch[filled];
       row = SpanRow{};
-      row.lane = static_cast<LaneId>(sqlite3_column_int64(raw, 0));
+      row.lane = id(0);
       row.start_ns = sqlite3_column_int64(raw, 1);
       row.end_ns = sqlite3_column_int64(raw, 2);
-      if (table != SpanTable::kMemcpys && table != SpanTable::kMemsets) {
-        row.name = static_cast<StringId>(sqlite3_column_int64(raw, 3));
-      }
+      if (table != SpanTable::kMemcpys && table != SpanTable::kMemsets) row.name = id(3);
       if (correlation) row.correlation_id = static_cast<uint64_t>(sqlite3_column_int64(raw, 4));
       if (table == SpanTable::kNvtxRanges) {
-        row.domain = static_cast<StringId>(sqlite3_column_int64(raw, 4));
+        row.domain = id(4);
         row.category = static_cast<uint32_t>(sqlite3_column_int64(raw, 5));
-        row.args = static_cast<StringId>(sqlite3_column_int64(raw, 6));
+        row.args = id(6);
         row.payload_kind = static_cast<uint32_t>(sqlite3_column_int64(raw, 7));
         row.payload_int = sqlite3_column_int64(raw, 8);
       }
+      if (bad_column != codec::kAllIdsFit) return impl_->Fail(BadIdError(*stmt, name, bad_column));
       if (++filled == kBatch) {
         RS_RETURN_IF_ERROR(visitor.OnSpans(table, std::span<const SpanRow>(batch.data(), filled)));
         filled = 0;
       }
     }
-    if (rc != SQLITE_DONE) return impl_->Fail(sql::FromSqlite(db, rc, "reading events"));
+    if (rc != SQLITE_DONE) return impl_->Fail(sql::FromSqlite(db, rc, fmt::format("reading table '{}'", name)));
     if (filled > 0) RS_RETURN_IF_ERROR(visitor.OnSpans(table, std::span<const SpanRow>(batch.data(), filled)));
   }
   return Status::Ok();

@@ -1,11 +1,24 @@
-// Each kind of bad rank file gives one clear error naming the file, never a crash, and
-// reading never changes the file.
+// Each kind of bad rank file gives one clear error naming the file, never a crash or a hang,
+// and reading never changes the file.
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
 #include <fstream>
+#include <mutex>
+#include <span>
 #include <sstream>
+#include <thread>
 
 #include <gtest/gtest.h>
 
 #include "trace/reader.h"
+#include "trace/schema.h"
 #include "trace_test_util.h"
 
 namespace rankscope::trace {
@@ -78,6 +91,73 @@ TEST(ReaderBadInput, TruncatedInsideTheHeader) {
   testing::WriteRankFile(path, MakeIdentity("r", 0, 1));
   WriteBytes(path, ReadBytes(path).substr(0, 60));
   ExpectError(path, StatusCode::kCorrupt, "truncated");
+}
+
+class KernelCounter : public SpanVisitor {
+ public:
+  Status OnHeader(StreamHeader) override { return Status::Ok(); }
+  Status OnSpans(SpanTable table, std::span<const SpanRow> rows) override {
+    if (table == SpanTable::kKernels) kernels += rows.size();
+    return Status::Ok();
+  }
+  size_t kernels = 0;
+};
+
+// Every way of reading the events fails with one line naming the file and `words`.
+void ExpectEveryReadFails(const std::filesystem::path& path, const std::string& words) {
+  auto reader = TraceReader::Open(path);
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  KernelCounter counter;
+  const Status statuses[] = {(*reader)->LoadAll(LoadOptions{2}).status(), (*reader)->LoadAll(LoadOptions{1}).status(),
+                             (*reader)->Stream(counter), (*reader)->ReadLaneRange(1, 0, INT64_MAX).status()};
+  for (const Status& status : statuses) {
+    EXPECT_EQ(status.code(), StatusCode::kCorrupt) << status.message();
+    EXPECT_EQ(status.message().rfind(path.string() + ": ", 0), 0u) << status.message();
+    EXPECT_NE(status.message().find(words), std::string::npos) << status.message();
+    EXPECT_EQ(status.message().find('\n'), std::string::npos) << status.message();
+  }
+}
+
+// A page of zeros in the middle of the kernels table is damage, never fewer kernels.
+TEST(ReaderBadInput, ZeroedPageIsAnErrorNotFewerRows) {
+  TempDir dir;
+  const auto path = dir / "rank-0.sqlite";
+  testing::WriteRankFile(path, MakeIdentity("r", 0, 1), 20000);
+  std::vector<int64_t> leaves;
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+    sqlite3_stmt* stmt = nullptr;
+    ASSERT_EQ(sqlite3_prepare_v2(db, "SELECT pageno FROM dbstat WHERE name = 'kernels' AND pagetype = 'leaf' "
+                                     "ORDER BY pageno", -1, &stmt, nullptr),
+              SQLITE_OK) << sqlite3_errmsg(db);
+    while (sqlite3_step(stmt) == SQLITE_ROW) leaves.push_back(sqlite3_column_int64(stmt, 0));
+    sqlite3_finalize(stmt);
+    sqlite3_close(db);
+  }
+  ASSERT_GE(leaves.size(), 10u);
+  std::string bytes = ReadBytes(path);
+  bytes.replace(static_cast<size_t>(leaves[leaves.size() / 2] - 1) * kPageSize, kPageSize, kPageSize, '\0');
+  WriteBytes(path, bytes);
+  ExpectEveryReadFails(path, "reading table 'kernels': the database is damaged");
+}
+
+// A lane or string id that does not fit 32 bits would alias another one: an error naming
+// the table and the column.
+TEST(ReaderBadInput, IdsOutOfRangeAreErrors) {
+  TempDir dir;
+  const auto path = dir / "rank-0.sqlite";
+  testing::WriteRankFile(path, MakeIdentity("r", 0, 1));
+  testing::ExecSql(path, "UPDATE kernels SET name = 4294967297 WHERE id = 3");
+  ExpectEveryReadFails(path, "table 'kernels', column 'name': 4294967297 is not a valid id");
+  testing::ExecSql(path, "UPDATE kernels SET name = 1 WHERE id = 3; UPDATE kernels SET lane = -1 WHERE id = 5");
+  auto reader = TraceReader::Open(path);
+  ASSERT_TRUE(reader.ok());
+  EXPECT_NE((*reader)->LoadAll().status().message().find("table 'kernels', column 'lane': -1 is not a valid id"),
+            std::string::npos);
+  KernelCounter counter;
+  EXPECT_NE((*reader)->Stream(counter).message().find("table 'kernels', column 'lane': -1 is not a valid id"),
+            std::string::npos);
 }
 
 TEST(ReaderBadInput, DamagedPages) {
