@@ -52,6 +52,9 @@ class TraceReader::Impl {
   }
 
   fs::path path_;
+  // Where connections come from: the file, or its recovered private copy. Declared before
+  // every connection and statement, so it goes last.
+  std::optional<sql::ReadableDatabase> source_;
   sql::DbHandle db_;
   int schema_version_ = 0;  // the file's PRAGMA user_version, 1..kSchemaVersion once open
   RankMeta meta_;
@@ -62,8 +65,8 @@ class TraceReader::Impl {
 };
 
 Status TraceReader::Impl::Open() {
-  RS_RETURN_IF_ERROR(sql::CheckFileHeader(path_));
-  RS_ASSIGN_OR_RETURN(db_, sql::OpenReadOnly(path_));
+  RS_ASSIGN_OR_RETURN(source_, sql::ReadableDatabase::Prepare(path_));
+  RS_ASSIGN_OR_RETURN(db_, source_->Connect());
   RS_RETURN_IF_ERROR(CheckVersion());
   RS_RETURN_IF_ERROR(CheckTables());
   RS_RETURN_IF_ERROR(PrepareRangeQueries());
@@ -362,11 +365,11 @@ std::string_view TableName(int index) {
 // Runs task(db, worker, i) for i in [0, count) on `workers` threads, each with its own
 // read-only connection. Stops at the first error.
 template <typename Task>
-Status RunParallel(const fs::path& path, int workers, size_t count, Task&& task) {
+Status RunParallel(const sql::ReadableDatabase& source, int workers, size_t count, Task&& task) {
   std::vector<Status> status(static_cast<size_t>(workers));
   std::atomic<size_t> next{0};
   auto work = [&](int worker) {
-    auto db = sql::OpenReadOnly(path);
+    auto db = source.Connect();
     Status& s = status[static_cast<size_t>(worker)];
     if (!db.ok()) {
       s = db.status();
@@ -474,7 +477,7 @@ Status PlanAllChunks(sqlite3* db, HasTable&& has_table, std::vector<Chunk>* chun
 // Stage: per-lane row counts from the block directory (`lane_blocks`), kept only where
 // they are plausible: within a chunk's id span, and for all chunks together at most one
 // row per 8 bytes of the file.
-Status ApplyBlockDirectory(sqlite3* db, const fs::path& path, const LaneBuckets& buckets,
+Status ApplyBlockDirectory(sqlite3* db, const fs::path& sqlite_path, const LaneBuckets& buckets,
                            std::vector<Chunk>& chunks) {
   std::map<std::pair<std::string, int64_t>, size_t> chunk_of;
   for (size_t c = 0; c < chunks.size(); ++c) {
@@ -495,10 +498,11 @@ Status ApplyBlockDirectory(sqlite3* db, const fs::path& path, const LaneBuckets&
     else sum = std::min<size_t>(sum + static_cast<size_t>(rows), SIZE_MAX / 2);
   }
   if (rc != SQLITE_DONE) return sql::FromSqlite(db, rc, "reading lane_blocks");
-  // A row takes at least 8 bytes of the file: more claimed rows than that means lies.
+  // A row takes at least 8 bytes of the file: more claimed rows than that means lies. (The
+  // file SQLite reads has nothing beside it: a file left with a WAL is read recovered.)
   std::error_code ec;
-  uintmax_t file_bytes = fs::file_size(path, ec);
-  file_bytes += fs::exists(path.string() + "-wal", ec) ? fs::file_size(path.string() + "-wal", ec) : 0;
+  const uintmax_t file_bytes = fs::file_size(sqlite_path, ec);
+  if (ec) return IoError(fmt::format("cannot read the file size: {}", ec.message()));
   size_t total = 0;
   for (size_t c = 0; c < chunks.size(); ++c) {
     size_t in_chunk = 0;
@@ -519,9 +523,9 @@ Status ApplyBlockDirectory(sqlite3* db, const fs::path& path, const LaneBuckets&
 
 // Stage: counts the rows per lane of every chunk without usable counts (one pass over the
 // lane column).
-Status CountUnknownChunks(const fs::path& path, int workers, const LaneBuckets& buckets, std::vector<Chunk>& chunks,
-                          std::vector<Placement>& placement) {
-  return RunParallel(path, workers, chunks.size(), [&](sqlite3* conn, int worker, size_t c) -> Status {
+Status CountUnknownChunks(const sql::ReadableDatabase& source, int workers, const LaneBuckets& buckets,
+                          std::vector<Chunk>& chunks, std::vector<Placement>& placement) {
+  return RunParallel(source, workers, chunks.size(), [&](sqlite3* conn, int worker, size_t c) -> Status {
     Chunk& chunk = chunks[c];
     if (chunk.known) return Status::Ok();
     RS_ASSIGN_OR_RETURN(sql::Statement stmt, ChunkQuery(conn, chunk, "lane"));
@@ -571,10 +575,11 @@ BucketStarts AssignSlots(std::vector<Chunk>& chunks, const LaneBuckets& buckets,
 
 // Stage: decodes each row into its slot. Returns true when the counts were wrong: a row
 // found no room left in its bucket, or a bucket was left short.
-Result<bool> DecodeChunks(const fs::path& path, int workers, int schema_version, const LaneBuckets& buckets,
-                          const std::vector<Chunk>& chunks, std::vector<Placement>& placement, EventTables& events) {
+Result<bool> DecodeChunks(const sql::ReadableDatabase& source, int workers, int schema_version,
+                          const LaneBuckets& buckets, const std::vector<Chunk>& chunks,
+                          std::vector<Placement>& placement, EventTables& events) {
   std::atomic<bool> wrong{false};
-  Status decoded = RunParallel(path, workers, chunks.size(), [&](sqlite3* conn, int worker, size_t c) -> Status {
+  Status decoded = RunParallel(source, workers, chunks.size(), [&](sqlite3* conn, int worker, size_t c) -> Status {
     const Chunk& chunk = chunks[c];
     Placement& p = ScratchOf(placement, worker, buckets.count());
     for (size_t i = 0; i < chunk.counts.size(); ++i) {
@@ -662,7 +667,8 @@ Result<RankTrace> TraceReader::LoadAll(LoadOptions options) const {
   RS_ASSIGN_OR_RETURN(trace.lanes, ReadLanes());
   RS_ASSIGN_OR_RETURN(trace.drops, ReadDrops());
   const LaneBuckets buckets(trace.lanes.size());
-  if (Status s = ApplyBlockDirectory(db, impl_->path_, buckets, chunks); !s.ok()) return impl_->Fail(s);
+  const sql::ReadableDatabase& source = *impl_->source_;
+  if (Status s = ApplyBlockDirectory(db, source.sqlite_path(), buckets, chunks); !s.ok()) return impl_->Fail(s);
 
   const int hardware = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int workers = static_cast<int>(std::clamp<size_t>(
@@ -670,12 +676,12 @@ Result<RankTrace> TraceReader::LoadAll(LoadOptions options) const {
   std::vector<Placement> placement(static_cast<size_t>(workers));
   BucketStarts bucket_start;
   for (int attempt = 0;; ++attempt) {
-    if (Status s = CountUnknownChunks(impl_->path_, workers, buckets, chunks, placement); !s.ok()) {
+    if (Status s = CountUnknownChunks(source, workers, buckets, chunks, placement); !s.ok()) {
       return impl_->Fail(s);
     }
     bucket_start = AssignSlots(chunks, buckets, trace.events);
     Result<bool> wrong =
-        DecodeChunks(impl_->path_, workers, impl_->schema_version_, buckets, chunks, placement, trace.events);
+        DecodeChunks(source, workers, impl_->schema_version_, buckets, chunks, placement, trace.events);
     if (!wrong.ok()) return impl_->Fail(wrong.status());
     if (!*wrong) break;
     if (attempt > 0) return impl_->Fail(Inconsistent("the file changed while it was being loaded"));
@@ -744,7 +750,7 @@ Result<std::vector<uint64_t>> TraceReader::Impl::LaneRowHints(size_t lanes) cons
   if (!stmt.ok()) return Fail(stmt.status());
   // A row takes at least 8 bytes of the file: no lane may claim more rows than that.
   std::error_code ec;
-  const uintmax_t file_bytes = fs::file_size(path_, ec);
+  const uintmax_t file_bytes = fs::file_size(source_->sqlite_path(), ec);
   const uint64_t cap = ec ? 0 : static_cast<uint64_t>(file_bytes / 8);
   int rc;
   while ((rc = sqlite3_step(stmt->get())) == SQLITE_ROW) {

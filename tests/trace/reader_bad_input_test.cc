@@ -58,7 +58,88 @@ TEST(ReaderBadInput, MissingFile) {
 
 TEST(ReaderBadInput, Directory) {
   TempDir dir;
-  ExpectError(dir.path(), StatusCode::kInvalidArgument, "is a directory");
+  ExpectError(dir.path(), StatusCode::kInvalidArgument, "not a regular file (a directory)");
+}
+
+// Opening a FIFO for reading blocks until someone writes to it: the reader must refuse it
+// without opening it. Should it open it anyway, the guard keeps opening the writing end
+// after 10 s, so the test fails instead of hanging.
+class FifoGuard {
+ public:
+  explicit FifoGuard(std::filesystem::path fifo) : fifo_(std::move(fifo)), thread_([this] { Run(); }) {}
+  ~FifoGuard() {
+    {
+      std::lock_guard lock(mu_);
+      done_ = true;
+    }
+    cv_.notify_one();
+    thread_.join();
+  }
+  bool rescued() const { return rescued_; }
+
+ private:
+  void Run() {
+    std::unique_lock lock(mu_);
+    if (cv_.wait_for(lock, std::chrono::seconds(10), [this] { return done_; })) return;
+    rescued_ = true;
+    while (!cv_.wait_for(lock, std::chrono::milliseconds(50), [this] { return done_; })) {
+      const int fd = open(fifo_.c_str(), O_WRONLY | O_NONBLOCK);
+      if (fd >= 0) close(fd);
+    }
+  }
+
+  std::filesystem::path fifo_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::atomic<bool> rescued_{false};
+  std::thread thread_;
+};
+
+TEST(ReaderBadInput, FifoIsRefusedWithoutOpeningIt) {
+  TempDir dir;
+  const auto path = dir / "rank-0.sqlite";
+  ASSERT_EQ(mkfifo(path.c_str(), 0600), 0);
+  bool rescued = false;
+  {
+    FifoGuard guard(path);
+    ExpectError(path, StatusCode::kInvalidArgument, "not a regular file (a FIFO)");
+    rescued = guard.rescued();
+  }
+  EXPECT_FALSE(rescued) << "the reader opened the FIFO and hung until the guard wrote to it";
+}
+
+TEST(ReaderBadInput, FifoBesideTheFileIsRefusedWithoutOpeningIt) {
+  TempDir dir;
+  const auto path = dir / "rank-0.sqlite";
+  testing::WriteRankFile(path, MakeIdentity("r", 0, 1));
+  const std::filesystem::path wal = path.string() + "-wal";
+  ASSERT_EQ(mkfifo(wal.c_str(), 0600), 0);
+  bool rescued = false;
+  {
+    FifoGuard guard(wal);
+    ExpectError(path, StatusCode::kInvalidArgument, "its -wal file: not a regular file (a FIFO)");
+    rescued = guard.rescued();
+  }
+  EXPECT_FALSE(rescued) << "the reader opened the FIFO and hung until the guard wrote to it";
+}
+
+TEST(ReaderBadInput, DeviceIsRefused) {
+  ExpectError("/dev/null", StatusCode::kInvalidArgument, "not a regular file (a character device)");
+}
+
+TEST(ReaderBadInput, SocketIsRefused) {
+  TempDir dir;
+  const auto path = dir / "rank-0.sqlite";
+  const int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  ASSERT_LT(path.string().size(), sizeof address.sun_path);
+  std::strcpy(address.sun_path, path.c_str());
+  ASSERT_EQ(bind(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address), 0);
+  ExpectError(path, StatusCode::kInvalidArgument, "not a regular file (a socket)");
+  close(fd);
 }
 
 TEST(ReaderBadInput, EmptyFile) {
