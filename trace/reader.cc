@@ -401,10 +401,11 @@ class ReadTransaction {
   bool open_ = false;
 };
 
-Result<std::optional<int64_t>> QueryId(sqlite3* db, const std::string& sql) {
+// A row id of `table` that `sql` selects; nullopt when the table has none.
+Result<std::optional<int64_t>> QueryId(sqlite3* db, std::string_view table, const std::string& sql) {
   RS_ASSIGN_OR_RETURN(sql::Statement stmt, sql::Statement::Prepare(db, sql));
   const int rc = sqlite3_step(stmt.get());
-  if (rc != SQLITE_ROW) return sql::FromSqlite(db, rc, "reading row ids");
+  if (rc != SQLITE_ROW) return sql::FromSqlite(db, rc, fmt::format("reading row ids of table '{}'", table));
   if (sqlite3_column_type(stmt.get(), 0) == SQLITE_NULL) return std::optional<int64_t>();
   return std::optional<int64_t>(stmt.ColumnInt(0));
 }
@@ -412,15 +413,15 @@ Result<std::optional<int64_t>> QueryId(sqlite3* db, const std::string& sql) {
 // Chunks for the blocks of `table` that hold rows (a sparse id range costs nothing).
 Status PlanChunks(sqlite3* db, int table, std::vector<Chunk>* chunks) {
   const std::string_view name = TableName(table);
-  RS_ASSIGN_OR_RETURN(std::optional<int64_t> last, QueryId(db, fmt::format("SELECT max(id) FROM {}", name)));
-  RS_ASSIGN_OR_RETURN(std::optional<int64_t> id, QueryId(db, fmt::format("SELECT min(id) FROM {}", name)));
+  RS_ASSIGN_OR_RETURN(std::optional<int64_t> last, QueryId(db, name, fmt::format("SELECT max(id) FROM {}", name)));
+  RS_ASSIGN_OR_RETURN(std::optional<int64_t> id, QueryId(db, name, fmt::format("SELECT min(id) FROM {}", name)));
   if (id && *id < 1) return Corrupt(fmt::format("table '{}' has row id {}", name, *id));
   while (id) {
     const int64_t block = (*id - 1) / kBlockRows;
     const int64_t block_last = block >= INT64_MAX / kBlockRows ? INT64_MAX : (block + 1) * kBlockRows;
     chunks->push_back({table, block, *id, std::min(block_last, *last), {}, false, {}});
     if (block_last >= *last) break;
-    RS_ASSIGN_OR_RETURN(id, QueryId(db, fmt::format("SELECT min(id) FROM {} WHERE id > {}", name, block_last)));
+    RS_ASSIGN_OR_RETURN(id, QueryId(db, name, fmt::format("SELECT min(id) FROM {} WHERE id > {}", name, block_last)));
   }
   return Status::Ok();
 }
@@ -532,7 +533,9 @@ Status CountUnknownChunks(const sql::ReadableDatabase& source, int workers, cons
     std::vector<size_t>& rows = ScratchOf(placement, worker, buckets.count()).next;
     int rc;
     while ((rc = sqlite3_step(stmt.get())) == SQLITE_ROW) ++rows[buckets.Of(stmt.ColumnInt(0))];
-    if (rc != SQLITE_DONE) return sql::FromSqlite(conn, rc, "counting rows per lane");
+    if (rc != SQLITE_DONE) {
+      return sql::FromSqlite(conn, rc, fmt::format("counting rows per lane of table '{}'", TableName(chunk.table)));
+    }
     chunk.counts.clear();
     for (size_t b = 0; b < buckets.count(); ++b) {
       if (rows[b] > 0) chunk.counts.emplace_back(b, rows[b]);

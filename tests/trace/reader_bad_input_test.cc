@@ -199,28 +199,54 @@ void ExpectEveryReadFails(const std::filesystem::path& path, const std::string& 
   }
 }
 
+// The pages of `table` of the kind `pagetype` ('leaf', 'internal'), in file order.
+std::vector<int64_t> PagesOf(const std::filesystem::path& path, const char* table, const char* pagetype) {
+  std::vector<int64_t> pages;
+  sqlite3* db = nullptr;
+  EXPECT_EQ(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+  sqlite3_stmt* stmt = nullptr;
+  EXPECT_EQ(sqlite3_prepare_v2(db, "SELECT pageno FROM dbstat WHERE name = ?1 AND pagetype = ?2 ORDER BY pageno", -1,
+                               &stmt, nullptr),
+            SQLITE_OK)
+      << sqlite3_errmsg(db);
+  sqlite3_bind_text(stmt, 1, table, -1, SQLITE_STATIC);
+  sqlite3_bind_text(stmt, 2, pagetype, -1, SQLITE_STATIC);
+  while (sqlite3_step(stmt) == SQLITE_ROW) pages.push_back(sqlite3_column_int64(stmt, 0));
+  sqlite3_finalize(stmt);
+  sqlite3_close(db);
+  return pages;
+}
+
+void ZeroPage(const std::filesystem::path& path, int64_t page) {
+  std::string bytes = ReadBytes(path);
+  bytes.replace(static_cast<size_t>(page - 1) * kPageSize, kPageSize, kPageSize, '\0');
+  WriteBytes(path, bytes);
+}
+
 // A page of zeros in the middle of the kernels table is damage, never fewer kernels.
 TEST(ReaderBadInput, ZeroedPageIsAnErrorNotFewerRows) {
   TempDir dir;
   const auto path = dir / "rank-0.sqlite";
   testing::WriteRankFile(path, MakeIdentity("r", 0, 1), 20000);
-  std::vector<int64_t> leaves;
-  {
-    sqlite3* db = nullptr;
-    ASSERT_EQ(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
-    sqlite3_stmt* stmt = nullptr;
-    ASSERT_EQ(sqlite3_prepare_v2(db, "SELECT pageno FROM dbstat WHERE name = 'kernels' AND pagetype = 'leaf' "
-                                     "ORDER BY pageno", -1, &stmt, nullptr),
-              SQLITE_OK) << sqlite3_errmsg(db);
-    while (sqlite3_step(stmt) == SQLITE_ROW) leaves.push_back(sqlite3_column_int64(stmt, 0));
-    sqlite3_finalize(stmt);
-    sqlite3_close(db);
-  }
+  const std::vector<int64_t> leaves = PagesOf(path, "kernels", "leaf");
   ASSERT_GE(leaves.size(), 10u);
-  std::string bytes = ReadBytes(path);
-  bytes.replace(static_cast<size_t>(leaves[leaves.size() / 2] - 1) * kPageSize, kPageSize, kPageSize, '\0');
-  WriteBytes(path, bytes);
+  ZeroPage(path, leaves[leaves.size() / 2]);
   ExpectEveryReadFails(path, "reading table 'kernels': the database is damaged");
+}
+
+// The same for a table without rows, whose only page is its root: not an empty table.
+TEST(ReaderBadInput, ZeroedPageOfAnEmptyTableIsAnError) {
+  TempDir dir;
+  const auto path = dir / "rank-0.sqlite";
+  testing::WriteRankFile(path, MakeIdentity("r", 0, 1));
+  const std::vector<int64_t> root = PagesOf(path, "syncs", "leaf");
+  ASSERT_EQ(root.size(), 1u);
+  ZeroPage(path, root[0]);
+  auto reader = TraceReader::Open(path);
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  const Status loaded = (*reader)->LoadAll().status();
+  EXPECT_EQ(loaded.code(), StatusCode::kCorrupt);
+  EXPECT_NE(loaded.message().find("table 'syncs': the database is damaged"), std::string::npos) << loaded.message();
 }
 
 // A lane or string id that does not fit 32 bits would alias another one: an error naming
