@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -51,6 +52,9 @@ class TraceReader::Impl {
   }
 
   fs::path path_;
+  // Where connections come from: the file, or its recovered private copy. Declared before
+  // every connection and statement, so it goes last.
+  std::optional<sql::ReadableDatabase> source_;
   sql::DbHandle db_;
   int schema_version_ = 0;  // the file's PRAGMA user_version, 1..kSchemaVersion once open
   RankMeta meta_;
@@ -61,8 +65,8 @@ class TraceReader::Impl {
 };
 
 Status TraceReader::Impl::Open() {
-  RS_RETURN_IF_ERROR(sql::CheckFileHeader(path_));
-  RS_ASSIGN_OR_RETURN(db_, sql::OpenReadOnly(path_));
+  RS_ASSIGN_OR_RETURN(source_, sql::ReadableDatabase::Prepare(path_));
+  RS_ASSIGN_OR_RETURN(db_, source_->Connect());
   RS_RETURN_IF_ERROR(CheckVersion());
   RS_RETURN_IF_ERROR(CheckTables());
   RS_RETURN_IF_ERROR(PrepareRangeQueries());
@@ -167,12 +171,22 @@ Status TraceReader::Impl::ReadMeta() {
 
 namespace {
 
+// A lane or string id that cannot be one (see codec::Read): the error names table and column.
+Status BadIdError(const sql::Statement& stmt, std::string_view table, int column) {
+  return Corrupt(fmt::format("table '{}', column '{}': {} is not a valid id", table,
+                             sqlite3_column_name(stmt.get(), column), stmt.ColumnInt(column)));
+}
+
 // Steps `stmt` to the end, decoding each row into `out`.
 template <typename Record>
 Status ReadRows(sql::Statement& stmt, std::vector<Record>* out, std::string_view table) {
   int rc;
   while ((rc = sqlite3_step(stmt.get())) == SQLITE_ROW) {
-    codec::Read(stmt, &out->emplace_back());
+    if (const int bad = codec::Read(stmt, &out->emplace_back()); bad != codec::kAllIdsFit) {
+      Status error = BadIdError(stmt, table, bad);
+      sqlite3_reset(stmt.get());
+      return error;
+    }
   }
   sqlite3_reset(stmt.get());
   if (rc != SQLITE_DONE) {
@@ -351,11 +365,11 @@ std::string_view TableName(int index) {
 // Runs task(db, worker, i) for i in [0, count) on `workers` threads, each with its own
 // read-only connection. Stops at the first error.
 template <typename Task>
-Status RunParallel(const fs::path& path, int workers, size_t count, Task&& task) {
+Status RunParallel(const sql::ReadableDatabase& source, int workers, size_t count, Task&& task) {
   std::vector<Status> status(static_cast<size_t>(workers));
   std::atomic<size_t> next{0};
   auto work = [&](int worker) {
-    auto db = sql::OpenReadOnly(path);
+    auto db = source.Connect();
     Status& s = status[static_cast<size_t>(worker)];
     if (!db.ok()) {
       s = db.status();
@@ -387,10 +401,11 @@ class ReadTransaction {
   bool open_ = false;
 };
 
-Result<std::optional<int64_t>> QueryId(sqlite3* db, const std::string& sql) {
+// A row id of `table` that `sql` selects; nullopt when the table has none.
+Result<std::optional<int64_t>> QueryId(sqlite3* db, std::string_view table, const std::string& sql) {
   RS_ASSIGN_OR_RETURN(sql::Statement stmt, sql::Statement::Prepare(db, sql));
   const int rc = sqlite3_step(stmt.get());
-  if (rc != SQLITE_ROW) return sql::FromSqlite(db, rc, "reading row ids");
+  if (rc != SQLITE_ROW) return sql::FromSqlite(db, rc, fmt::format("reading row ids of table '{}'", table));
   if (sqlite3_column_type(stmt.get(), 0) == SQLITE_NULL) return std::optional<int64_t>();
   return std::optional<int64_t>(stmt.ColumnInt(0));
 }
@@ -398,15 +413,15 @@ Result<std::optional<int64_t>> QueryId(sqlite3* db, const std::string& sql) {
 // Chunks for the blocks of `table` that hold rows (a sparse id range costs nothing).
 Status PlanChunks(sqlite3* db, int table, std::vector<Chunk>* chunks) {
   const std::string_view name = TableName(table);
-  RS_ASSIGN_OR_RETURN(std::optional<int64_t> last, QueryId(db, fmt::format("SELECT max(id) FROM {}", name)));
-  RS_ASSIGN_OR_RETURN(std::optional<int64_t> id, QueryId(db, fmt::format("SELECT min(id) FROM {}", name)));
+  RS_ASSIGN_OR_RETURN(std::optional<int64_t> last, QueryId(db, name, fmt::format("SELECT max(id) FROM {}", name)));
+  RS_ASSIGN_OR_RETURN(std::optional<int64_t> id, QueryId(db, name, fmt::format("SELECT min(id) FROM {}", name)));
   if (id && *id < 1) return Corrupt(fmt::format("table '{}' has row id {}", name, *id));
   while (id) {
     const int64_t block = (*id - 1) / kBlockRows;
     const int64_t block_last = block >= INT64_MAX / kBlockRows ? INT64_MAX : (block + 1) * kBlockRows;
     chunks->push_back({table, block, *id, std::min(block_last, *last), {}, false, {}});
     if (block_last >= *last) break;
-    RS_ASSIGN_OR_RETURN(id, QueryId(db, fmt::format("SELECT min(id) FROM {} WHERE id > {}", name, block_last)));
+    RS_ASSIGN_OR_RETURN(id, QueryId(db, name, fmt::format("SELECT min(id) FROM {} WHERE id > {}", name, block_last)));
   }
   return Status::Ok();
 }
@@ -463,7 +478,7 @@ Status PlanAllChunks(sqlite3* db, HasTable&& has_table, std::vector<Chunk>* chun
 // Stage: per-lane row counts from the block directory (`lane_blocks`), kept only where
 // they are plausible: within a chunk's id span, and for all chunks together at most one
 // row per 8 bytes of the file.
-Status ApplyBlockDirectory(sqlite3* db, const fs::path& path, const LaneBuckets& buckets,
+Status ApplyBlockDirectory(sqlite3* db, const fs::path& sqlite_path, const LaneBuckets& buckets,
                            std::vector<Chunk>& chunks) {
   std::map<std::pair<std::string, int64_t>, size_t> chunk_of;
   for (size_t c = 0; c < chunks.size(); ++c) {
@@ -484,10 +499,11 @@ Status ApplyBlockDirectory(sqlite3* db, const fs::path& path, const LaneBuckets&
     else sum = std::min<size_t>(sum + static_cast<size_t>(rows), SIZE_MAX / 2);
   }
   if (rc != SQLITE_DONE) return sql::FromSqlite(db, rc, "reading lane_blocks");
-  // A row takes at least 8 bytes of the file: more claimed rows than that means lies.
+  // A row takes at least 8 bytes of the file: more claimed rows than that means lies. (The
+  // file SQLite reads has nothing beside it: a file left with a WAL is read recovered.)
   std::error_code ec;
-  uintmax_t file_bytes = fs::file_size(path, ec);
-  file_bytes += fs::exists(path.string() + "-wal", ec) ? fs::file_size(path.string() + "-wal", ec) : 0;
+  const uintmax_t file_bytes = fs::file_size(sqlite_path, ec);
+  if (ec) return IoError(fmt::format("cannot read the file size: {}", ec.message()));
   size_t total = 0;
   for (size_t c = 0; c < chunks.size(); ++c) {
     size_t in_chunk = 0;
@@ -508,16 +524,18 @@ Status ApplyBlockDirectory(sqlite3* db, const fs::path& path, const LaneBuckets&
 
 // Stage: counts the rows per lane of every chunk without usable counts (one pass over the
 // lane column).
-Status CountUnknownChunks(const fs::path& path, int workers, const LaneBuckets& buckets, std::vector<Chunk>& chunks,
-                          std::vector<Placement>& placement) {
-  return RunParallel(path, workers, chunks.size(), [&](sqlite3* conn, int worker, size_t c) -> Status {
+Status CountUnknownChunks(const sql::ReadableDatabase& source, int workers, const LaneBuckets& buckets,
+                          std::vector<Chunk>& chunks, std::vector<Placement>& placement) {
+  return RunParallel(source, workers, chunks.size(), [&](sqlite3* conn, int worker, size_t c) -> Status {
     Chunk& chunk = chunks[c];
     if (chunk.known) return Status::Ok();
     RS_ASSIGN_OR_RETURN(sql::Statement stmt, ChunkQuery(conn, chunk, "lane"));
     std::vector<size_t>& rows = ScratchOf(placement, worker, buckets.count()).next;
     int rc;
     while ((rc = sqlite3_step(stmt.get())) == SQLITE_ROW) ++rows[buckets.Of(stmt.ColumnInt(0))];
-    if (rc != SQLITE_DONE) return sql::FromSqlite(conn, rc, "counting rows per lane");
+    if (rc != SQLITE_DONE) {
+      return sql::FromSqlite(conn, rc, fmt::format("counting rows per lane of table '{}'", TableName(chunk.table)));
+    }
     chunk.counts.clear();
     for (size_t b = 0; b < buckets.count(); ++b) {
       if (rows[b] > 0) chunk.counts.emplace_back(b, rows[b]);
@@ -560,10 +578,11 @@ BucketStarts AssignSlots(std::vector<Chunk>& chunks, const LaneBuckets& buckets,
 
 // Stage: decodes each row into its slot. Returns true when the counts were wrong: a row
 // found no room left in its bucket, or a bucket was left short.
-Result<bool> DecodeChunks(const fs::path& path, int workers, int schema_version, const LaneBuckets& buckets,
-                          const std::vector<Chunk>& chunks, std::vector<Placement>& placement, EventTables& events) {
+Result<bool> DecodeChunks(const sql::ReadableDatabase& source, int workers, int schema_version,
+                          const LaneBuckets& buckets, const std::vector<Chunk>& chunks,
+                          std::vector<Placement>& placement, EventTables& events) {
   std::atomic<bool> wrong{false};
-  Status decoded = RunParallel(path, workers, chunks.size(), [&](sqlite3* conn, int worker, size_t c) -> Status {
+  Status decoded = RunParallel(source, workers, chunks.size(), [&](sqlite3* conn, int worker, size_t c) -> Status {
     const Chunk& chunk = chunks[c];
     Placement& p = ScratchOf(placement, worker, buckets.count());
     for (size_t i = 0; i < chunk.counts.size(); ++i) {
@@ -584,7 +603,10 @@ Result<bool> DecodeChunks(const fs::path& path, int workers, int schema_version,
           wrong = true;
           return;
         }
-        codec::Read(*stmt, &table[p.next[b]++]);
+        if (const int bad = codec::Read(*stmt, &table[p.next[b]++]); bad != codec::kAllIdsFit) {
+          s = BadIdError(*stmt, name, bad);
+          return;
+        }
       }
       if (rc != SQLITE_DONE) s = sql::FromSqlite(conn, rc, fmt::format("reading table '{}'", name));
     });
@@ -648,7 +670,8 @@ Result<RankTrace> TraceReader::LoadAll(LoadOptions options) const {
   RS_ASSIGN_OR_RETURN(trace.lanes, ReadLanes());
   RS_ASSIGN_OR_RETURN(trace.drops, ReadDrops());
   const LaneBuckets buckets(trace.lanes.size());
-  if (Status s = ApplyBlockDirectory(db, impl_->path_, buckets, chunks); !s.ok()) return impl_->Fail(s);
+  const sql::ReadableDatabase& source = *impl_->source_;
+  if (Status s = ApplyBlockDirectory(db, source.sqlite_path(), buckets, chunks); !s.ok()) return impl_->Fail(s);
 
   const int hardware = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int workers = static_cast<int>(std::clamp<size_t>(
@@ -656,12 +679,12 @@ Result<RankTrace> TraceReader::LoadAll(LoadOptions options) const {
   std::vector<Placement> placement(static_cast<size_t>(workers));
   BucketStarts bucket_start;
   for (int attempt = 0;; ++attempt) {
-    if (Status s = CountUnknownChunks(impl_->path_, workers, buckets, chunks, placement); !s.ok()) {
+    if (Status s = CountUnknownChunks(source, workers, buckets, chunks, placement); !s.ok()) {
       return impl_->Fail(s);
     }
     bucket_start = AssignSlots(chunks, buckets, trace.events);
     Result<bool> wrong =
-        DecodeChunks(impl_->path_, workers, impl_->schema_version_, buckets, chunks, placement, trace.events);
+        DecodeChunks(source, workers, impl_->schema_version_, buckets, chunks, placement, trace.events);
     if (!wrong.ok()) return impl_->Fail(wrong.status());
     if (!*wrong) break;
     if (attempt > 0) return impl_->Fail(Inconsistent("the file changed while it was being loaded"));
@@ -682,6 +705,18 @@ Result<std::vector<Record>> ReadWholeTable(sqlite3* db, int version, std::string
   std::vector<Record> rows;
   RS_RETURN_IF_ERROR(ReadRows(stmt, &rows, name));
   return rows;
+}
+
+std::string_view SpanTableName(SpanTable table) {
+  switch (table) {
+    case SpanTable::kKernels: return "kernels";
+    case SpanTable::kMemcpys: return "memcpys";
+    case SpanTable::kMemsets: return "memsets";
+    case SpanTable::kNvtxRanges: return "nvtx_ranges";
+    case SpanTable::kApiCalls: return "api_calls";
+    case SpanTable::kSyncs: return "syncs";
+  }
+  return "";
 }
 
 // The lean columns of each span table: lane, start, end, [name,] then the range columns,
@@ -718,7 +753,7 @@ Result<std::vector<uint64_t>> TraceReader::Impl::LaneRowHints(size_t lanes) cons
   if (!stmt.ok()) return Fail(stmt.status());
   // A row takes at least 8 bytes of the file: no lane may claim more rows than that.
   std::error_code ec;
-  const uintmax_t file_bytes = fs::file_size(path_, ec);
+  const uintmax_t file_bytes = fs::file_size(source_->sqlite_path(), ec);
   const uint64_t cap = ec ? 0 : static_cast<uint64_t>(file_bytes / 8);
   int rc;
   while ((rc = sqlite3_step(stmt->get())) == SQLITE_ROW) {
@@ -764,31 +799,39 @@ Status TraceReader::Stream(SpanVisitor& visitor, StreamOptions options) const {
     auto stmt = sql::Statement::Prepare(db, SpanQuery(table, correlation));
     if (!stmt.ok()) return impl_->Fail(stmt.status());
     sqlite3_stmt* raw = stmt->get();
+    const std::string_view name = SpanTableName(table);
+    // A lane or string id that does not fit 32 bits must not alias another one.
+    int bad_column = codec::kAllIdsFit;
+    auto id = [&](int column) -> uint32_t {
+      const int64_t value = sqlite3_column_int64(raw, column);
+      if (value >= 0 && value <= int64_t{UINT32_MAX}) return static_cast<uint32_t>(value);
+      if (bad_column == codec::kAllIdsFit) bad_column = column;
+      return 0;
+    };
     size_t filled = 0;
     int rc;
     while ((rc = sqlite3_step(raw)) == SQLITE_ROW) {
       SpanRow& row = batch[filled];
       row = SpanRow{};
-      row.lane = static_cast<LaneId>(sqlite3_column_int64(raw, 0));
+      row.lane = id(0);
       row.start_ns = sqlite3_column_int64(raw, 1);
       row.end_ns = sqlite3_column_int64(raw, 2);
-      if (table != SpanTable::kMemcpys && table != SpanTable::kMemsets) {
-        row.name = static_cast<StringId>(sqlite3_column_int64(raw, 3));
-      }
+      if (table != SpanTable::kMemcpys && table != SpanTable::kMemsets) row.name = id(3);
       if (correlation) row.correlation_id = static_cast<uint64_t>(sqlite3_column_int64(raw, 4));
       if (table == SpanTable::kNvtxRanges) {
-        row.domain = static_cast<StringId>(sqlite3_column_int64(raw, 4));
+        row.domain = id(4);
         row.category = static_cast<uint32_t>(sqlite3_column_int64(raw, 5));
-        row.args = static_cast<StringId>(sqlite3_column_int64(raw, 6));
+        row.args = id(6);
         row.payload_kind = static_cast<uint32_t>(sqlite3_column_int64(raw, 7));
         row.payload_int = sqlite3_column_int64(raw, 8);
       }
+      if (bad_column != codec::kAllIdsFit) return impl_->Fail(BadIdError(*stmt, name, bad_column));
       if (++filled == kBatch) {
         RS_RETURN_IF_ERROR(visitor.OnSpans(table, std::span<const SpanRow>(batch.data(), filled)));
         filled = 0;
       }
     }
-    if (rc != SQLITE_DONE) return impl_->Fail(sql::FromSqlite(db, rc, "reading events"));
+    if (rc != SQLITE_DONE) return impl_->Fail(sql::FromSqlite(db, rc, fmt::format("reading table '{}'", name)));
     if (filled > 0) RS_RETURN_IF_ERROR(visitor.OnSpans(table, std::span<const SpanRow>(batch.data(), filled)));
   }
   return Status::Ok();

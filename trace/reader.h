@@ -1,6 +1,6 @@
-// TraceReader: opens one rank file read-only and defensively, checks that it is a
-// rankscope trace of a schema this build understands, and reads it back: lanes, strings,
-// events of one lane in a time range, or the whole rank into memory.
+// TraceReader: opens one rank file read-only and defensively, whatever state its writer left
+// it in, checks that it is a rankscope trace of a schema this build understands, and reads
+// it back: lanes, strings, events of one lane in a time range, or the whole rank into memory.
 #pragma once
 
 #include <filesystem>
@@ -86,9 +86,13 @@ struct LoadOptions {
 // Open one reader per thread to read a file from several.
 class TraceReader {
  public:
-  // Fails with a one-line message naming the file when it is missing, not SQLite,
-  // truncated, not a rankscope trace, or from a newer schema. Older schema versions read
-  // as if written now: tables they lack are empty, columns they lack are 0.
+  // Fails with a one-line message naming the file when it is missing, not a regular file
+  // (refused without opening it), not SQLite, truncated, not a rankscope trace, or from a
+  // newer schema. Older schema versions read as if written now: tables they lack are
+  // empty, columns they lack are 0. A file that was not closed (its writer was killed or is
+  // still recording) is read through a private recovered copy, a snapshot of its commits
+  // that goes with the reader (sql::ReadableDatabase); nothing is written beside the file.
+  // Reads of events fail, naming the table, on a damaged page or an id that cannot be one.
   static Result<std::unique_ptr<TraceReader>> Open(const std::filesystem::path& path);
   ~TraceReader();
   TraceReader(const TraceReader&) = delete;

@@ -21,10 +21,16 @@ inline constexpr int64_t kBlockRows = 65536;
 // Larger pages mean fewer b-tree splits per inserted row (bench/trace_bench.cc); 16 KiB
 // keeps a nearly empty rank file (a data-loader process) near 250 KB.
 inline constexpr int kPageSize = 16384;
-// How the writer's connection runs. synchronous=NORMAL in WAL mode keeps every commit
-// across a process crash; only a power loss can cost the last commits.
+// How the writer's connection runs. Exclusive locking set before WAL mode keeps the WAL's
+// index in heap memory: SQLite never creates or maps a -shm file (a file that becomes
+// unwritable cannot SIGBUS the process), and no mmap either. No automatic checkpoints: the
+// database file stays as created until Close and the WAL only grows by whole commits, so a
+// copy of both, database first, is a consistent snapshot at any instant. synchronous=NORMAL
+// in WAL mode keeps every commit across a process crash; only a power loss can cost the
+// last commits.
 inline constexpr const char* kWriterPragmas =
-    "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA cache_size=-32768; "
+    "PRAGMA locking_mode=EXCLUSIVE; PRAGMA journal_mode=WAL; PRAGMA wal_autocheckpoint=0; "
+    "PRAGMA mmap_size=0; PRAGMA synchronous=NORMAL; PRAGMA cache_size=-32768; "
     "PRAGMA temp_store=MEMORY;";
 
 struct ColumnDef {

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -53,7 +54,7 @@ using DropKey = std::tuple<std::string, std::string, int32_t, uint32_t, uint64_t
 
 // Reasons the writer gives in `drops` (source "writer").
 constexpr const char* kReasonQueueFull = "queue full";
-constexpr const char* kReasonFailed = "writer failed";
+constexpr const char* kReasonStopped = "recording stopped";
 constexpr const char* kReasonClosed = "writer closed";
 constexpr const char* kReasonUnknownLane = "unknown lane";
 constexpr const char* kReasonInvalidTime = "invalid time range";
@@ -74,6 +75,23 @@ Status Validate(const RankIdentity& id) {
   return Status::Ok();
 }
 
+// Why recording stopped, in a user's words: from the last SQLite error on `db` and the
+// system error behind it. Read it before anything else runs on `db`.
+constexpr const char* kFileRemoved = "file removed";
+const char* StopKind(sqlite3* db) {
+  const int rc = sqlite3_extended_errcode(db) & 0xff;
+  const int system_error = sqlite3_system_errno(db);  // when SQLite kept it
+  if (rc == SQLITE_FULL || system_error == ENOSPC || system_error == EDQUOT) return "disk full";
+  if (system_error == EFBIG) return "file size limit reached";
+  switch (rc) {
+    case SQLITE_READONLY: return "file became read-only";
+    case SQLITE_CORRUPT:
+    case SQLITE_NOTADB: return "file damaged";
+    case SQLITE_IOERR: return "write error";
+    default: return "error";
+  }
+}
+
 void RemoveWithSidecars(const fs::path& path) {
   std::error_code ignored;
   fs::remove(path, ignored);
@@ -82,9 +100,16 @@ void RemoveWithSidecars(const fs::path& path) {
 
 }  // namespace
 
+// The file a writer created: what its path must keep naming while it records.
+struct FileIdentity {
+  dev_t device = 0;
+  ino_t inode = 0;
+};
+
 class TraceWriter::Impl {
  public:
-  Impl(fs::path path, WriterOptions options) : path_(std::move(path)), options_(std::move(options)) {}
+  Impl(fs::path path, WriterOptions options, FileIdentity file)
+      : path_(std::move(path)), options_(std::move(options)), file_(file) {}
 
   Status Open(const RankIdentity& identity);
   void Start() { thread_ = std::thread([this] { Run(); }); }
@@ -104,16 +129,23 @@ class TraceWriter::Impl {
   void WakeWriter();
   void Begin();
   void Commit();
-  void Fail(Status status);
+  // Stops recording for good: rolls back, counts what is lost. `kind` says why in a user's
+  // words; null reads it from the SQLite error that just happened.
+  void Fail(Status status, const char* kind = nullptr);
+  Status CheckFileStillThere() const;
+  // Once after Fail: the stop record, then options_.on_failure.
+  void ReportStop();
+  void WriteStopRecord();
   void WriteAux();
   void InsertBatch(const EventTables& batch);
   template <typename Record>
   bool InsertRecord(int table, const Record& record);
   void WriteBlock(int table);
-  Status Sql(std::string_view sql) { return sql::Exec(db_.get(), sql); }
+  Status Sql(std::string_view sql, std::string_view what) { return sql::Exec(db_.get(), sql, what); }
 
   const fs::path path_;
   const WriterOptions options_;
+  const FileIdentity file_;
   sql::DbHandle db_;
 
   // Producer side: the queue.
@@ -127,6 +159,7 @@ class TraceWriter::Impl {
   uint64_t flush_done_ = 0;       // tickets whose events are committed
   std::condition_variable flush_cv_;
   std::atomic<bool> failed_{false};
+  Status failure_;  // error_ once recording stopped, for Flush on other threads
 
   // Producer side: strings, lanes, meta and drop counts waiting for the next transaction.
   std::mutex state_mu_;
@@ -164,6 +197,9 @@ class TraceWriter::Impl {
   std::vector<bool> lane_max_changed_;  // index = lane id
   std::vector<LaneId> lane_max_dirty_;   // lanes whose maximum changed in this transaction
   Status error_;
+  std::string stop_line_;  // meta `recording_stopped`
+  bool file_gone_ = false;  // nothing to write the stop record into
+  bool stop_reported_ = false;
   bool closed_ = false;
   Status close_status_;
 };
@@ -177,11 +213,12 @@ Status TraceWriter::Impl::Open(const RankIdentity& identity) {
   if (rc != SQLITE_OK) return sql::FromSqlite(raw, rc, "cannot create the rank file");
   // page_size must precede WAL and the first table. synchronous=NORMAL in WAL mode keeps
   // every commit across a process crash; only a power loss can cost the last commits.
-  RS_RETURN_IF_ERROR(Sql(fmt::format("PRAGMA page_size={}; {}", kPageSize, kWriterPragmas)));
-  RS_RETURN_IF_ERROR(Sql("BEGIN"));
-  RS_RETURN_IF_ERROR(Sql(SchemaDdl()));
-  RS_RETURN_IF_ERROR(Sql(fmt::format("PRAGMA application_id={}; PRAGMA user_version={};",
-                                     kApplicationId, kSchemaVersion)));
+  RS_RETURN_IF_ERROR(Sql(fmt::format("PRAGMA page_size={}; {}", kPageSize, kWriterPragmas), "setting up the file"));
+  RS_RETURN_IF_ERROR(Sql("BEGIN", "starting a transaction"));
+  RS_RETURN_IF_ERROR(Sql(SchemaDdl(), "creating the tables"));
+  RS_RETURN_IF_ERROR(Sql(fmt::format("PRAGMA application_id={}; PRAGMA user_version={};", kApplicationId,
+                                     kSchemaVersion),
+                         "writing the header"));
   {
     RS_ASSIGN_OR_RETURN(sql::Statement insert_enum,
                         sql::Statement::Prepare(db_.get(), "INSERT INTO enums VALUES(?, ?, ?)"));
@@ -205,7 +242,7 @@ Status TraceWriter::Impl::Open(const RankIdentity& identity) {
     upsert_meta_.BindText(2, value);
     RS_RETURN_IF_ERROR(upsert_meta_.StepDone("writing meta"));
   }
-  RS_RETURN_IF_ERROR(Sql("COMMIT"));
+  RS_RETURN_IF_ERROR(Sql("COMMIT", "committing"));
 
   int index = 0;
   Status status;
@@ -290,7 +327,7 @@ bool TraceWriter::Impl::Submit(EventTables&& batch) {
     if (stop_) {
       refused = kReasonClosed;
     } else if (failed_.load(std::memory_order_relaxed)) {
-      refused = kReasonFailed;
+      refused = kReasonStopped;
     } else if (queued_events_ > 0 && queued_events_ + n > options_.queue_capacity_events) {
       refused = kReasonQueueFull;
     } else {
@@ -303,8 +340,9 @@ bool TraceWriter::Impl::Submit(EventTables&& batch) {
     queue_cv_.notify_one();
     return true;
   }
-  // After Close the writer thread is gone; the count still shows in stats().
-  AddDrops(DropRecord{"writer", refused, -1, 0, 0, n}, /*wake=*/refused != kReasonClosed);
+  // After Close the writer thread is gone; the count still shows in stats(). After a stop,
+  // Close writes the count (best effort); only a full queue needs the next commit.
+  AddDrops(DropRecord{"writer", refused, -1, 0, 0, n}, /*wake=*/refused == kReasonQueueFull);
   return false;
 }
 
@@ -363,6 +401,7 @@ void TraceWriter::Impl::Run() {
                       ShouldCommit(uncommitted_, Clock::now() - txn_started_, options_))) {
       Commit();
     }
+    ReportStop();
     if (flush_ticket != 0) {
       std::lock_guard lock(queue_mu_);
       flush_done_ = flush_ticket;
@@ -374,24 +413,80 @@ void TraceWriter::Impl::Run() {
 
 void TraceWriter::Impl::Begin() {
   if (txn_open_ || !error_.ok()) return;
-  if (Status s = Sql("BEGIN"); !s.ok()) return Fail(s);
+  if (Status s = Sql("BEGIN", "starting a transaction"); !s.ok()) return Fail(s);
   txn_open_ = true;
   txn_started_ = Clock::now();
 }
 
-void TraceWriter::Impl::Fail(Status status) {
+void TraceWriter::Impl::Fail(Status status, const char* kind) {
   if (!error_.ok()) return;
-  error_ = status.WithContext(path_.string());
-  failed_.store(true);
+  if (kind == nullptr) kind = StopKind(db_.get());
   if (txn_open_) {
-    (void)Sql("ROLLBACK");
+    (void)Sql("ROLLBACK", "rolling back");
     txn_open_ = false;
   }
+  stop_line_ = fmt::format("{}: {} after {} events committed", kind, status.message(), committed_.load());
+  error_ = Status(status.code(), fmt::format("{}: recording stopped: {}", path_.string(), stop_line_));
+  file_gone_ = kind == kFileRemoved;
+  {
+    std::lock_guard lock(queue_mu_);
+    failure_ = error_;
+  }
+  failed_.store(true);
   // Rolled-back events never reach the file: count them as lost.
-  AddDrops(DropRecord{"writer", kReasonFailed, -1, 0, 0, uncommitted_}, false);
+  AddDrops(DropRecord{"writer", kReasonStopped, -1, 0, 0, uncommitted_}, false);
   uncommitted_ = 0;
   lane_max_dirty_.clear();
   std::fill(lane_max_changed_.begin(), lane_max_changed_.end(), false);
+}
+
+// Recording into a file that was removed (or replaced) would only fill the disk with data
+// nobody can read: SQLite keeps writing to the open file without noticing.
+Status TraceWriter::Impl::CheckFileStillThere() const {
+  struct stat now {};
+  if (::stat(path_.c_str(), &now) != 0) {
+    return IoError(fmt::format("the file cannot be found any more ({})", std::strerror(errno)));
+  }
+  if (now.st_dev != file_.device || now.st_ino != file_.inode) {
+    return IoError("another file has taken its place");
+  }
+  return Status::Ok();
+}
+
+void TraceWriter::Impl::ReportStop() {
+  if (error_.ok() || stop_reported_) return;
+  stop_reported_ = true;
+  if (!file_gone_) WriteStopRecord();
+  if (!options_.on_failure) return;
+  try {
+    options_.on_failure(error_);
+  } catch (...) {  // the host's callback must not take the writer thread (and the process) down
+  }
+}
+
+// Best effort after recording stopped: meta `recording_stopped` says why, and `drops`
+// counts every event lost since. A file that cannot take even that stays as committed.
+void TraceWriter::Impl::WriteStopRecord() {
+  std::vector<std::pair<DropKey, uint64_t>> drops;
+  {
+    std::lock_guard lock(state_mu_);
+    drops.assign(drop_totals_.begin(), drop_totals_.end());
+  }
+  if (!Sql("BEGIN", "starting a transaction").ok()) return;
+  upsert_meta_.BindText(1, meta_key::kRecordingStopped);
+  upsert_meta_.BindText(2, stop_line_);
+  bool written = upsert_meta_.StepDone("writing meta").ok();
+  for (const auto& [key, count] : drops) {
+    if (!written) break;
+    upsert_drop_.BindText(1, std::get<0>(key));
+    upsert_drop_.BindText(2, std::get<1>(key));
+    upsert_drop_.BindInt(3, std::get<2>(key));
+    upsert_drop_.BindInt(4, std::get<3>(key));
+    upsert_drop_.BindUint(5, std::get<4>(key));
+    upsert_drop_.BindUint(6, count);
+    written = upsert_drop_.StepDone("writing drops").ok();
+  }
+  if (!written || !Sql("COMMIT", "committing").ok()) (void)Sql("ROLLBACK", "rolling back");
 }
 
 void TraceWriter::Impl::Commit() {
@@ -408,7 +503,8 @@ void TraceWriter::Impl::Commit() {
   }
   for (int table = 0; table < codec::kEventTableCount; ++table) WriteBlock(table);
   if (!error_.ok()) return;
-  if (Status s = Sql("COMMIT"); !s.ok()) return Fail(s);
+  if (Status s = CheckFileStillThere(); !s.ok()) return Fail(s, kFileRemoved);
+  if (Status s = Sql("COMMIT", "committing"); !s.ok()) return Fail(s);
   txn_open_ = false;
   committed_.fetch_add(uncommitted_, std::memory_order_relaxed);
   commits_.fetch_add(1, std::memory_order_relaxed);
@@ -557,7 +653,7 @@ void TraceWriter::Impl::InsertBatch(const EventTables& batch) {
   });
   if (!error_.ok()) {
     const uint64_t lost = total - batch_handled_;
-    AddDrops(DropRecord{"writer", kReasonFailed, -1, 0, 0, lost}, false);
+    AddDrops(DropRecord{"writer", kReasonStopped, -1, 0, 0, lost}, false);
   }
   batch_handled_ = 0;
 }
@@ -582,14 +678,26 @@ Status TraceWriter::Impl::Close() {
     WriteAux();
     Commit();
   }
+  Status index_error;
   if (error_.ok()) {
-    if (Status s = Sql(IndexDdl()); !s.ok()) Fail(s);
+    // Every event is committed by now: a failure here leaves the file without its indexes,
+    // which range queries do without, and is no reason to say recording stopped.
+    index_error = Sql(IndexDdl(), "building the lane/time indexes");
   }
-  if (error_.ok()) {
+  if (error_.ok() && index_error.ok()) {
     // Leave a self-contained file: fold the WAL back in and use a rollback journal, so the
-    // trace can be copied or opened from read-only media. Busy readers just keep it WAL.
-    (void)Sql("PRAGMA wal_checkpoint(TRUNCATE)");
-    (void)Sql("PRAGMA journal_mode=DELETE");
+    // trace can be copied or opened from read-only media. If that fails (no room for the
+    // checkpoint), the file stays in WAL mode, which readers recover.
+    (void)Sql("PRAGMA wal_checkpoint(TRUNCATE)", "checkpointing");
+    (void)Sql("PRAGMA journal_mode=DELETE", "leaving WAL mode");
+  } else {
+    if (!error_.ok()) {
+      const bool reported = stop_reported_;
+      ReportStop();                                    // the final commit failed: now
+      if (reported && !file_gone_) WriteStopRecord();  // the events refused since
+    }
+    // Leave the WAL as it is: folding it into a file that just failed could only fail too.
+    sqlite3_db_config(db_.get(), SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, nullptr);
   }
   for (sql::Statement* s : {&upsert_block_, &insert_string_, &insert_lane_, &rename_lane_, &update_lane_max_,
                            &upsert_meta_, &upsert_drop_}) {
@@ -597,6 +705,9 @@ Status TraceWriter::Impl::Close() {
   }
   for (sql::Statement& s : insert_) s = sql::Statement();
   const int rc = sqlite3_close(db_.release());
+  if (error_.ok() && !index_error.ok()) {
+    error_ = index_error.WithContext(path_.string());
+  }
   if (rc != SQLITE_OK && error_.ok()) {
     error_ = IoError(fmt::format("{}: closing failed: {}", path_.string(), sqlite3_errstr(rc)));
   }
@@ -633,9 +744,16 @@ Result<std::unique_ptr<TraceWriter>> TraceWriter::Create(const fs::path& path,
     }
     return IoError(fmt::format("{}: cannot create: {}", path.string(), std::strerror(errno)));
   }
+  struct stat created {};
+  const bool identified = ::fstat(fd, &created) == 0;
+  const int saved_errno = errno;
   ::close(fd);
+  if (!identified) {
+    RemoveWithSidecars(path);
+    return IoError(fmt::format("{}: cannot inspect the new file: {}", path.string(), std::strerror(saved_errno)));
+  }
 
-  auto impl = std::make_unique<Impl>(path, std::move(options));
+  auto impl = std::make_unique<Impl>(path, std::move(options), FileIdentity{created.st_dev, created.st_ino});
   if (Status s = impl->Open(identity); !s.ok()) {
     impl.reset();
     RemoveWithSidecars(path);  // ours, half-made: leave nothing behind
@@ -657,12 +775,13 @@ Status TraceWriter::Flush(std::chrono::milliseconds timeout) { return impl_->Flu
 Status TraceWriter::Impl::Flush(std::chrono::milliseconds timeout) {
   std::unique_lock lock(queue_mu_);
   if (stop_) return Unavailable("the writer is closed");
+  if (failed_.load()) return failure_;
   uint64_t ticket = ++flush_requested_;
   queue_cv_.notify_one();
   if (!flush_cv_.wait_for(lock, timeout, [&] { return flush_done_ >= ticket; })) {
     return Unavailable(fmt::format("flush did not finish within {} ms", timeout.count()));
   }
-  if (failed_.load()) return IoError("the writer failed; see Close() for the cause");
+  if (failed_.load()) return failure_;
   return Status::Ok();
 }
 WriterStats TraceWriter::stats() const { return impl_->Stats(); }

@@ -1,8 +1,10 @@
 // TraceWriter: the API the collector records through. Producers hand batches to a bounded
 // queue and never block; one background thread inserts them into the rank file with
-// prepared statements inside transactions (WAL mode), committing at least every
-// `commit_interval` and every `commit_max_events` events. A crash loses the open
-// transaction and whatever still waits in the queue; every commit survives.
+// prepared statements inside transactions (WAL mode, its index in heap memory: no -shm, no
+// mmap), committing at least every `commit_interval` and every `commit_max_events` events.
+// A crash loses the open transaction and whatever still waits in the queue; every commit
+// survives. A write error (disk full, file removed, ...) stops recording for good without
+// harming the process: later events are dropped and counted, and the file says why.
 #pragma once
 
 #include <chrono>
@@ -28,12 +30,17 @@ struct WriterOptions {
   bool overwrite = false;  // replace an existing file instead of refusing
   // Test seam: runs on the writer thread before each batch of work is inserted.
   std::function<void()> writer_thread_hook;
+  // Called once when a write error stopped recording, with the error (one line naming the
+  // file and why, e.g. "... recording stopped: disk full: ... after 1200 events committed").
+  // Runs on the writer thread, or on the thread calling Close when the final commit failed;
+  // it must not block or call back into the writer.
+  std::function<void(const Status&)> on_failure;
 };
 
 struct WriterStats {
   uint64_t events_submitted = 0;  // accepted into the queue
   uint64_t events_committed = 0;  // durable in the file
-  uint64_t events_dropped = 0;    // refused (queue full, writer failed or closed)
+  uint64_t events_dropped = 0;    // refused (queue full, recording stopped or closed)
   uint64_t commits = 0;
 };
 
@@ -71,10 +78,12 @@ class TraceWriter {
 
   // Blocks until every batch submitted before the call is committed, or `timeout`
   // passes. Thread-safe; for flush points (signals, exec) where the process may not return.
+  // After recording stopped it returns that error at once.
   Status Flush(std::chrono::milliseconds timeout);
 
   // Flushes everything, records the end calibration, and closes the file. Returns the
-  // first error the writer met, if any. Later Submit calls drop their batches.
+  // first error the writer met, if any (after a write error at once, leaving the file as
+  // committed). Later Submit calls drop their batches.
   Status Close();
 
   WriterStats stats() const;

@@ -1,11 +1,24 @@
-// Each kind of bad rank file gives one clear error naming the file, never a crash, and
-// reading never changes the file.
+// Each kind of bad rank file gives one clear error naming the file, never a crash or a hang,
+// and reading never changes the file.
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
 #include <fstream>
+#include <mutex>
+#include <span>
 #include <sstream>
+#include <thread>
 
 #include <gtest/gtest.h>
 
 #include "trace/reader.h"
+#include "trace/schema.h"
 #include "trace_test_util.h"
 
 namespace rankscope::trace {
@@ -45,7 +58,88 @@ TEST(ReaderBadInput, MissingFile) {
 
 TEST(ReaderBadInput, Directory) {
   TempDir dir;
-  ExpectError(dir.path(), StatusCode::kInvalidArgument, "is a directory");
+  ExpectError(dir.path(), StatusCode::kInvalidArgument, "not a regular file (a directory)");
+}
+
+// Opening a FIFO for reading blocks until someone writes to it: the reader must refuse it
+// without opening it. Should it open it anyway, the guard keeps opening the writing end
+// after 10 s, so the test fails instead of hanging.
+class FifoGuard {
+ public:
+  explicit FifoGuard(std::filesystem::path fifo) : fifo_(std::move(fifo)), thread_([this] { Run(); }) {}
+  ~FifoGuard() {
+    {
+      std::lock_guard lock(mu_);
+      done_ = true;
+    }
+    cv_.notify_one();
+    thread_.join();
+  }
+  bool rescued() const { return rescued_; }
+
+ private:
+  void Run() {
+    std::unique_lock lock(mu_);
+    if (cv_.wait_for(lock, std::chrono::seconds(10), [this] { return done_; })) return;
+    rescued_ = true;
+    while (!cv_.wait_for(lock, std::chrono::milliseconds(50), [this] { return done_; })) {
+      const int fd = open(fifo_.c_str(), O_WRONLY | O_NONBLOCK);
+      if (fd >= 0) close(fd);
+    }
+  }
+
+  std::filesystem::path fifo_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::atomic<bool> rescued_{false};
+  std::thread thread_;
+};
+
+TEST(ReaderBadInput, FifoIsRefusedWithoutOpeningIt) {
+  TempDir dir;
+  const auto path = dir / "rank-0.sqlite";
+  ASSERT_EQ(mkfifo(path.c_str(), 0600), 0);
+  bool rescued = false;
+  {
+    FifoGuard guard(path);
+    ExpectError(path, StatusCode::kInvalidArgument, "not a regular file (a FIFO)");
+    rescued = guard.rescued();
+  }
+  EXPECT_FALSE(rescued) << "the reader opened the FIFO and hung until the guard wrote to it";
+}
+
+TEST(ReaderBadInput, FifoBesideTheFileIsRefusedWithoutOpeningIt) {
+  TempDir dir;
+  const auto path = dir / "rank-0.sqlite";
+  testing::WriteRankFile(path, MakeIdentity("r", 0, 1));
+  const std::filesystem::path wal = path.string() + "-wal";
+  ASSERT_EQ(mkfifo(wal.c_str(), 0600), 0);
+  bool rescued = false;
+  {
+    FifoGuard guard(wal);
+    ExpectError(path, StatusCode::kInvalidArgument, "its -wal file: not a regular file (a FIFO)");
+    rescued = guard.rescued();
+  }
+  EXPECT_FALSE(rescued) << "the reader opened the FIFO and hung until the guard wrote to it";
+}
+
+TEST(ReaderBadInput, DeviceIsRefused) {
+  ExpectError("/dev/null", StatusCode::kInvalidArgument, "not a regular file (a character device)");
+}
+
+TEST(ReaderBadInput, SocketIsRefused) {
+  TempDir dir;
+  const auto path = dir / "rank-0.sqlite";
+  const int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  ASSERT_LT(path.string().size(), sizeof address.sun_path);
+  std::strcpy(address.sun_path, path.c_str());
+  ASSERT_EQ(bind(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address), 0);
+  ExpectError(path, StatusCode::kInvalidArgument, "not a regular file (a socket)");
+  close(fd);
 }
 
 TEST(ReaderBadInput, EmptyFile) {
@@ -78,6 +172,99 @@ TEST(ReaderBadInput, TruncatedInsideTheHeader) {
   testing::WriteRankFile(path, MakeIdentity("r", 0, 1));
   WriteBytes(path, ReadBytes(path).substr(0, 60));
   ExpectError(path, StatusCode::kCorrupt, "truncated");
+}
+
+class KernelCounter : public SpanVisitor {
+ public:
+  Status OnHeader(StreamHeader) override { return Status::Ok(); }
+  Status OnSpans(SpanTable table, std::span<const SpanRow> rows) override {
+    if (table == SpanTable::kKernels) kernels += rows.size();
+    return Status::Ok();
+  }
+  size_t kernels = 0;
+};
+
+// Every way of reading the events fails with one line naming the file and `words`.
+void ExpectEveryReadFails(const std::filesystem::path& path, const std::string& words) {
+  auto reader = TraceReader::Open(path);
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  KernelCounter counter;
+  const Status statuses[] = {(*reader)->LoadAll(LoadOptions{2}).status(), (*reader)->LoadAll(LoadOptions{1}).status(),
+                             (*reader)->Stream(counter), (*reader)->ReadLaneRange(1, 0, INT64_MAX).status()};
+  for (const Status& status : statuses) {
+    EXPECT_EQ(status.code(), StatusCode::kCorrupt) << status.message();
+    EXPECT_EQ(status.message().rfind(path.string() + ": ", 0), 0u) << status.message();
+    EXPECT_NE(status.message().find(words), std::string::npos) << status.message();
+    EXPECT_EQ(status.message().find('\n'), std::string::npos) << status.message();
+  }
+}
+
+// The pages of `table` of the kind `pagetype` ('leaf', 'internal'), in file order.
+std::vector<int64_t> PagesOf(const std::filesystem::path& path, const char* table, const char* pagetype) {
+  std::vector<int64_t> pages;
+  sqlite3* db = nullptr;
+  EXPECT_EQ(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+  sqlite3_stmt* stmt = nullptr;
+  EXPECT_EQ(sqlite3_prepare_v2(db, "SELECT pageno FROM dbstat WHERE name = ?1 AND pagetype = ?2 ORDER BY pageno", -1,
+                               &stmt, nullptr),
+            SQLITE_OK)
+      << sqlite3_errmsg(db);
+  sqlite3_bind_text(stmt, 1, table, -1, SQLITE_STATIC);
+  sqlite3_bind_text(stmt, 2, pagetype, -1, SQLITE_STATIC);
+  while (sqlite3_step(stmt) == SQLITE_ROW) pages.push_back(sqlite3_column_int64(stmt, 0));
+  sqlite3_finalize(stmt);
+  sqlite3_close(db);
+  return pages;
+}
+
+void ZeroPage(const std::filesystem::path& path, int64_t page) {
+  std::string bytes = ReadBytes(path);
+  bytes.replace(static_cast<size_t>(page - 1) * kPageSize, kPageSize, kPageSize, '\0');
+  WriteBytes(path, bytes);
+}
+
+// A page of zeros in the middle of the kernels table is damage, never fewer kernels.
+TEST(ReaderBadInput, ZeroedPageIsAnErrorNotFewerRows) {
+  TempDir dir;
+  const auto path = dir / "rank-0.sqlite";
+  testing::WriteRankFile(path, MakeIdentity("r", 0, 1), 20000);
+  const std::vector<int64_t> leaves = PagesOf(path, "kernels", "leaf");
+  ASSERT_GE(leaves.size(), 10u);
+  ZeroPage(path, leaves[leaves.size() / 2]);
+  ExpectEveryReadFails(path, "reading table 'kernels': the database is damaged");
+}
+
+// The same for a table without rows, whose only page is its root: not an empty table.
+TEST(ReaderBadInput, ZeroedPageOfAnEmptyTableIsAnError) {
+  TempDir dir;
+  const auto path = dir / "rank-0.sqlite";
+  testing::WriteRankFile(path, MakeIdentity("r", 0, 1));
+  const std::vector<int64_t> root = PagesOf(path, "syncs", "leaf");
+  ASSERT_EQ(root.size(), 1u);
+  ZeroPage(path, root[0]);
+  auto reader = TraceReader::Open(path);
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  const Status loaded = (*reader)->LoadAll().status();
+  EXPECT_EQ(loaded.code(), StatusCode::kCorrupt);
+  EXPECT_NE(loaded.message().find("table 'syncs': the database is damaged"), std::string::npos) << loaded.message();
+}
+
+// A lane or string id that does not fit 32 bits would alias another one: an error naming
+// the table and the column.
+TEST(ReaderBadInput, IdsOutOfRangeAreErrors) {
+  TempDir dir;
+  const auto path = dir / "rank-0.sqlite";
+  testing::WriteRankFile(path, MakeIdentity("r", 0, 1));
+  testing::ExecSql(path, "UPDATE kernels SET name = 4294967297 WHERE id = 3");
+  ExpectEveryReadFails(path, "table 'kernels', column 'name': 4294967297 is not a valid id");
+  testing::ExecSql(path, "UPDATE kernels SET name = 1 WHERE id = 3; UPDATE kernels SET lane = -1 WHERE id = 5");
+  auto reader = TraceReader::Open(path);
+  ASSERT_TRUE(reader.ok());
+  EXPECT_NE((*reader)->LoadAll().status().message().find("table 'kernels', column 'lane': -1 is not a valid id"),
+            std::string::npos);
+  KernelCounter counter;
+  EXPECT_NE((*reader)->Stream(counter).message().find("table 'kernels', column 'lane': -1 is not a valid id"),
+            std::string::npos);
 }
 
 TEST(ReaderBadInput, DamagedPages) {

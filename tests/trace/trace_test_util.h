@@ -1,13 +1,19 @@
 // Helpers shared by the trace/ tests: temporary directories and fully populated events.
 #pragma once
 
+#include <signal.h>
 #include <sqlite3.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <optional>
+#include <set>
 #include <string>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -71,6 +77,72 @@ inline void WriteRankFile(const std::filesystem::path& path, const RankIdentity&
   }
   ASSERT_TRUE(writer->Submit(std::move(batch)));
   ASSERT_TRUE(writer->Close().ok());
+}
+
+// `n` kernels on `lane`, 10 ns apart from `t0`, each tagged with `tag` as correlation id.
+inline EventTables KernelBatch(LaneId lane, size_t n, TimestampNs t0 = 0, uint64_t tag = 0) {
+  EventTables batch;
+  for (size_t i = 0; i < n; ++i) {
+    KernelEvent k;
+    k.lane = lane;
+    k.start_ns = t0 + static_cast<TimestampNs>(i) * 10;
+    k.end_ns = k.start_ns + 5;
+    k.correlation_id = tag;
+    batch.kernels.push_back(k);
+  }
+  return batch;
+}
+
+inline LaneId AddGpuLane(TraceWriter& writer) {
+  Lane lane;
+  lane.kind = LaneKind::kGpuStream;
+  lane.device = 0;
+  lane.stream = 7;
+  return writer.AddLane(lane);
+}
+
+// The names of the entries of `dir`.
+inline std::set<std::string> FilesIn(const std::filesystem::path& dir) {
+  std::set<std::string> names;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    names.insert(it->path().filename().string());
+  }
+  return names;
+}
+
+// Points TMPDIR (where readers make their private copies) at `dir` for the scope.
+class ScopedTmpdir {
+ public:
+  explicit ScopedTmpdir(const std::filesystem::path& dir) {
+    if (const char* old = std::getenv("TMPDIR")) old_ = old;
+    setenv("TMPDIR", dir.c_str(), 1);
+  }
+  ~ScopedTmpdir() {
+    if (old_) setenv("TMPDIR", old_->c_str(), 1);
+    else unsetenv("TMPDIR");
+  }
+  ScopedTmpdir(const ScopedTmpdir&) = delete;
+  ScopedTmpdir& operator=(const ScopedTmpdir&) = delete;
+
+ private:
+  std::optional<std::string> old_;
+};
+
+// Waits for child `pid`; after 30 s (a hang, not a timing verdict) kills it. Returns the
+// wait status, or nullopt when it had to be killed.
+inline std::optional<int> WaitForChild(pid_t pid) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  int status = 0;
+  while (waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      return std::nullopt;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return status;
 }
 
 }  // namespace rankscope::trace::testing
