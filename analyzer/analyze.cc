@@ -183,7 +183,8 @@ Status CheckDeviceActivity(const std::vector<RankResult>& ranks, const RunInfo& 
                                    JoinRanks(run.ranks_without_activity), CuptiOffNote(ranks)));
   }
   if (run.invalid_events > 0) {
-    warnings.push_back(fmt::format("{} event(s) end before they start (a damaged file?) and were skipped",
+    warnings.push_back(fmt::format("{} damaged event(s) (ending before they start, or naming a string or lane the "
+                                   "file does not hold) were skipped",
                                    run.invalid_events));
   }
   if (run.dropped_events > 0) {
