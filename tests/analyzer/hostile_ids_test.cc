@@ -132,5 +132,20 @@ TEST(HostileIdsTest, InMemoryTraceIdsOutOfRangeAreInvalid) {
   EXPECT_EQ(report->ranks[0].totals.compute_ns, 800);  // the two sound kernels
 }
 
+// A workload mark's numbers come from the file too: a global batch that would overflow int64
+// is unknown, not a wrapped product.
+TEST(HostileIdsTest, AWorkloadMarkOfHugeNumbersGivesNoGlobalBatch) {
+  testing::TraceBuilder b(0, 1);
+  const trace::LaneId gpu = b.GpuStream(0);
+  const trace::LaneId main = b.CpuThread("main");
+  b.Mark(main, "rankscope", "workload", 0,
+         "{\"world_size\": 4, \"batch\": 4611686018427387904, \"accum\": 8, \"steps\": 1}");
+  b.Kernel(gpu, "gemm", 100, 500);
+  const Result<Report> report = AnalyzeTraces({b.Build()}, AnalyzeOptions{});
+  ASSERT_TRUE(report.ok()) << report.status().message();
+  EXPECT_EQ(report->workload.batch_per_rank, int64_t{4611686018427387904});
+  EXPECT_FALSE(report->workload.global_batch.has_value()) << *report->workload.global_batch;
+}
+
 }  // namespace
 }  // namespace rankscope::analyzer
