@@ -493,9 +493,9 @@ Result<TraceFormat> DetectTraceFormat(const fs::path& path) {
   const std::string_view text = import::WithoutByteOrderMark(head_text);
   if (import::LooksLikeChromeTrace(text)) return TraceFormat::kKinetoJson;
   const char first = import::FirstCharacter(text);
-  if (text.empty() && import::IsGzip(head)) {
-    // A gzip file whose head inflates to nothing: say what is wrong with the gzip. Only the
-    // head is inflated: whatever the rest holds, this is not JSON.
+  if (first != '{' && first != '[' && import::IsGzip(head)) {
+    // A gzip file whose head inflates to nothing readable: say what is wrong with the gzip.
+    // Only the head is inflated again: whatever the rest holds, this is not JSON.
     Result<std::string> start = import::ReadMaybeGzip(path, import::kJsonSniffBytes);
     if (!start.ok() && start.status().code() == StatusCode::kCorrupt) return start.status();
   }
