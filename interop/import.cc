@@ -32,6 +32,7 @@ namespace fs = std::filesystem;
 namespace import {
 
 std::string Head(const fs::path& path, size_t bytes) {
+  if (!CheckRegularFile(path).ok()) return {};  // a FIFO would block the open
   std::ifstream in(path, std::ios::binary);
   std::string head(bytes, '\0');
   in.read(head.data(), static_cast<std::streamsize>(bytes));

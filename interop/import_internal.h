@@ -228,7 +228,8 @@ Status ImportNsys(const std::filesystem::path& file, RunSink& sink);
 // here (export_chrome.cc / import_chrome.cc own the format).
 Status ImportRankscopeChrome(const std::filesystem::path& file, const std::string& json, RunSink& sink);
 
-// The first `bytes` of a file as stored (fewer when it is shorter; "" when unreadable).
+// The first `bytes` of a file as stored (fewer when it is shorter; "" when unreadable or not
+// a regular file).
 std::string Head(const std::filesystem::path& path, size_t bytes);
 // The first `max_bytes` of a file's text, gunzipped when it is gzip ("" when unreadable).
 std::string TextHead(const std::filesystem::path& file, size_t max_bytes);

@@ -94,6 +94,10 @@ TEST(NotRegularInput, FifosAreRefusedBeforeAnythingOpensThem) {
     // Each of these would block forever in open() if it reached it.
     ExpectOneLine(DetectTraceFormat(fifo).status(), expected);
     ExpectOneLine(import::ReadMaybeGzip(fifo).status(), expected);
+    EXPECT_EQ(import::Head(fifo, 16), "");
+    import::RunSink sink(dir / "direct", "run");
+    ExpectOneLine(import::ImportKineto(fifo, sink), expected);
+    ExpectOneLine(import::ImportNsys(fifo, sink), expected);
     ExpectOneLine(ResolveRun({fifo}).status(), expected);
     ExpectOneLine(ImportTraces({fifo}, dir / "run").status(), expected);
     EXPECT_FALSE(fs::exists(dir / "run")) << "a refused import creates nothing";
