@@ -183,7 +183,8 @@ Status CheckDeviceActivity(const std::vector<RankResult>& ranks, const RunInfo& 
                                    JoinRanks(run.ranks_without_activity), CuptiOffNote(ranks)));
   }
   if (run.invalid_events > 0) {
-    warnings.push_back(fmt::format("{} event(s) end before they start (a damaged file?) and were skipped",
+    warnings.push_back(fmt::format("{} damaged event(s) (ending before they start, or naming a string or lane the "
+                                   "file does not hold) were skipped",
                                    run.invalid_events));
   }
   if (run.dropped_events > 0) {
@@ -287,6 +288,17 @@ std::optional<double> SpreadAcrossDevices(const std::vector<DeviceReport>& devic
   return stats.max / stats.median;
 }
 
+namespace {
+
+// a · b · c; nullopt when it overflows int64 (a damaged workload mark may hold any integer).
+std::optional<int64_t> CheckedProduct(int64_t a, int64_t b, int64_t c = 1) {
+  int64_t ab = 0, abc = 0;
+  if (__builtin_mul_overflow(a, b, &ab) || __builtin_mul_overflow(ab, c, &abc)) return std::nullopt;
+  return abc;
+}
+
+}  // namespace
+
 Workload MakeWorkload(const std::vector<RankResult>& ranks, std::optional<int> world_size) {
   Workload workload;
   if (ranks.empty()) return workload;
@@ -306,7 +318,8 @@ Workload MakeWorkload(const std::vector<RankResult>& ranks, std::optional<int> w
     break;
   }
   if (workload.batch_per_rank && workload.world_size) {
-    workload.global_batch = *workload.batch_per_rank * *workload.world_size * workload.accumulation.value_or(1);
+    workload.global_batch =
+        CheckedProduct(*workload.batch_per_rank, *workload.world_size, workload.accumulation.value_or(1));
     return workload;
   }
   // Else the step payload: samples per rank per step (batch · accumulation).
@@ -314,8 +327,10 @@ Workload MakeWorkload(const std::vector<RankResult>& ranks, std::optional<int> w
   for (const StepRange& step : first.steps) {
     if (step.samples > 0) samples.push_back(static_cast<double>(step.samples));
   }
-  if (!samples.empty() && workload.world_size) {
-    workload.global_batch = static_cast<int64_t>(ComputeStats(samples).median) * *workload.world_size;
+  const double median_samples = samples.empty() ? 0.0 : ComputeStats(samples).median;
+  // Below 2^62: converts to int64 exactly enough, and a larger count is no batch.
+  if (!samples.empty() && workload.world_size && median_samples < 4.6e18) {
+    workload.global_batch = CheckedProduct(static_cast<int64_t>(median_samples), *workload.world_size);
     workload.source = "step payload";
   }
   return workload;

@@ -9,6 +9,7 @@
 #include <map>
 #include <unordered_map>
 
+#include "analyzer/event_ids_internal.h"
 #include "analyzer/span_classifier.h"
 
 namespace rankscope::analyzer {
@@ -188,7 +189,6 @@ class RankScanner::Impl {
     static const std::string kEmpty;
     return id < header_.strings.size() ? header_.strings[id] : kEmpty;
   }
-  size_t LaneSlot(trace::LaneId lane) const { return lane < device_lanes_.size() ? lane : 0; }
   int8_t KernelClass(trace::StringId name);
   int8_t RangeClass(const trace::SpanRow& row);
   bool IsStepName(trace::StringId name);
@@ -204,11 +204,12 @@ class RankScanner::Impl {
   SpanClassifier classifier_;
   bool have_header_ = false;
   trace::StreamHeader header_;
-  // Indexed by lane id; slot 0 takes rows whose lane the file never declared.
+  // Indexed by lane id (slot 0 stays empty: rows on lanes the file lacks are invalid).
   std::vector<LaneIntervals> device_lanes_;  // kernels, copies, sets: the lane's device
   std::vector<LaneIntervals> range_lanes_;   // CPU-backend ranges: device -1
-  std::vector<int8_t> step_name_;            // per StringId: 1 a step name, 0 not
-  std::vector<NameTotal> name_totals_;       // per StringId
+  // Per StringId of the file's table, never sized by an id from an event.
+  std::vector<int8_t> step_name_;            // 1 a step name, 0 not
+  std::vector<NameTotal> name_totals_;
   NameTotal memcpy_total_, memset_total_;
   std::vector<StepCandidate> step_candidates_;
   std::vector<CollectiveRecord> kernel_records_, range_records_;
@@ -264,8 +265,8 @@ uint32_t RankScanner::Impl::KindIndex(const std::string& kind) {
   return it->second;
 }
 
+// `name` is known (KnownIds): below the size of the string table.
 void RankScanner::Impl::CountName(trace::StringId name, int8_t activity_class, int64_t duration) {
-  if (name >= name_totals_.size()) name_totals_.resize(size_t{name} + 1);
   NameTotal& total = name_totals_[name];
   ++total.count;
   total.total_ns += duration;
@@ -299,14 +300,14 @@ Status RankScanner::Impl::OnSpans(trace::SpanTable table, std::span<const trace:
   events_ += static_cast<int64_t>(rows.size());
   for (const trace::SpanRow& row : rows) {
     const std::optional<int64_t> duration = trace::CheckedDuration(row.start_ns, row.end_ns);
-    if (!duration) {
+    if (!duration || !KnownIds(row, header_)) {
       ++invalid_events_;
       continue;
     }
     switch (table) {
       case trace::SpanTable::kKernels: {
         const int8_t activity_class = KernelClass(row.name);
-        device_lanes_[LaneSlot(row.lane)].by_class[static_cast<size_t>(activity_class)].Add({row.start_ns, row.end_ns});
+        device_lanes_[row.lane].by_class[static_cast<size_t>(activity_class)].Add({row.start_ns, row.end_ns});
         CountName(row.name, activity_class, *duration);
         if (activity_class == static_cast<int8_t>(ActivityClass::kComm) && header_.collectives.empty()) {
           AddCommRecord(kernel_records_, row, 0);
@@ -315,7 +316,7 @@ Status RankScanner::Impl::OnSpans(trace::SpanTable table, std::span<const trace:
       }
       case trace::SpanTable::kMemcpys:
       case trace::SpanTable::kMemsets: {
-        device_lanes_[LaneSlot(row.lane)].by_class[static_cast<size_t>(ActivityClass::kMemory)].Add(
+        device_lanes_[row.lane].by_class[static_cast<size_t>(ActivityClass::kMemory)].Add(
             {row.start_ns, row.end_ns});
         NameTotal& total = table == trace::SpanTable::kMemcpys ? memcpy_total_ : memset_total_;
         ++total.count;
@@ -331,7 +332,7 @@ Status RankScanner::Impl::OnSpans(trace::SpanTable table, std::span<const trace:
         }
         const int8_t activity_class = RangeClass(row);
         if (activity_class == kNoClass) break;
-        range_lanes_[LaneSlot(row.lane)].by_class[static_cast<size_t>(activity_class)].Add({row.start_ns, row.end_ns});
+        range_lanes_[row.lane].by_class[static_cast<size_t>(activity_class)].Add({row.start_ns, row.end_ns});
         CountName(row.name, activity_class, *duration);
         if (activity_class == static_cast<int8_t>(ActivityClass::kComm) && header_.collectives.empty()) {
           AddCommRecord(range_records_, row, ArgsBytes(row.args));
@@ -397,7 +398,8 @@ void RankScanner::Impl::ChooseCollectives(RankActivity& activity) {
   if (!header_.collectives.empty()) {
     activity.collective_source = CollectiveSource::kPlugin;
     for (const trace::CollectiveEvent& event : header_.collectives) {
-      if (!trace::CheckedDuration(event.start_ns, event.end_ns)) continue;  // counted below
+      // Damaged records are counted in Finish.
+      if (!trace::CheckedDuration(event.start_ns, event.end_ns) || !KnownIds(event, header_)) continue;
       const std::string& name = Str(event.name);
       CollectiveRecord record;
       record.op = event.op != trace::CollectiveOp::kUnknown ? event.op : OpFromName(name);
@@ -479,15 +481,18 @@ Result<RankActivity> RankScanner::Impl::Finish() {
   }
 
   for (const trace::NvtxMarkEvent& mark : header_.marks) {
-    if (Str(mark.name) != "workload") continue;
+    if (!KnownIds(mark, header_)) {
+      ++invalid_events_;
+      continue;
+    }
+    if (activity.workload || Str(mark.name) != "workload") continue;
     const Json args = ParseObject(Str(mark.args));
     if (!args.is_object()) continue;
     activity.workload = WorkloadMark{IntField(args, "world_size"), IntField(args, "batch"), IntField(args, "accum"),
                                      IntField(args, "steps"), IntField(args, "parameters")};
-    break;
   }
   for (const trace::CollectiveEvent& event : header_.collectives) {
-    if (!trace::CheckedDuration(event.start_ns, event.end_ns)) ++invalid_events_;
+    if (!trace::CheckedDuration(event.start_ns, event.end_ns) || !KnownIds(event, header_)) ++invalid_events_;
   }
   for (const trace::DropRecord& drop : header_.drops) {
     activity.dropped_events += static_cast<int64_t>(std::min<uint64_t>(drop.count, INT64_MAX / 2));

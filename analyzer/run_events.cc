@@ -5,6 +5,7 @@
 #include <optional>
 #include <tuple>
 
+#include "analyzer/event_ids_internal.h"
 #include "analyzer/parallel_internal.h"
 #include "base/format.h"
 #include "analyzer/span_classifier.h"
@@ -41,10 +42,13 @@ class RankEventStream final : public trace::SpanVisitor {
     std::vector<ViewEvent> events;
     events.reserve(header_.marks.size() + header_.collectives.size());
     for (const trace::NvtxMarkEvent& mark : header_.marks) {
+      if (!Valid(KnownIds(mark, header_))) continue;
       events.push_back({mark.start_ns, mark.start_ns, 0, mark.lane, mark.name, EventClass::kMark, EventSource::kMark});
     }
     for (const trace::CollectiveEvent& collective : header_.collectives) {
-      if (!Valid(collective.start_ns, collective.end_ns)) continue;
+      if (!Valid(trace::CheckedDuration(collective.start_ns, collective.end_ns) && KnownIds(collective, header_))) {
+        continue;
+      }
       events.push_back({collective.start_ns, collective.end_ns, collective.correlation_id, collective.lane,
                         collective.name, EventClass::kCollective, EventSource::kCollective});
     }
@@ -55,7 +59,7 @@ class RankEventStream final : public trace::SpanVisitor {
     batch_.clear();
     const EventSource source = SourceOf(table);
     for (const trace::SpanRow& row : rows) {
-      if (!Valid(row.start_ns, row.end_ns)) continue;
+      if (!Valid(trace::CheckedDuration(row.start_ns, row.end_ns) && KnownIds(row, header_))) continue;
       batch_.push_back({row.start_ns, row.end_ns, row.correlation_id, row.lane, row.name,
                         classifier_.Classify(table, row), source});
     }
@@ -65,10 +69,10 @@ class RankEventStream final : public trace::SpanVisitor {
   int64_t invalid_events() const { return invalid_events_; }
 
  private:
-  bool Valid(int64_t start, int64_t end) {
-    if (trace::CheckedDuration(start, end)) return true;
-    ++invalid_events_;
-    return false;
+  // Counts the damaged: rows ending before they start or naming ids the file lacks.
+  bool Valid(bool sound) {
+    if (!sound) ++invalid_events_;
+    return sound;
   }
 
   size_t index_;
@@ -201,7 +205,9 @@ Result<ViewRun> StreamRunEvents(const std::filesystem::path& path, const ViewLoa
   RS_RETURN_IF_ERROR(ParallelFor(run.ranks.size(), options.threads, stream_rank, options.progress));
   for (int64_t count : invalid) result.invalid_events += count;
   if (result.invalid_events > 0) {
-    result.warnings.push_back(fmt::format("{} event(s) ending before they start were skipped", result.invalid_events));
+    result.warnings.push_back(fmt::format("{} damaged event(s) (ending before they start, or naming a string or lane "
+                                          "the file does not hold) were skipped",
+                                          result.invalid_events));
   }
   return result;
 }
@@ -211,7 +217,10 @@ Result<EventDetails> ReadEventDetails(const std::filesystem::path& file, EventSo
   RS_ASSIGN_OR_RETURN(std::unique_ptr<trace::TraceReader> reader, trace::TraceReader::Open(file));
   // Everything on the lane around the event; instants need the window to reach before them.
   trace::RankTrace found;
-  RS_ASSIGN_OR_RETURN(found.events, reader->ReadLaneRange(lane, start_ns - 1, start_ns + 1));
+  // Saturating: a damaged file's times may sit at the ends of int64.
+  const int64_t before = start_ns > INT64_MIN ? start_ns - 1 : start_ns;
+  const int64_t after = start_ns < INT64_MAX ? start_ns + 1 : start_ns;
+  RS_ASSIGN_OR_RETURN(found.events, reader->ReadLaneRange(lane, before, after));
   RS_ASSIGN_OR_RETURN(found.strings, reader->ReadStrings());
   EventDetails details;
   Fields& fields = details.fields;

@@ -30,11 +30,11 @@ enum class EventSource : uint8_t { kKernel, kMemcpy, kMemset, kNvtxRange, kApiCa
 const char* EventSourceName(EventSource source);
 
 struct ViewEvent {
-  int64_t start_ns = 0;  // the rank's own clock; end >= start (invalid rows are skipped)
+  int64_t start_ns = 0;  // the rank's own clock; end >= start (damaged rows are skipped)
   int64_t end_ns = 0;    // == start_ns for marks
   uint64_t correlation_id = 0;  // API call <-> device work; 0 if none
-  trace::LaneId lane = trace::kNoLane;
-  trace::StringId name = trace::kEmptyString;
+  trace::LaneId lane = trace::kNoLane;         // one of the rank's lanes (1..N)
+  trace::StringId name = trace::kEmptyString;  // below the size of the rank's strings
   EventClass event_class = EventClass::kAnnotation;
   EventSource source = EventSource::kKernel;
 };
@@ -68,7 +68,9 @@ struct ViewRun {
   std::string run_id;
   size_t ranks = 0;                   // sink indices 0 .. ranks-1, in rank order
   std::vector<std::string> warnings;  // missing ranks, unfinished files, skipped rows
-  int64_t invalid_events = 0;         // rows with end < start, not sent
+  // Damaged rows, not sent: ending before they start, or naming a string or lane id the
+  // file does not hold.
+  int64_t invalid_events = 0;
 };
 
 // Streams a run directory (or one rank file) into `sink`. Fails, one line naming the file,

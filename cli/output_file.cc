@@ -1,11 +1,12 @@
 #include "cli/output_file.h"
 
 #include <fmt/format.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
-#include <fstream>
 
 #include "cli/messages.h"
 
@@ -29,23 +30,32 @@ Status CheckOutputPath(const std::string& option, const fs::path& path) {
 }
 
 Status WriteFileAtomically(const fs::path& path, const std::string& text) {
-  const fs::path temporary = path.string() + fmt::format(".tmp-{}", ::getpid());
-  {
-    std::ofstream file(temporary, std::ios::binary | std::ios::trunc);
-    if (!file) return IoError(fmt::format("cannot write {}: {}", temporary.string(), std::strerror(errno)));
-    file.write(text.data(), static_cast<std::streamsize>(text.size()));
-    file.flush();
-    if (!file) {
-      std::error_code ignored;
-      fs::remove(temporary, ignored);
-      return IoError(fmt::format("cannot write {}: {}", temporary.string(), std::strerror(errno)));
-    }
+  // A name no file had: an existing one (a FIFO above all, which would block the open) is
+  // never opened, only replaced by the rename.
+  std::string temporary = path.string() + ".tmp-XXXXXX";
+  const int fd = ::mkstemp(temporary.data());
+  if (fd < 0) return IoError(fmt::format("cannot write {}: {}", path.string(), std::strerror(errno)));
+  ::fchmod(fd, 0644);  // mkstemp's 0600 is for secrets; a report is an ordinary file
+  const auto fail = [&](int error) {
+    ::close(fd);
+    ::unlink(temporary.c_str());
+    return IoError(fmt::format("cannot write {}: {}", temporary, std::strerror(error)));
+  };
+  for (size_t written = 0; written < text.size();) {
+    const ssize_t n = ::write(fd, text.data() + written, text.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return fail(n < 0 ? errno : EIO);
+    written += static_cast<size_t>(n);
   }
-  std::error_code ec;
-  fs::rename(temporary, path, ec);
-  if (ec) {
-    fs::remove(temporary, ec);
-    return IoError(fmt::format("cannot write {}: {}", path.string(), ec.message()));
+  if (::close(fd) != 0) {
+    const int error = errno;
+    ::unlink(temporary.c_str());
+    return IoError(fmt::format("cannot write {}: {}", temporary, std::strerror(error)));
+  }
+  if (::rename(temporary.c_str(), path.c_str()) != 0) {
+    const int error = errno;
+    ::unlink(temporary.c_str());
+    return IoError(fmt::format("cannot write {}: {}", path.string(), std::strerror(error)));
   }
   return Status::Ok();
 }

@@ -8,8 +8,10 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <random>
 #include <thread>
 
@@ -17,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "interop/import_internal.h"
+#include "base/file_check.h"
 #include "base/text.h"
 #include "trace/run_dir.h"
 #include "trace/schema.h"
@@ -29,6 +32,7 @@ namespace fs = std::filesystem;
 namespace import {
 
 std::string Head(const fs::path& path, size_t bytes) {
+  if (!CheckRegularFile(path).ok()) return {};  // a FIFO would block the open
   std::ifstream in(path, std::ios::binary);
   std::string head(bytes, '\0');
   in.read(head.data(), static_cast<std::streamsize>(bytes));
@@ -75,7 +79,9 @@ bool IsKinetoFileName(const fs::path& path) {
   return name.ends_with(".json") || name.ends_with(".json.gz");
 }
 
-bool LooksLikeKineto(const fs::path& path) { return LooksLikeChromeTrace(TextHead(path, kJsonSniffBytes)); }
+bool LooksLikeKineto(const fs::path& path) {
+  return LooksLikeChromeTrace(WithoutByteOrderMark(TextHead(path, kJsonSniffBytes)));
+}
 
 std::vector<fs::path> KinetoFilesIn(const fs::path& dir) {
   std::vector<fs::path> files;
@@ -116,18 +122,19 @@ Result<TraceFormat> SqliteFormat(const fs::path& path) {
                      "(no META_DATA_EXPORT or EXPORT_META_DATA table)");
 }
 
-}  // namespace
-
-Result<std::string> ReadMaybeGzip(const fs::path& file, size_t max_bytes) {
+// ReadMaybeGzip, but a file too large for memory throws std::bad_alloc.
+Result<std::string> ReadMaybeGzipOrThrow(const fs::path& file, size_t max_bytes) {
+  RS_RETURN_IF_ERROR(CheckRegularFile(file));
   std::error_code ec;
-  if (!fs::is_regular_file(file, ec)) {
-    return fs::exists(file, ec) ? InvalidArgument(fmt::format("{}: not a regular file", Quoted(file)))
-                                : NotFound(fmt::format("{}: no such file", Quoted(file)));
+  const uintmax_t size = fs::file_size(file, ec);
+  if (ec) return IoError(fmt::format("{}: cannot read its size: {}", Quoted(file), ec.message()));
+  // Compressed or not, a file larger than the limit would be larger once unpacked too.
+  if (size > max_bytes) {
+    return Unsupported(
+        fmt::format("{}: {} bytes, more than the {} the JSON parser takes", Quoted(file), size, max_bytes));
   }
   std::ifstream in(file, std::ios::binary);
   if (!in) return IoError(fmt::format("{}: cannot open: {}", Quoted(file), std::strerror(errno)));
-  const uintmax_t size = fs::file_size(file, ec);
-  if (ec) return IoError(fmt::format("{}: cannot read its size: {}", Quoted(file), ec.message()));
   std::string raw;
   raw.reserve(static_cast<size_t>(size) + kJsonPadding);
   raw.resize(static_cast<size_t>(size));
@@ -140,14 +147,19 @@ Result<std::string> ReadMaybeGzip(const fs::path& file, size_t max_bytes) {
   // gzip: inflate every member (a concatenation of gzip streams is one gzip file).
   std::string out;
   out.reserve(std::min<size_t>(raw.size() * 4, max_bytes) + kJsonPadding);
-  z_stream zs{};
+  // Ended on every way out, an allocation failure's included.
+  struct Inflater {
+    z_stream zs{};
+    bool ready = false;
+    ~Inflater() {
+      if (ready) inflateEnd(&zs);
+    }
+  } inflater;
+  z_stream& zs = inflater.zs;
   if (inflateInit2(&zs, 15 + 16) != Z_OK) return InternalError("zlib: inflateInit2 failed");
+  inflater.ready = true;
   zs.next_in = reinterpret_cast<Bytef*>(raw.data());
   const auto consumed = [&] { return static_cast<size_t>(zs.next_in - reinterpret_cast<Bytef*>(raw.data())); };
-  const auto fail = [&](Status status) {
-    inflateEnd(&zs);
-    return status;
-  };
   std::array<char, 1 << 16> chunk{};
   for (;;) {
     if (zs.avail_in == 0) zs.avail_in = static_cast<uInt>(std::min<size_t>(raw.size() - consumed(), UINT32_MAX));
@@ -155,8 +167,10 @@ Result<std::string> ReadMaybeGzip(const fs::path& file, size_t max_bytes) {
     zs.avail_out = chunk.size();
     const int rc = inflate(&zs, Z_NO_FLUSH);
     const size_t produced = chunk.size() - zs.avail_out;
+    // Checked at every chunk: a gzip bomb is refused once it passes the limit, not inflated whole.
     if (out.size() + produced > max_bytes) {
-      return fail(Unsupported(fmt::format("{}: more than {} bytes once unpacked", Quoted(file), max_bytes)));
+      return Unsupported(
+          fmt::format("{}: more than {} bytes once unpacked, the most the JSON parser takes", Quoted(file), max_bytes));
     }
     out.append(chunk.data(), produced);
     if (rc == Z_STREAM_END) {
@@ -164,22 +178,31 @@ Result<std::string> ReadMaybeGzip(const fs::path& file, size_t max_bytes) {
       const std::string_view rest = std::string_view(raw).substr(consumed());
       if (std::all_of(rest.begin(), rest.end(), [](char c) { return c == 0; })) break;
       if (!IsGzip(rest)) {
-        return fail(Corrupt(fmt::format("{}: damaged gzip file: {} bytes of something else after the compressed data",
-                                        Quoted(file), rest.size())));
+        return Corrupt(fmt::format("{}: damaged gzip file: {} bytes of something else after the compressed data",
+                                   Quoted(file), rest.size()));
       }
       inflateReset(&zs);
       continue;
     }
     if (rc == Z_OK) continue;
     if (rc == Z_BUF_ERROR && consumed() == raw.size()) {
-      return fail(Corrupt(fmt::format("{}: truncated gzip file: the compressed data ends early", Quoted(file))));
+      return Corrupt(fmt::format("{}: truncated gzip file: the compressed data ends early", Quoted(file)));
     }
-    return fail(Corrupt(fmt::format("{}: damaged gzip file: {}", Quoted(file),
-                                    zs.msg != nullptr ? std::string(zs.msg) : fmt::format("zlib error {}", rc))));
+    return Corrupt(fmt::format("{}: damaged gzip file: {}", Quoted(file),
+                               zs.msg != nullptr ? std::string(zs.msg) : fmt::format("zlib error {}", rc)));
   }
-  inflateEnd(&zs);
   out.reserve(out.size() + kJsonPadding);
   return out;
+}
+
+}  // namespace
+
+Result<std::string> ReadMaybeGzip(const fs::path& file, size_t max_bytes) {
+  try {
+    return ReadMaybeGzipOrThrow(file, max_bytes);
+  } catch (const std::bad_alloc&) {
+    return Unsupported(fmt::format("{}: out of memory while reading it", Quoted(file)));
+  }
 }
 
 std::string TextHead(const fs::path& file, size_t max_bytes) {
@@ -317,23 +340,47 @@ Status RankFileBuilder::Close() {
 
 // ---- RunSink --------------------------------------------------------------------------------
 
+namespace {
+
+// Sets the world size of a rank file its writer already closed: an import knows it only once
+// every input is read. The same meta row the writer would have written, one file at a time.
+Status SetWorldSizeOfClosedFile(const fs::path& file, int world_size) {
+  sqlite3* raw = nullptr;
+  const int rc = sqlite3_open_v2(file.c_str(), &raw, SQLITE_OPEN_READWRITE, nullptr);
+  trace::sql::DbHandle db(raw);
+  if (rc != SQLITE_OK) {
+    return trace::sql::FromSqlite(raw, rc, "opening it to set its world size").WithContext(file.string());
+  }
+  sqlite3_busy_timeout(raw, 5000);
+  RS_ASSIGN_OR_RETURN(trace::sql::Statement upsert,
+                      trace::sql::Statement::Prepare(raw, "INSERT OR REPLACE INTO meta VALUES(?, ?)"));
+  upsert.BindText(1, trace::meta_key::kWorldSize);
+  upsert.BindText(2, std::to_string(world_size));
+  Status set = upsert.StepDone("setting its world size");
+  if (!set.ok()) return set.WithContext(file.string());
+  return Status::Ok();
+}
+
+}  // namespace
+
 RunSink::RunSink(fs::path run_dir, std::string run_id) : run_dir_(std::move(run_dir)), run_id_(std::move(run_id)) {}
 
 RunSink::~RunSink() {
   if (finished_) return;
   // An import that failed leaves no rank files of its own behind.
-  for (auto& [rank, builder] : ranks_) {
+  std::error_code ec;
+  for (auto& [rank, builder] : open_) {
     const fs::path path = builder->path();
     builder.reset();
-    std::error_code ec;
     fs::remove(path, ec);
   }
+  for (const auto& [rank, closed] : closed_) fs::remove(closed.path, ec);
 }
 
 Result<RankFileBuilder*> RunSink::Rank(trace::RankIdentity who, std::string_view source, bool note_assignment) {
   if (!who.rank) {
     int free_rank = 0;
-    while (ranks_.contains(free_rank)) ++free_rank;
+    while (sources_.contains(free_rank)) ++free_rank;
     who.rank = free_rank;
     if (note_assignment) notes_.push_back(fmt::format("{}: no rank recorded; imported as rank {}", source, free_rank));
   }
@@ -351,7 +398,7 @@ Result<RankFileBuilder*> RunSink::Rank(trace::RankIdentity who, std::string_view
                       RankFileBuilder::Create(run_dir_ / trace::RankFileName(rank), who));
   sources_.emplace(rank, std::string(source));
   RankFileBuilder* raw = builder.get();
-  ranks_.emplace(rank, std::move(builder));
+  open_.emplace(rank, std::move(builder));
   return raw;
 }
 
@@ -361,33 +408,49 @@ void RunSink::NoteDamaged(std::string_view source, const DamagedEvents& damaged)
 
 std::vector<int> RunSink::ranks_taken() const {
   std::vector<int> ranks;
-  for (const auto& [rank, builder] : ranks_) ranks.push_back(rank);
+  for (const auto& [rank, source] : sources_) ranks.push_back(rank);
   return ranks;
 }
 
+Status RunSink::CloseOpenRanks() {
+  while (!open_.empty()) {
+    auto it = open_.begin();
+    RankFileBuilder& builder = *it->second;
+    ClosedRank closed;
+    closed.path = builder.path();
+    closed.events = builder.events_written() + builder.events().size();
+    for (const DamagedEvents::Line& line : builder.damaged().Lines()) {
+      closed.damaged.push_back(fmt::format("{}: {}", sources_.at(it->first), line.text));
+      builder.SetMeta(line.meta_key, line.text);
+    }
+    const Status status = builder.Close();
+    // Closed or not, it is the sink's to remove on failure from here on.
+    closed_.emplace(it->first, std::move(closed));
+    open_.erase(it);
+    RS_RETURN_IF_ERROR(status);
+  }
+  return Status::Ok();
+}
+
 Status RunSink::Finish(ImportResult* result) {
-  const int ranks = static_cast<int>(ranks_.size());
+  RS_RETURN_IF_ERROR(CloseOpenRanks());
+  const int ranks = static_cast<int>(closed_.size());
+  if (ranks == 0) return InvalidArgument("nothing to import: no input held a rank with events");
   // Where a trace does not say, the world holds at least every rank imported and the highest.
-  const int assumed_world_size = ranks_.empty() ? 0 : std::max(ranks, ranks_.rbegin()->first + 1);
+  const int assumed_world_size = std::max(ranks, closed_.rbegin()->first + 1);
   if (!unknown_world_size_.empty()) {
     notes_.push_back(fmt::format("{} of the traces record no world size; taken as {} ({})", unknown_world_size_.size(),
                                  assumed_world_size,
                                  assumed_world_size == ranks ? "the ranks imported" : "the highest rank imported + 1"));
   }
-  for (auto& [rank, builder] : ranks_) {
+  for (const auto& [rank, closed] : closed_) {
     if (unknown_world_size_.contains(rank)) {
-      builder->SetMeta(trace::meta_key::kWorldSize, std::to_string(assumed_world_size));
+      RS_RETURN_IF_ERROR(SetWorldSizeOfClosedFile(closed.path, assumed_world_size));
     }
-    for (const DamagedEvents::Line& line : builder->damaged().Lines()) {
-      notes_.push_back(fmt::format("{}: {}", sources_.at(rank), line.text));
-      builder->SetMeta(line.meta_key, line.text);
-    }
-    const uint64_t events = builder->events_written() + builder->events().size();
-    RS_RETURN_IF_ERROR(builder->Close());
-    result->events += events;
-    result->rank_files.push_back(builder->path());
+    notes_.insert(notes_.end(), closed.damaged.begin(), closed.damaged.end());
+    result->events += closed.events;
+    result->rank_files.push_back(closed.path);
   }
-  if (ranks == 0) return InvalidArgument("nothing to import: no input held a rank with events");
   result->notes.insert(result->notes.end(), notes_.begin(), notes_.end());
   finished_ = true;
   return Status::Ok();
@@ -410,10 +473,10 @@ std::string_view TraceFormatName(TraceFormat format) {
 }
 
 Result<TraceFormat> DetectTraceFormat(const fs::path& path) {
+  // Before anything opens it: reading a FIFO would wait for a writer forever.
+  RS_RETURN_IF_ERROR(CheckRegularFileOrDirectory(path));
   std::error_code ec;
-  const fs::file_status status = fs::status(path, ec);
-  if (!fs::exists(status)) return NotFound(fmt::format("{}: no such file or directory", Quoted(path)));
-  if (fs::is_directory(status)) {
+  if (fs::is_directory(path, ec)) {
     if (import::HasRankFiles(path)) return TraceFormat::kRankscopeRun;
     if (!import::KinetoFilesIn(path).empty()) return TraceFormat::kKinetoRun;
     return InvalidArgument(fmt::format("{}: neither a run directory (no rank-*.sqlite files) nor a directory of "
@@ -427,13 +490,15 @@ Result<TraceFormat> DetectTraceFormat(const fs::path& path) {
     if (!format.ok()) return format.status().WithContext(path.string());
     return format;
   }
-  const std::string text = import::TextHead(path, import::kJsonSniffBytes);
+  const std::string head_text = import::TextHead(path, import::kJsonSniffBytes);
+  const std::string_view text = import::WithoutByteOrderMark(head_text);
   if (import::LooksLikeChromeTrace(text)) return TraceFormat::kKinetoJson;
   const char first = import::FirstCharacter(text);
   if (first != '{' && first != '[' && import::IsGzip(head)) {
     // A gzip file whose head inflates to nothing readable: say what is wrong with the gzip.
-    Result<std::string> whole = import::ReadMaybeGzip(path);
-    if (!whole.ok()) return whole.status();
+    // Only the head is inflated again: whatever the rest holds, this is not JSON.
+    Result<std::string> start = import::ReadMaybeGzip(path, import::kJsonSniffBytes);
+    if (!start.ok() && start.status().code() == StatusCode::kCorrupt) return start.status();
   }
   if (first == '{' || first == '[') {
     // Reports are written with "format" first: {"format": "rankscope.analysis", ...
@@ -446,7 +511,18 @@ Result<TraceFormat> DetectTraceFormat(const fs::path& path) {
     // (e.g. by `jq -S`), or broken JSON, or the wrong JSON.
     Result<std::string> whole = import::ReadMaybeGzip(path);
     if (!whole.ok()) return whole.status();
-    const nlohmann::json parsed = nlohmann::json::parse(*whole, nullptr, /*allow_exceptions=*/false);
+    const std::string_view json = import::WithoutByteOrderMark(*whole);
+    if (first == '[') {
+      if (!nlohmann::json::accept(json)) return Corrupt(fmt::format("{}: not a JSON file", Quoted(path)));
+    }
+    // Only the top level's "format" is kept: every other key's value is dropped as it is
+    // parsed, so a large file of other JSON builds no tree.
+    const nlohmann::json::parser_callback_t keep_format = [](int depth, nlohmann::json::parse_event_t event,
+                                                             nlohmann::json& parsed) {
+      return event != nlohmann::json::parse_event_t::key || (depth == 1 && parsed == "format");
+    };
+    const nlohmann::json parsed =
+        first == '[' ? nlohmann::json() : nlohmann::json::parse(json, keep_format, /*allow_exceptions=*/false);
     if (parsed.is_discarded()) return Corrupt(fmt::format("{}: not a JSON file", Quoted(path)));
     if (parsed.is_object()) {
       const auto format_key = parsed.find("format");
@@ -465,6 +541,97 @@ Result<TraceFormat> DetectTraceFormat(const fs::path& path) {
 }
 
 // ---- imports --------------------------------------------------------------------------------
+
+namespace {
+
+// `dir` without "." and ".." parts or a trailing separator, absolute.
+fs::path NormalDirectory(const fs::path& dir) {
+  fs::path normal = fs::absolute(dir).lexically_normal();
+  return normal.has_filename() ? normal : normal.parent_path();
+}
+
+// Creates `dir` with its missing parents; returns the outermost directory it created (empty
+// when `dir` already existed), so that a failed import can take back exactly those.
+Result<fs::path> CreateRunDirectory(const fs::path& dir) {
+  fs::path outermost_missing;
+  std::error_code ec;
+  for (fs::path at = NormalDirectory(dir); at.has_relative_path(); at = at.parent_path()) {
+    if (fs::exists(at, ec)) break;
+    outermost_missing = at;
+  }
+  fs::create_directories(dir, ec);
+  if (ec) return IoError(fmt::format("{}: cannot create the run directory: {}", Quoted(dir), ec.message()));
+  return outermost_missing;
+}
+
+// Removes the directories CreateRunDirectory created, innermost first, each only if empty:
+// nothing that was there before, or that someone else put there since, goes.
+void RemoveCreatedDirectories(const fs::path& dir, const fs::path& outermost_created) {
+  if (outermost_created.empty()) return;
+  std::error_code ec;
+  for (fs::path at = NormalDirectory(dir); at.has_relative_path(); at = at.parent_path()) {
+    if (!fs::remove(at, ec)) return;
+    if (at == outermost_created) return;
+  }
+}
+
+// A directory of the import's own inside the run directory, removed with everything in it.
+class StagingDirectory {
+ public:
+  static Result<std::unique_ptr<StagingDirectory>> Create(const fs::path& run_dir) {
+    std::string pattern = (run_dir / ".rankscope-import-XXXXXX").string();
+    if (::mkdtemp(pattern.data()) == nullptr) {
+      return IoError(fmt::format("{}: cannot create a directory in it: {}", Quoted(run_dir), std::strerror(errno)));
+    }
+    return std::unique_ptr<StagingDirectory>(new StagingDirectory(pattern));
+  }
+  ~StagingDirectory() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  StagingDirectory(const StagingDirectory&) = delete;
+  StagingDirectory& operator=(const StagingDirectory&) = delete;
+  const fs::path& path() const { return path_; }
+
+ private:
+  explicit StagingDirectory(fs::path path) : path_(std::move(path)) {}
+  fs::path path_;
+};
+
+// Imports every file into rank files of a staging directory, then moves them into `run_dir`
+// (replacing its rank files with `overwrite`): a failed import leaves the run directory as
+// it was, earlier rank files included.
+Result<ImportResult> ImportIntoRunDirectory(const std::vector<std::pair<fs::path, TraceFormat>>& files,
+                                            const fs::path& run_dir, const ImportOptions& options) {
+  if (!options.overwrite && trace::HasRankFiles(run_dir)) {
+    return AlreadyExists(fmt::format("{}: already holds rank files (use --force to replace them)", Quoted(run_dir)));
+  }
+  RS_ASSIGN_OR_RETURN(std::unique_ptr<StagingDirectory> staging, StagingDirectory::Create(run_dir));
+  const std::string run_id = options.run_id.empty() ? trace::GenerateRunId() : options.run_id;
+  ImportResult result;
+  {
+    import::RunSink sink(staging->path(), run_id);
+    for (const auto& [file, format] : files) {
+      RS_RETURN_IF_ERROR(format == TraceFormat::kNsysSqlite ? import::ImportNsys(file, sink)
+                                                            : import::ImportKineto(file, sink));
+      // One input's files at a time: a thousand ranks need no more descriptors than one.
+      RS_RETURN_IF_ERROR(sink.CloseOpenRanks());
+    }
+    RS_RETURN_IF_ERROR(sink.Finish(&result));
+  }
+  // Rank files go with their -wal/-shm/-journal: a new rank file must not meet an old log.
+  if (options.overwrite) RS_RETURN_IF_ERROR(trace::RemoveRankFiles(run_dir).status());
+  for (fs::path& file : result.rank_files) {
+    const fs::path moved = run_dir / file.filename();
+    std::error_code ec;
+    fs::rename(file, moved, ec);
+    if (ec) return IoError(fmt::format("{}: cannot move it into {}: {}", Quoted(file), Quoted(run_dir), ec.message()));
+    file = moved;
+  }
+  return result;
+}
+
+}  // namespace
 
 Result<ImportResult> ImportTraces(const std::vector<fs::path>& inputs, const fs::path& run_dir,
                                   const ImportOptions& options) {
@@ -485,24 +652,10 @@ Result<ImportResult> ImportTraces(const std::vector<fs::path>& inputs, const fs:
                                            Quoted(input), TraceFormatName(format)));
     }
   }
-  std::error_code ec;
-  fs::create_directories(run_dir, ec);
-  if (ec) return IoError(fmt::format("{}: cannot create the run directory: {}", Quoted(run_dir), ec.message()));
-  if (!options.overwrite && trace::HasRankFiles(run_dir)) {
-    return AlreadyExists(fmt::format("{}: already holds rank files (use --force to replace them)", Quoted(run_dir)));
-  }
-  // Rank files go with their -wal/-shm/-journal: a new rank file must not meet an old log.
-  if (options.overwrite) RS_RETURN_IF_ERROR(trace::RemoveRankFiles(run_dir).status());
-  const std::string run_id = options.run_id.empty() ? trace::GenerateRunId() : options.run_id;
-  import::RunSink sink(run_dir, run_id);
-  for (const auto& [file, format] : files) {
-    const Status imported =
-        format == TraceFormat::kNsysSqlite ? import::ImportNsys(file, sink) : import::ImportKineto(file, sink);
-    if (!imported.ok()) return imported;
-  }
-  ImportResult result;
-  RS_RETURN_IF_ERROR(sink.Finish(&result));
-  return result;
+  RS_ASSIGN_OR_RETURN(const fs::path created, CreateRunDirectory(run_dir));
+  Result<ImportResult> imported = ImportIntoRunDirectory(files, run_dir, options);
+  if (!imported.ok()) RemoveCreatedDirectories(run_dir, created);
+  return imported;
 }
 
 ResolvedRun::ResolvedRun(fs::path path, fs::path temporary, std::vector<std::string> notes, std::string display)

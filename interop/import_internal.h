@@ -28,11 +28,23 @@ namespace rankscope::interop::import {
 
 // simdjson reads this many bytes past the end of its input.
 inline constexpr size_t kJsonPadding = 64;
+// The largest JSON document simdjson parses (SIMDJSON_MAXSIZE_BYTES, 4 GiB - 1): a file
+// that is more once unpacked cannot be imported, so nothing beyond it is ever inflated.
+inline constexpr size_t kMaxJsonBytes = 0xFFFFFFFF;
 
 // A file's bytes, gunzipped when they start with gzip's magic (several members included),
 // with kJsonPadding spare capacity after them. One line naming the file on failure: missing,
-// unreadable, a truncated or damaged gzip stream, or more than `max_bytes` once unpacked.
-Result<std::string> ReadMaybeGzip(const std::filesystem::path& file, size_t max_bytes = size_t{64} << 30);
+// not a regular file (a FIFO would block the read), unreadable, a truncated or damaged gzip
+// stream, or more than `max_bytes` as stored or once unpacked (inflating stops as soon as
+// the output passes it: a gzip bomb costs no more than `max_bytes`).
+Result<std::string> ReadMaybeGzip(const std::filesystem::path& file, size_t max_bytes = kMaxJsonBytes);
+
+// UTF-8's byte-order mark, which some editors and Windows tools put before JSON text.
+inline constexpr std::string_view kUtf8ByteOrderMark = "\xEF\xBB\xBF";
+// `text` without a leading byte-order mark.
+inline std::string_view WithoutByteOrderMark(std::string_view text) {
+  return text.starts_with(kUtf8ByteOrderMark) ? text.substr(kUtf8ByteOrderMark.size()) : text;
+}
 
 // ---- the bad-event policy, one for every importer ------------------------------------------
 //
@@ -114,11 +126,12 @@ class RankFileBuilder {
 };
 
 // The run an import writes: rank files on demand, one per rank, refusing a rank that two
-// inputs claim; and the notes the user sees.
+// inputs claim; and the notes the user sees. Each input's rank files are closed once it is
+// read (CloseOpenRanks), so the files an import holds open do not grow with its inputs.
 class RunSink {
  public:
   RunSink(std::filesystem::path run_dir, std::string run_id);
-  ~RunSink();  // removes what it wrote unless Finish succeeded
+  ~RunSink();  // removes every rank file it created unless Finish succeeded
 
   // The rank file for `who` (its run id is set here). A rank of nullopt takes the lowest
   // rank no input has claimed, which is noted unless the importer says why itself
@@ -132,16 +145,27 @@ class RunSink {
   // The ranks inputs have claimed so far, lowest first.
   std::vector<int> ranks_taken() const;
 
+  // Closes the rank files opened so far (an input's, once it is read); each rank's damaged
+  // events become meta rows now and notes at Finish.
+  Status CloseOpenRanks();
+
   // Closes every file; ranks whose world size no input gave get the number of ranks
-  // imported; each rank's damaged events become notes and meta rows. Errors leave nothing
-  // behind.
+  // imported (written into their closed files, one at a time); each rank's damaged events
+  // become notes. Errors leave nothing behind.
   Status Finish(ImportResult* result);
 
  private:
+  struct ClosedRank {
+    std::filesystem::path path;
+    uint64_t events = 0;
+    std::vector<std::string> damaged;  // the notes of its damaged events
+  };
+
   std::filesystem::path run_dir_;
   std::string run_id_;
-  std::map<int, std::unique_ptr<RankFileBuilder>> ranks_;
-  std::map<int, std::string> sources_;  // which input gave each rank
+  std::map<int, std::unique_ptr<RankFileBuilder>> open_;
+  std::map<int, ClosedRank> closed_;
+  std::map<int, std::string> sources_;  // which input gave each rank: every rank claimed
   std::set<int> unknown_world_size_;
   std::vector<std::string> notes_;
   bool finished_ = false;
@@ -204,7 +228,8 @@ Status ImportNsys(const std::filesystem::path& file, RunSink& sink);
 // here (export_chrome.cc / import_chrome.cc own the format).
 Status ImportRankscopeChrome(const std::filesystem::path& file, const std::string& json, RunSink& sink);
 
-// The first `bytes` of a file as stored (fewer when it is shorter; "" when unreadable).
+// The first `bytes` of a file as stored (fewer when it is shorter; "" when unreadable or not
+// a regular file).
 std::string Head(const std::filesystem::path& path, size_t bytes);
 // The first `max_bytes` of a file's text, gunzipped when it is gzip ("" when unreadable).
 std::string TextHead(const std::filesystem::path& file, size_t max_bytes);

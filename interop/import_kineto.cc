@@ -57,6 +57,8 @@ namespace fs = std::filesystem;
 namespace od = simdjson::ondemand;
 using simdjson::error_code;
 
+static_assert(kMaxJsonBytes == simdjson::SIMDJSON_MAXSIZE_BYTES, "ReadMaybeGzip stops at what the parser takes");
+
 __extension__ using Uint128 = unsigned __int128;
 
 // Kineto writes CUPTI's "no stream" (uint32 -1) for context and device synchronisations.
@@ -1031,6 +1033,8 @@ Status KinetoImporter::ReadTopLevel(od::document& doc, TopLevel* top) {
 
 Status KinetoImporter::Run() {
   RS_ASSIGN_OR_RETURN(json_, ReadMaybeGzip(file_));
+  // A byte-order mark is not JSON, and simdjson would refuse the file for it.
+  if (json_.starts_with(kUtf8ByteOrderMark)) json_.erase(0, kUtf8ByteOrderMark.size());
   if (json_.capacity() < json_.size() + simdjson::SIMDJSON_PADDING) json_.reserve(json_.size() + kJsonPadding);
   od::parser parser;
   od::document doc;

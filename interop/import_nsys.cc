@@ -30,6 +30,7 @@
 #include <nlohmann/json.hpp>
 
 #include "interop/import_internal.h"
+#include "base/file_check.h"
 #include "base/launch_env.h"
 #include "base/text.h"
 #include "trace/schema.h"
@@ -614,6 +615,8 @@ Status NsysImporter::ForEachRow(const std::string& query, OnRow&& on_row) {
 // ---- version, tables, clock ------------------------------------------------------------------
 
 Status NsysImporter::OpenAndCheckVersion() {
+  // Its own line names the file: not prefixed again.
+  RS_RETURN_IF_ERROR(CheckRegularFile(file_));
   if (Status header = sql::CheckFileHeader(file_); !header.ok()) return Fail(header);
   Result<sql::DbHandle> opened = sql::OpenReadOnly(file_);
   if (!opened.ok()) return Fail(opened.status());

@@ -204,8 +204,14 @@ class ModelBuilder final : public analyzer::ViewEventSink {
   Status OnRank(size_t index, analyzer::ViewRank rank) override {
     RankBuilder& builder = Builder(index);
     builder.by_lane.resize(rank.lanes.size() + 1);
+    // The hints come from the file: each is capped by the file's size, but their sum is not.
+    // Reserve no more in all than the largest one.
+    uint64_t budget = 0;
+    for (uint64_t hint : rank.lane_events) budget = std::max(budget, hint);
     for (size_t lane = 0; lane < rank.lane_events.size() && lane < builder.by_lane.size(); ++lane) {
-      builder.by_lane[lane].Reserve(rank.lane_events[lane]);
+      const uint64_t events = std::min(rank.lane_events[lane], budget);
+      budget -= events;
+      builder.by_lane[lane].Reserve(static_cast<size_t>(events));
     }
     builder.header = std::move(rank);
     return Status::Ok();

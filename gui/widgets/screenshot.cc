@@ -4,6 +4,7 @@
 #include <QFileInfo>
 #include <QImage>
 #include <QPixmap>
+#include <QSaveFile>
 
 #include <charconv>
 
@@ -92,8 +93,15 @@ Status RenderScreenshot(const ScreenshotRequest& request) {
   QApplication::processEvents();
   const QImage image = window.grab().toImage();
   if (image.isNull()) return InternalError("the window rendered to an empty image");
-  if (!image.save(request.output, "PNG")) {
-    return IoError("cannot write " + request.output.toStdString());
+  // Written to a temporary file beside the output and renamed over it once whole: a failed
+  // write (a full disk) leaves no truncated PNG, and an earlier picture stays as it was.
+  QSaveFile file(request.output);
+  if (!file.open(QIODevice::WriteOnly)) {
+    return IoError("cannot write " + request.output.toStdString() + ": " + file.errorString().toStdString());
+  }
+  if (!image.save(&file, "PNG") || !file.commit()) {
+    const std::string why = file.errorString().toStdString();
+    return IoError("cannot write " + request.output.toStdString() + (why.empty() ? "" : ": " + why));
   }
   return Status::Ok();
 }

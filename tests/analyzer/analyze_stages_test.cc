@@ -73,7 +73,8 @@ TEST(AnalyzeStages, CountsEventsAndWarnsAboutRanksWithoutActivity) {
                           "earlier",
                           "rank(s) 1, 2 recorded no device activity and are left out of the metrics; CUDA activity "
                           "was not recorded: another CUPTI client (nsys) is attached (rank(s) 1)",
-                          "1 event(s) end before they start (a damaged file?) and were skipped",
+                          "1 damaged event(s) (ending before they start, or naming a string or lane the file does "
+                          "not hold) were skipped",
                           "3 event(s) were lost while recording (see the files' drops tables); times may be "
                           "understated",
                       }));

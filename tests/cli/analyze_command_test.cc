@@ -4,8 +4,15 @@
 #include <gtest/gtest.h>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <sqlite3.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 
 #include "cli/analyze_command.h"
+#include "cli/output_file.h"
 #include "cli/profile.h"
 #include "tests/cli/cli_test_util.h"
 #include "tests/cli/cpu_run_writer.h"
@@ -293,6 +300,47 @@ TEST(RankscopeAnalyze, BadOptionsLeaveAnExistingReportAlone) {
                      "does not exist");
   ExpectOneErrorLine(RunRankscope({"analyze"}), "RUN");
   ExpectOneErrorLine(RunRankscope({"analyze", (dir / "run").string(), "--bogus"}), "--bogus");
+}
+
+// Ids a rank file does not hold (a damaged or hostile file): the analysis counts those rows
+// invalid, says so, and reports the rest, at once and without a crash.
+TEST(RankscopeAnalyze, RowsWithIdsTheFileLacksAreCountedInvalid) {
+  TempDir dir;
+  WriteRun(dir / "run", 2);
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open((dir / "run" / "rank-0.sqlite").c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db,
+                         "UPDATE nvtx_ranges SET name = -1 WHERE id = 1; "
+                         "UPDATE nvtx_ranges SET name = 987654321 WHERE id = 2; "
+                         "UPDATE nvtx_ranges SET lane = 9223372036854775807 WHERE id = 3;",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK)
+      << sqlite3_errmsg(db);
+  sqlite3_close(db);
+  const auto run = RunRankscope({"analyze", (dir / "run").string(), "--format", "json"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const nlohmann::json report = nlohmann::json::parse(run.out, nullptr, /*allow_exceptions=*/false);
+  ASSERT_TRUE(report.is_object()) << run.out;
+  EXPECT_EQ(report["run"]["invalid_events"], 3);
+  EXPECT_NE(run.err.find("rankscope: warning: 3 damaged event(s)"), std::string::npos) << run.err;
+}
+
+// The report's file is written under a name no file had, then renamed: whatever is at the
+// destination, a FIFO included, is replaced, never opened.
+TEST(WriteFileAtomically, ReplacesWhatIsThereWithoutOpeningIt) {
+  TempDir dir;
+  const std::filesystem::path out = dir / "report.json";
+  ASSERT_EQ(::mkfifo(out.c_str(), 0600), 0) << std::strerror(errno);
+  const Status written = WriteFileAtomically(out, "{\"report\": 1}\n");
+  ASSERT_TRUE(written.ok()) << written.message();
+  EXPECT_TRUE(std::filesystem::is_regular_file(out));
+  EXPECT_EQ(testing::ReadFile(out), "{\"report\": 1}\n");
+  EXPECT_EQ(std::filesystem::status(out).permissions() & std::filesystem::perms::all,
+            std::filesystem::perms::owner_read | std::filesystem::perms::owner_write |
+                std::filesystem::perms::group_read | std::filesystem::perms::others_read);
+  int files = 0;
+  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator(dir.path())) ++files;
+  EXPECT_EQ(files, 1) << "no temporary left beside it";
 }
 
 }  // namespace

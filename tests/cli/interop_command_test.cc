@@ -4,9 +4,13 @@
 // written or changed).
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <sys/stat.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "tests/cli/cli_test_util.h"
 #include "tests/cli/cpu_run_writer.h"
@@ -177,9 +181,7 @@ TEST_F(InteropCommandTest, ImportOfACorruptTraceLeavesNoRankFile) {
   const auto run = RunRankscope({"import", (dir_ / "cut.json").string(), "-o", (dir_ / "out").string()}, options_);
   EXPECT_EQ(run.exit_code, 2);
   ExpectOneErrorLine(run, "cut.json");
-  if (fs::exists(dir_ / "out")) {
-    EXPECT_EQ(CountEntries(dir_ / "out"), 0u);
-  }
+  EXPECT_FALSE(fs::exists(dir_ / "out")) << "the directory it created is taken back";
 }
 
 TEST_F(InteropCommandTest, ImportRefusesAReportAndWhatIsNotATrace) {
@@ -230,6 +232,53 @@ TEST_F(InteropCommandTest, ExportErrorsWriteNothing) {
       RunRankscope({"export", (dir_ / "nope").string(), "--chrome", (dir_ / "kept.json").string()}, options_);
   EXPECT_EQ(failed.exit_code, 2);
   EXPECT_EQ(ReadFile(dir_ / "kept.json"), "{\"traceEvents\": []}");
+}
+
+// A FIFO given as an input is named in one line, never opened: reading one waits for a writer
+// forever. Every command that reads traces or reports checks before it opens.
+TEST_F(InteropCommandTest, FifosGivenAsInputsAreRefusedNotOpened) {
+  const fs::path kineto = dir_ / "trace.json";
+  const fs::path sqlite = dir_ / "export.sqlite";
+  ASSERT_EQ(::mkfifo(kineto.c_str(), 0600), 0) << std::strerror(errno);
+  ASSERT_EQ(::mkfifo(sqlite.c_str(), 0600), 0) << std::strerror(errno);
+  const std::vector<std::vector<std::string>> commands = {
+      {"analyze", kineto.string()},
+      {"analyze", sqlite.string()},
+      {"import", kineto.string(), "-o", (dir_ / "out").string()},
+      {"import", sqlite.string(), "-o", (dir_ / "out").string()},
+      {"export", kineto.string(), "--chrome", (dir_ / "t.json").string()},
+      {"scale", kineto.string(), (dir_ / "run").string()},
+      {"compare", "--baseline", kineto.string(), (dir_ / "run").string()},
+  };
+  for (const std::vector<std::string>& command : commands) {
+    SCOPED_TRACE(command[0] + " " + command[1]);
+    const auto run = RunRankscope(command, options_);
+    EXPECT_EQ(run.exit_code, 2) << run.err;
+    ExpectOneErrorLine(run, "not a regular file (a FIFO)");
+  }
+  EXPECT_FALSE(fs::exists(dir_ / "out"));
+  EXPECT_FALSE(fs::exists(dir_ / "t.json"));
+  EXPECT_TRUE(fs::is_fifo(kineto));
+  EXPECT_EQ(CountEntries(dir_ / "tmp"), 0u);
+}
+
+// A failed import takes back the directories it created; an existing one keeps what it held.
+TEST_F(InteropCommandTest, AFailedImportLeavesNoDirectoryBehind) {
+  const fs::path exported = Export("trace.json");
+  const std::string text = ReadFile(exported);
+  WriteFile(dir_ / "cut.json", text.substr(0, text.size() / 2));
+  const auto created =
+      RunRankscope({"import", (dir_ / "cut.json").string(), "-o", (dir_ / "new" / "out").string()}, options_);
+  EXPECT_EQ(created.exit_code, 2);
+  ExpectOneErrorLine(created, "cut.json");
+  EXPECT_FALSE(fs::exists(dir_ / "new"));
+
+  fs::create_directories(dir_ / "existing");
+  WriteFile(dir_ / "existing" / "notes.txt", "mine");
+  const auto before = Snapshot(dir_ / "existing");
+  const auto kept = RunRankscope({"import", (dir_ / "cut.json").string(), "-o", (dir_ / "existing").string()}, options_);
+  EXPECT_EQ(kept.exit_code, 2);
+  EXPECT_EQ(Snapshot(dir_ / "existing"), before);
 }
 
 }  // namespace

@@ -16,6 +16,8 @@
 
 #include <gtest/gtest.h>
 
+#include "gui/core/queries.h"
+#include "tests/analyzer/hostile_rank_file.h"
 #include "tests/trace_builder.h"
 #include "tests/gui/model_builder.h"
 #include "tests/rank_file_writer.h"
@@ -605,6 +607,32 @@ TEST(TimelineModelLoad, NonSqliteFileIsAnErrorNamingTheFile) {
   auto from_file = TimelineModel::Load(file, {});
   ASSERT_FALSE(from_file.ok());
   EXPECT_NE(from_file.status().message().find("rank-0.sqlite"), std::string::npos) << from_file.status().message();
+}
+
+// Ids the file does not hold (-1, 987654321, 2^31, 2^63-1) in any id column the viewer
+// reads: the model loads, without the damaged rows, says how many it skipped, and its
+// queries run over what is left.
+TEST(TimelineModelLoad, RowsWithIdsTheFileLacksAreSkippedAndCounted) {
+  TempDir dir;
+  const std::filesystem::path sound = dir / "sound.sqlite";
+  rankscope::testing::WriteSoundRankFile(sound);
+  for (const rankscope::testing::IdColumn& column : rankscope::testing::IdColumns()) {
+    SCOPED_TRACE(std::string(column.table) + "." + column.column);
+    const std::filesystem::path damaged = dir / "rank-0.sqlite";
+    std::filesystem::copy_file(sound, damaged, std::filesystem::copy_options::overwrite_existing);
+    rankscope::testing::DamageIdColumn(damaged, column);
+    const auto model = MustLoad(damaged, ModelLoadOptions{.classify = {}, .threads = 1, .progress = {}});
+    ASSERT_NE(model, nullptr);
+    EXPECT_EQ(model->events(), static_cast<size_t>(rankscope::testing::kAllRows - 4));
+    EXPECT_TRUE(std::any_of(model->warnings().begin(), model->warnings().end(), [](const std::string& warning) {
+      return warning.find("4 damaged event(s)") != std::string::npos;
+    }));
+    const std::vector<EventRef> found = FindEvents(
+        *model, [](std::string_view name) { return !name.empty(); }, 1000);
+    EXPECT_FALSE(found.empty());
+    for (const EventRef& ref : found) EXPECT_FALSE(model->Name(ref).empty());
+    EXPECT_FALSE(MeasureDisplayRange(*model, model->start_ns(), model->end_ns(), 10).empty());
+  }
 }
 
 }  // namespace

@@ -10,11 +10,16 @@
 #include <QWheelEvent>
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
+#include <cerrno>
 #include <cmath>
+#include <csignal>
+#include <cstring>
 #include <cstdlib>
 #include <fstream>
 #include <optional>
+#include <sstream>
 #include <string>
 
 #include "analyzer/analyze.h"
@@ -26,6 +31,7 @@
 #include "gui/widgets/range_stats_panel.h"
 #include "gui/widgets/run_panel.h"
 #include "gui/widgets/scaling_panel.h"
+#include "gui/widgets/screenshot.h"
 #include "gui/widgets/svg_chart_view.h"
 #include "gui/widgets/timeline_view.h"
 #include "report/scaling_plot.h"
@@ -363,6 +369,68 @@ PixelCounts CountPixels(const QImage& image, const QRect& area) {
     }
   }
   return counts;
+}
+
+// Files this process writes may grow to `bytes` at most while it lives; a write past that
+// fails (EFBIG) instead of raising SIGXFSZ.
+class FileSizeLimit {
+ public:
+  explicit FileSizeLimit(rlim_t bytes) {
+    previous_handler_ = std::signal(SIGXFSZ, SIG_IGN);
+    EXPECT_EQ(::getrlimit(RLIMIT_FSIZE, &saved_), 0);
+    rlimit lowered = saved_;
+    lowered.rlim_cur = bytes;
+    EXPECT_EQ(::setrlimit(RLIMIT_FSIZE, &lowered), 0) << std::strerror(errno);
+  }
+  ~FileSizeLimit() {
+    ::setrlimit(RLIMIT_FSIZE, &saved_);
+    std::signal(SIGXFSZ, previous_handler_);
+  }
+  FileSizeLimit(const FileSizeLimit&) = delete;
+  FileSizeLimit& operator=(const FileSizeLimit&) = delete;
+
+ private:
+  rlimit saved_{};
+  void (*previous_handler_)(int) = SIG_DFL;
+};
+
+std::string ReadBytes(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  return bytes.str();
+}
+
+// A screenshot that cannot be written whole (here: files may not pass 4 KiB, as on a full
+// disk) fails with one line and leaves the earlier picture as it was, with no truncated PNG
+// or temporary file beside it; written, it replaces the picture whole.
+TEST(ScreenshotTest, AFailedWriteLeavesTheEarlierPictureWhole) {
+  rankscope::testing::TempDir run;
+  WriteRun(run.path());
+  rankscope::testing::TempDir out;
+  const std::filesystem::path png = out / "timeline.png";
+  { std::ofstream(png, std::ios::binary) << "the earlier picture"; }
+  ScreenshotRequest request;
+  request.runs = {QString::fromStdString(run.path().string())};
+  request.output = QString::fromStdString(png.string());
+  Status status;
+  {
+    FileSizeLimit limit(4096);
+    status = RenderScreenshot(request);
+  }
+  ASSERT_FALSE(status.ok());
+  EXPECT_NE(status.message().find("cannot write " + png.string()), std::string::npos) << status.message();
+  EXPECT_EQ(status.message().find('\n'), std::string::npos) << status.message();
+  EXPECT_TRUE(ReadBytes(png) == "the earlier picture") << "the earlier picture was overwritten";
+  size_t files = 0;
+  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator(out.path())) ++files;
+  EXPECT_EQ(files, 1u) << "no temporary left beside it";
+
+  const Status written = RenderScreenshot(request);
+  ASSERT_TRUE(written.ok()) << written.message();
+  QImage image;
+  ASSERT_TRUE(image.load(request.output, "PNG"));
+  EXPECT_EQ(image.size(), request.size);
 }
 
 TEST(ScalingPanelTest, ShowsTheReportsChartAtAnySize) {
