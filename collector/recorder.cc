@@ -619,7 +619,15 @@ void Recorder::EnsureWriter(bool has_events) {
                                              : dir / trace::UnknownRankFileName(options_.pid);
   // A file created at exit only to be closed at once (has_events false) needs no lock.
   if (has_events) HoldRecordingLock();
-  auto created = trace::TraceWriter::Create(path, identity);
+  trace::WriterOptions writer_options;
+  // Once, on the writer thread, when recording stops for good (a full disk, a removed
+  // file): the handlers stop buffering what can no longer be kept, and the job goes on.
+  writer_options.on_failure = [this, who = describe_process()](const Status& status) {
+    recording_.store(false);
+    writer_stopped_.store(true);
+    WriteStderrLine(fmt::format("rankscope: {}: {}; training goes on", who, status.message()));
+  };
+  auto created = trace::TraceWriter::Create(path, identity, writer_options);
   if (!created.ok() && identity.rank && created.status().code() == StatusCode::kAlreadyExists) {
     // With nothing to record (a wrapper such as a shell or perf exiting after its child
     // claimed the rank), there is nothing to keep: no file, no message.
@@ -634,7 +642,7 @@ void Recorder::EnsureWriter(bool has_events) {
     identity.world_size.reset();
     identity.local_rank.reset();
     path = dir / trace::UnknownRankFileName(options_.pid);
-    created = trace::TraceWriter::Create(path, identity);
+    created = trace::TraceWriter::Create(path, identity, writer_options);
     if (created.ok()) (*created)->SetMeta("collector.claimed_rank", std::to_string(*config.rank.rank));
   }
   if (!created.ok()) {
@@ -884,7 +892,8 @@ Status Recorder::Finish(EndReason reason, int signal_number) {
       }
     }
     status = d.writer->Close();
-    if (!status.ok()) WriteStderrLine("rankscope: closing the trace: " + status.message());
+    // A writer that stopped recording said so when it stopped (on_failure).
+    if (!status.ok() && !writer_stopped_.load()) WriteStderrLine("rankscope: closing the trace: " + status.message());
   }
   ReleaseRecordingLock();
   return status;

@@ -175,6 +175,7 @@ class Recorder {
   BufferRegistry buffers_;
   ClockSource clock_source_;
   std::atomic<bool> recording_{true};
+  std::atomic<bool> writer_stopped_{false};  // the writer stopped recording (on_failure ran)
   std::atomic<DeviceTracer*> device_tracer_{nullptr};
   // NVTX ranges tag device work only while the tracer records: not after its final flush.
   std::atomic<bool> correlating_{false};

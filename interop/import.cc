@@ -7,6 +7,7 @@
 #include <cctype>
 #include <cerrno>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -21,6 +22,7 @@
 #include "interop/import_internal.h"
 #include "base/file_check.h"
 #include "base/text.h"
+#include "trace/recording_lock.h"
 #include "trace/run_dir.h"
 #include "trace/schema.h"
 #include "trace/sqlite_util.h"
@@ -107,11 +109,21 @@ bool HasRankFiles(const fs::path& dir) {
 // (its metadata table: META_DATA_EXPORT from schema 3, EXPORT_META_DATA in schema 2).
 Result<TraceFormat> SqliteFormat(const fs::path& path) {
   RS_RETURN_IF_ERROR(trace::sql::CheckFileHeader(path));
-  RS_ASSIGN_OR_RETURN(trace::sql::DbHandle db, trace::sql::OpenReadOnly(path));
-  RS_ASSIGN_OR_RETURN(trace::sql::Statement id, trace::sql::Statement::Prepare(db.get(), "PRAGMA application_id"));
-  if (sqlite3_step(id.get()) == SQLITE_ROW && id.ColumnInt(0) == trace::kApplicationId) {
-    return TraceFormat::kRankscopeFile;
+  // The application id is in the header (bytes 68-71, big-endian): a rank file still being
+  // recorded, or left by a killed writer, is recognized without opening it in SQLite (which
+  // would wait on its writer's lock, or need a private copy).
+  std::array<unsigned char, 72> header{};
+  {
+    std::ifstream in(path, std::ios::binary);
+    if (!in.read(reinterpret_cast<char*>(header.data()), static_cast<std::streamsize>(header.size()))) {
+      return IoError("cannot read the SQLite header");
+    }
   }
+  const uint32_t application_id = (uint32_t{header[68]} << 24) | (uint32_t{header[69]} << 16) |
+                                  (uint32_t{header[70]} << 8) | uint32_t{header[71]};
+  if (application_id == static_cast<uint32_t>(trace::kApplicationId)) return TraceFormat::kRankscopeFile;
+  RS_ASSIGN_OR_RETURN(trace::sql::ReadableDatabase readable, trace::sql::ReadableDatabase::Prepare(path));
+  RS_ASSIGN_OR_RETURN(trace::sql::DbHandle db, readable.Connect());
   RS_ASSIGN_OR_RETURN(trace::sql::Statement tables,
                       trace::sql::Statement::Prepare(db.get(), "SELECT name FROM sqlite_schema WHERE type = 'table' "
                                                                "AND name IN ('META_DATA_EXPORT', 'EXPORT_META_DATA')"));
@@ -605,6 +617,14 @@ Result<ImportResult> ImportIntoRunDirectory(const std::vector<std::pair<fs::path
                                             const fs::path& run_dir, const ImportOptions& options) {
   if (!options.overwrite && trace::HasRankFiles(run_dir)) {
     return AlreadyExists(fmt::format("{}: already holds rank files (use --force to replace them)", Quoted(run_dir)));
+  }
+  if (options.overwrite) {
+    if (Result<bool> recording = trace::RunIsRecording(run_dir); recording.ok() && *recording) {
+      return AlreadyExists(fmt::format("{} is still being recorded into by a running process; --force deletes "
+                                       "nothing while that run records: wait for it to end, or choose another "
+                                       "directory",
+                                       Quoted(run_dir)));
+    }
   }
   RS_ASSIGN_OR_RETURN(std::unique_ptr<StagingDirectory> staging, StagingDirectory::Create(run_dir));
   const std::string run_id = options.run_id.empty() ? trace::GenerateRunId() : options.run_id;

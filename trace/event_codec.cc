@@ -29,21 +29,13 @@ class In {
   int32_t I32() { return static_cast<int32_t>(Int()); }
   double Real() { return stmt_.ColumnReal(next_++); }
   template <typename E> E Enum() { return static_cast<E>(Int()); }
-  // A lane or string id: one that does not fit 32 bits is remembered and reads as 0, so it
-  // can neither alias another id nor size anything.
-  uint32_t Id() {
-    const int column = next_;
-    const int64_t value = Int();
-    if (value >= 0 && value <= int64_t{UINT32_MAX}) return static_cast<uint32_t>(value);
-    if (bad_column_ == kAllIdsFit) bad_column_ = column;
-    return 0;
-  }
-  int bad_column() const { return bad_column_; }
+  // A lane or string id: one that does not fit 32 bits can neither alias another id nor
+  // size anything.
+  uint32_t Id() { return IdFromColumn(Int()); }
 
  private:
   const sql::Statement& stmt_;
   int next_ = 0;
-  int bad_column_ = kAllIdsFit;
 };
 
 Out& PutCommon(Out& out, const EventCommon& e) {
@@ -81,7 +73,7 @@ void Bind(sql::Statement& stmt, const KernelEvent& e) {
       .Int(e.block.z).Int(e.registers_per_thread).Int(e.static_shared_bytes)
       .Int(e.dynamic_shared_bytes);
 }
-int Read(const sql::Statement& stmt, KernelEvent* e) {
+void Read(const sql::Statement& stmt, KernelEvent* e) {
   In in(stmt);
   GetCommon(in, e);
   e->grid = {in.U32(), in.U32(), in.U32()};
@@ -89,7 +81,6 @@ int Read(const sql::Statement& stmt, KernelEvent* e) {
   e->registers_per_thread = in.U32();
   e->static_shared_bytes = in.U32();
   e->dynamic_shared_bytes = in.U32();
-  return in.bad_column();
 }
 
 void Bind(sql::Statement& stmt, const MemcpyEvent& e) {
@@ -97,7 +88,7 @@ void Bind(sql::Statement& stmt, const MemcpyEvent& e) {
   PutCommon(out, e).Uint(e.bytes).Enum(e.copy_kind).Enum(e.src_kind).Enum(e.dst_kind)
       .Int(e.src_device).Int(e.dst_device);
 }
-int Read(const sql::Statement& stmt, MemcpyEvent* e) {
+void Read(const sql::Statement& stmt, MemcpyEvent* e) {
   In in(stmt);
   GetCommon(in, e);
   e->bytes = in.Uint();
@@ -106,72 +97,66 @@ int Read(const sql::Statement& stmt, MemcpyEvent* e) {
   e->dst_kind = in.Enum<MemoryKind>();
   e->src_device = in.I32();
   e->dst_device = in.I32();
-  return in.bad_column();
 }
 
 void Bind(sql::Statement& stmt, const MemsetEvent& e) {
   Out out(stmt);
   PutCommon(out, e).Uint(e.bytes).Int(e.value).Enum(e.memory_kind);
 }
-int Read(const sql::Statement& stmt, MemsetEvent* e) {
+void Read(const sql::Statement& stmt, MemsetEvent* e) {
   In in(stmt);
   GetCommon(in, e);
   e->bytes = in.Uint();
   e->value = in.U32();
   e->memory_kind = in.Enum<MemoryKind>();
-  return in.bad_column();
 }
 
 void Bind(sql::Statement& stmt, const ApiCallEvent& e) {
   Out out(stmt);
   PutCommon(out, e).Enum(e.domain).Int(e.callback_id).Int(e.return_code).Uint(e.external_id);
 }
-int Read(const sql::Statement& stmt, ApiCallEvent* e) {
+void Read(const sql::Statement& stmt, ApiCallEvent* e) {
   In in(stmt);
   GetCommon(in, e);
   e->domain = in.Enum<ApiDomain>();
   e->callback_id = in.U32();
   e->return_code = in.I32();
   e->external_id = in.Uint();
-  return in.bad_column();
 }
 
 void Bind(sql::Statement& stmt, const SyncEvent& e) {
   Out out(stmt);
   PutCommon(out, e).Enum(e.sync_kind).Int(e.context).Uint(e.stream).Uint(e.cuda_event_id);
 }
-int Read(const sql::Statement& stmt, SyncEvent* e) {
+void Read(const sql::Statement& stmt, SyncEvent* e) {
   In in(stmt);
   GetCommon(in, e);
   e->sync_kind = in.Enum<SyncKind>();
   e->context = in.U32();
   e->stream = in.Uint();
   e->cuda_event_id = in.Uint();
-  return in.bad_column();
 }
 
 void Bind(sql::Statement& stmt, const NvtxRangeEvent& e) {
   Out out(stmt);
   PutNvtx(PutCommon(out, e), e).Enum(e.style).Int(e.end_lane);
 }
-int Read(const sql::Statement& stmt, NvtxRangeEvent* e) {
+void Read(const sql::Statement& stmt, NvtxRangeEvent* e) {
   In in(stmt);
   GetCommon(in, e);
   GetNvtx(in, e);
   e->style = in.Enum<NvtxRangeStyle>();
   e->end_lane = in.Id();
-  return in.bad_column();
 }
 
 void Bind(sql::Statement& stmt, const NvtxMarkEvent& e) {
   Out out(stmt);
   PutNvtx(PutCommon(out, e), e);
 }
-int Read(const sql::Statement& stmt, NvtxMarkEvent* e) {
+void Read(const sql::Statement& stmt, NvtxMarkEvent* e) {
   In in(stmt);
   GetCommon(in, e);
   GetNvtx(in, e);
-  return in.bad_column();
 }
 
 void Bind(sql::Statement& stmt, const CollectiveEvent& e) {
@@ -180,7 +165,7 @@ void Bind(sql::Statement& stmt, const CollectiveEvent& e) {
       .Enum(e.datatype).Uint(e.bytes).Int(e.root).Int(e.peer).Int(e.comm_rank)
       .Int(e.comm_size).Int(e.channels).Int(e.algorithm).Int(e.protocol);
 }
-int Read(const sql::Statement& stmt, CollectiveEvent* e) {
+void Read(const sql::Statement& stmt, CollectiveEvent* e) {
   In in(stmt);
   GetCommon(in, e);
   e->comm_hash = in.Uint();
@@ -196,19 +181,17 @@ int Read(const sql::Statement& stmt, CollectiveEvent* e) {
   e->channels = in.U32();
   e->algorithm = in.Id();
   e->protocol = in.Id();
-  return in.bad_column();
 }
 
 void Bind(sql::Statement& stmt, const CounterSample& e) {
   Out out(stmt);
   out.Int(e.lane).Int(e.ts_ns).Real(e.value);
 }
-int Read(const sql::Statement& stmt, CounterSample* e) {
+void Read(const sql::Statement& stmt, CounterSample* e) {
   In in(stmt);
   e->lane = in.Id();
   e->ts_ns = in.Int();
   e->value = in.Real();
-  return in.bad_column();
 }
 
 void Bind(sql::Statement& stmt, const CollectivePartEvent& e) {
@@ -216,7 +199,7 @@ void Bind(sql::Statement& stmt, const CollectivePartEvent& e) {
   PutCommon(out, e).Uint(e.comm_hash).Uint(e.sequence).Enum(e.part_kind).Int(e.channel)
       .Int(e.peer).Int(e.step).Uint(e.bytes);
 }
-int Read(const sql::Statement& stmt, CollectivePartEvent* e) {
+void Read(const sql::Statement& stmt, CollectivePartEvent* e) {
   In in(stmt);
   GetCommon(in, e);
   e->comm_hash = in.Uint();
@@ -226,18 +209,16 @@ int Read(const sql::Statement& stmt, CollectivePartEvent* e) {
   e->peer = in.I32();
   e->step = in.I32();
   e->bytes = in.Uint();
-  return in.bad_column();
 }
 
 void Bind(sql::Statement& stmt, const OverheadEvent& e) {
   Out out(stmt);
   PutCommon(out, e).Enum(e.overhead_kind);
 }
-int Read(const sql::Statement& stmt, OverheadEvent* e) {
+void Read(const sql::Statement& stmt, OverheadEvent* e) {
   In in(stmt);
   GetCommon(in, e);
   e->overhead_kind = in.Enum<OverheadKind>();
-  return in.bad_column();
 }
 
 }  // namespace rankscope::trace::codec

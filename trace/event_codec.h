@@ -24,20 +24,19 @@ void Bind(sql::Statement& stmt, const CollectivePartEvent& e);
 void Bind(sql::Statement& stmt, const OverheadEvent& e);
 
 // Reads all data columns (result columns 0..N-1) of a SELECT of DataColumnList() or
-// SelectList(). Returns the result column of the first lane or string id that cannot be one
-// (negative, or above 2^32 - 1; it reads as 0), or kAllIdsFit.
-inline constexpr int kAllIdsFit = -1;
-int Read(const sql::Statement& stmt, KernelEvent* e);
-int Read(const sql::Statement& stmt, MemcpyEvent* e);
-int Read(const sql::Statement& stmt, MemsetEvent* e);
-int Read(const sql::Statement& stmt, ApiCallEvent* e);
-int Read(const sql::Statement& stmt, SyncEvent* e);
-int Read(const sql::Statement& stmt, NvtxRangeEvent* e);
-int Read(const sql::Statement& stmt, NvtxMarkEvent* e);
-int Read(const sql::Statement& stmt, CollectiveEvent* e);
-int Read(const sql::Statement& stmt, CounterSample* e);
-int Read(const sql::Statement& stmt, CollectivePartEvent* e);
-int Read(const sql::Statement& stmt, OverheadEvent* e);
+// SelectList(). A lane or string id that cannot be one (negative, or above 2^32 - 1) reads
+// as kUnreadableId, which names no lane or string: the analysis counts such a row invalid.
+void Read(const sql::Statement& stmt, KernelEvent* e);
+void Read(const sql::Statement& stmt, MemcpyEvent* e);
+void Read(const sql::Statement& stmt, MemsetEvent* e);
+void Read(const sql::Statement& stmt, ApiCallEvent* e);
+void Read(const sql::Statement& stmt, SyncEvent* e);
+void Read(const sql::Statement& stmt, NvtxRangeEvent* e);
+void Read(const sql::Statement& stmt, NvtxMarkEvent* e);
+void Read(const sql::Statement& stmt, CollectiveEvent* e);
+void Read(const sql::Statement& stmt, CounterSample* e);
+void Read(const sql::Statement& stmt, CollectivePartEvent* e);
+void Read(const sql::Statement& stmt, OverheadEvent* e);
 
 // Calls f(table_name, vector) for each table of `tables`, in schema order.
 template <typename Tables, typename F>

@@ -20,6 +20,13 @@ using LaneId = uint32_t;      // 1-based id of a lane in its rank file; 0 means 
 
 inline constexpr StringId kEmptyString = 0;
 inline constexpr LaneId kNoLane = 0;
+// What a lane or string id column that cannot hold an id (negative, or above 2^32 - 1: a
+// damaged or edited file) reads as: it names no lane or string, so the row is counted
+// invalid rather than aliasing a real id or sizing anything.
+inline constexpr uint32_t kUnreadableId = UINT32_MAX;
+inline constexpr uint32_t IdFromColumn(int64_t value) {
+  return value >= 0 && value < int64_t{kUnreadableId} ? static_cast<uint32_t>(value) : kUnreadableId;
+}
 
 // ---- Lanes -----------------------------------------------------------------------------
 

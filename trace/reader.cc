@@ -171,22 +171,12 @@ Status TraceReader::Impl::ReadMeta() {
 
 namespace {
 
-// A lane or string id that cannot be one (see codec::Read): the error names table and column.
-Status BadIdError(const sql::Statement& stmt, std::string_view table, int column) {
-  return Corrupt(fmt::format("table '{}', column '{}': {} is not a valid id", table,
-                             sqlite3_column_name(stmt.get(), column), stmt.ColumnInt(column)));
-}
-
 // Steps `stmt` to the end, decoding each row into `out`.
 template <typename Record>
 Status ReadRows(sql::Statement& stmt, std::vector<Record>* out, std::string_view table) {
   int rc;
   while ((rc = sqlite3_step(stmt.get())) == SQLITE_ROW) {
-    if (const int bad = codec::Read(stmt, &out->emplace_back()); bad != codec::kAllIdsFit) {
-      Status error = BadIdError(stmt, table, bad);
-      sqlite3_reset(stmt.get());
-      return error;
-    }
+    codec::Read(stmt, &out->emplace_back());
   }
   sqlite3_reset(stmt.get());
   if (rc != SQLITE_DONE) {
@@ -603,10 +593,7 @@ Result<bool> DecodeChunks(const sql::ReadableDatabase& source, int workers, int 
           wrong = true;
           return;
         }
-        if (const int bad = codec::Read(*stmt, &table[p.next[b]++]); bad != codec::kAllIdsFit) {
-          s = BadIdError(*stmt, name, bad);
-          return;
-        }
+        codec::Read(*stmt, &table[p.next[b]++]);
       }
       if (rc != SQLITE_DONE) s = sql::FromSqlite(conn, rc, fmt::format("reading table '{}'", name));
     });
@@ -801,13 +788,7 @@ Status TraceReader::Stream(SpanVisitor& visitor, StreamOptions options) const {
     sqlite3_stmt* raw = stmt->get();
     const std::string_view name = SpanTableName(table);
     // A lane or string id that does not fit 32 bits must not alias another one.
-    int bad_column = codec::kAllIdsFit;
-    auto id = [&](int column) -> uint32_t {
-      const int64_t value = sqlite3_column_int64(raw, column);
-      if (value >= 0 && value <= int64_t{UINT32_MAX}) return static_cast<uint32_t>(value);
-      if (bad_column == codec::kAllIdsFit) bad_column = column;
-      return 0;
-    };
+    auto id = [&](int column) -> uint32_t { return IdFromColumn(sqlite3_column_int64(raw, column)); };
     size_t filled = 0;
     int rc;
     while ((rc = sqlite3_step(raw)) == SQLITE_ROW) {
@@ -825,7 +806,6 @@ Status TraceReader::Stream(SpanVisitor& visitor, StreamOptions options) const {
         row.payload_kind = static_cast<uint32_t>(sqlite3_column_int64(raw, 7));
         row.payload_int = sqlite3_column_int64(raw, 8);
       }
-      if (bad_column != codec::kAllIdsFit) return impl_->Fail(BadIdError(*stmt, name, bad_column));
       if (++filled == kBatch) {
         RS_RETURN_IF_ERROR(visitor.OnSpans(table, std::span<const SpanRow>(batch.data(), filled)));
         filled = 0;

@@ -18,7 +18,8 @@ namespace {
 constexpr std::string_view kPrefix = "rank-";
 constexpr std::string_view kUnknownPrefix = "rank-unknown-";
 constexpr std::string_view kSuffix = ".sqlite";
-constexpr std::array<std::string_view, 3> kCompanionSuffixes = {"-wal", "-shm", "-journal"};
+// "-reserve": the room a live writer keeps for saying why it stopped (trace/writer.cc).
+constexpr std::array<std::string_view, 4> kCompanionSuffixes = {"-wal", "-shm", "-journal", "-reserve"};
 
 // Decimal digits without padding: "0", "17", never "007".
 bool CanonicalNumber(std::string_view s) {

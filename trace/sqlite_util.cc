@@ -196,9 +196,10 @@ Result<ReadableDatabase> ReadableDatabase::Prepare(const fs::path& path) {
   ReadableDatabase snapshot(fs::path(pattern) / path.filename(), fs::path(pattern));
   const fs::path& copy = snapshot.sqlite_path_;
 
-  // The database before its sidecars: a live rankscope writer never changes the database
-  // until it closes, and only appends whole commits to its WAL (SQLite discards a torn
-  // tail). A database that changed during the copy (a writer closing) is copied again.
+  // The database before its sidecars: between its checkpoints (every 64 MiB of WAL) a live
+  // rankscope writer does not change the database and only appends whole commits to its
+  // WAL (SQLite discards a torn tail). A database that changed during the copy (a
+  // checkpoint, or the writer closing) is copied again.
   constexpr int kAttempts = 5;
   for (int attempt = 1;; ++attempt) {
     RS_ASSIGN_OR_RETURN(const FileVersion before, VersionOf(path));

@@ -55,6 +55,8 @@ using DropKey = std::tuple<std::string, std::string, int32_t, uint32_t, uint64_t
 // Reasons the writer gives in `drops` (source "writer").
 constexpr const char* kReasonQueueFull = "queue full";
 constexpr const char* kReasonStopped = "recording stopped";
+// Room for the stop record on a full disk: a transaction of a few 16 KiB pages in the WAL.
+constexpr off_t kStopRecordReserveBytes = 256 * 1024;
 constexpr const char* kReasonClosed = "writer closed";
 constexpr const char* kReasonUnknownLane = "unknown lane";
 constexpr const char* kReasonInvalidTime = "invalid time range";
@@ -114,6 +116,8 @@ class TraceWriter::Impl {
   Status Open(const RankIdentity& identity);
   void Start() { thread_ = std::thread([this] { Run(); }); }
   Status Close();
+  void KeepRoomForTheStopRecord();
+  void GiveBackTheReserve();
   Status Flush(std::chrono::milliseconds timeout);
 
   StringId Intern(std::string_view text);
@@ -201,10 +205,35 @@ class TraceWriter::Impl {
   bool file_gone_ = false;  // nothing to write the stop record into
   bool stop_reported_ = false;
   bool closed_ = false;
+  std::filesystem::path reserve_path_;  // empty: no room kept (or given back)
   Status close_status_;
 };
 
+// A full disk would leave no room to say so: the writer keeps kStopRecordReserveBytes in a
+// companion file (<rank file>-reserve) while it records, and gives them back to write the
+// stop record. Without room for the reserve (or fallocate), it records without one.
+void TraceWriter::Impl::KeepRoomForTheStopRecord() {
+  fs::path reserve = path_;
+  reserve += "-reserve";
+  const int fd = ::open(reserve.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0644);
+  if (fd < 0) return;
+  const bool kept = ::posix_fallocate(fd, 0, kStopRecordReserveBytes) == 0;
+  ::close(fd);
+  if (kept) {
+    reserve_path_ = std::move(reserve);
+  } else {
+    ::unlink(reserve.c_str());
+  }
+}
+
+void TraceWriter::Impl::GiveBackTheReserve() {
+  if (reserve_path_.empty()) return;
+  ::unlink(reserve_path_.c_str());
+  reserve_path_.clear();
+}
+
 Status TraceWriter::Impl::Open(const RankIdentity& identity) {
+  KeepRoomForTheStopRecord();
   sqlite3* raw = nullptr;
   // The file exists (Create made it, empty); SQLite treats an empty file as a new database.
   const int rc = sqlite3_open_v2(path_.c_str(), &raw, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX,
@@ -213,7 +242,9 @@ Status TraceWriter::Impl::Open(const RankIdentity& identity) {
   if (rc != SQLITE_OK) return sql::FromSqlite(raw, rc, "cannot create the rank file");
   // page_size must precede WAL and the first table. synchronous=NORMAL in WAL mode keeps
   // every commit across a process crash; only a power loss can cost the last commits.
-  RS_RETURN_IF_ERROR(Sql(fmt::format("PRAGMA page_size={}; {}", kPageSize, kWriterPragmas), "setting up the file"));
+  RS_RETURN_IF_ERROR(Sql(fmt::format("PRAGMA page_size={}; {} PRAGMA wal_autocheckpoint={};", kPageSize,
+                                     kWriterPragmas, options_.wal_checkpoint_pages),
+                         "setting up the file"));
   RS_RETURN_IF_ERROR(Sql("BEGIN", "starting a transaction"));
   RS_RETURN_IF_ERROR(Sql(SchemaDdl(), "creating the tables"));
   RS_RETURN_IF_ERROR(Sql(fmt::format("PRAGMA application_id={}; PRAGMA user_version={};", kApplicationId,
@@ -467,6 +498,7 @@ void TraceWriter::Impl::ReportStop() {
 // Best effort after recording stopped: meta `recording_stopped` says why, and `drops`
 // counts every event lost since. A file that cannot take even that stays as committed.
 void TraceWriter::Impl::WriteStopRecord() {
+  GiveBackTheReserve();
   std::vector<std::pair<DropKey, uint64_t>> drops;
   {
     std::lock_guard lock(state_mu_);
@@ -705,6 +737,7 @@ Status TraceWriter::Impl::Close() {
   }
   for (sql::Statement& s : insert_) s = sql::Statement();
   const int rc = sqlite3_close(db_.release());
+  GiveBackTheReserve();
   if (error_.ok() && !index_error.ok()) {
     error_ = index_error.WithContext(path_.string());
   }
@@ -726,8 +759,8 @@ Result<std::unique_ptr<TraceWriter>> TraceWriter::Create(const fs::path& path,
                                                          const RankIdentity& identity,
                                                          WriterOptions options) {
   if (Status s = Validate(identity); !s.ok()) return s.WithContext(path.string());
-  if (options.commit_max_events == 0 || options.queue_capacity_events == 0) {
-    return InvalidArgument(fmt::format("{}: commit and queue sizes must be positive", path.string()));
+  if (options.commit_max_events == 0 || options.queue_capacity_events == 0 || options.wal_checkpoint_pages <= 0) {
+    return InvalidArgument(fmt::format("{}: commit, queue and checkpoint sizes must be positive", path.string()));
   }
   std::error_code ec;
   const fs::path parent = path.has_parent_path() ? path.parent_path() : fs::path(".");

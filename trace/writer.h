@@ -27,6 +27,10 @@ struct WriterOptions {
   size_t queue_capacity_events = size_t{1} << 20;
   std::chrono::milliseconds commit_interval{200};
   size_t commit_max_events = 65536;
+  // The WAL is folded into the database once it holds this many pages (kPageSize each):
+  // bounds the -wal file while recording. Readers of a live file copy again when a
+  // checkpoint lands during their copy (trace/schema.h, kWriterPragmas).
+  int wal_checkpoint_pages = 4096;
   bool overwrite = false;  // replace an existing file instead of refusing
   // Test seam: runs on the writer thread before each batch of work is inserted.
   std::function<void()> writer_thread_hook;

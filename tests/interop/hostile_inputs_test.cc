@@ -21,6 +21,7 @@
 #include "tests/interop/import_test_util.h"
 #include "tests/temp_dir.h"
 #include "trace/reader.h"
+#include "trace/recording_lock.h"
 #include "trace/run_dir.h"
 
 namespace rankscope::interop {
@@ -307,6 +308,23 @@ TEST(FailedImport, ForceKeepsTheOldRankFilesWhenTheImportFails) {
   WriteText(dir / "new.json", TinyTrace(0, 1));
   ASSERT_TRUE(ImportTraces({dir / "new.json"}, dir / "run", force).ok());
   EXPECT_NE(ReadText(dir / "run" / "rank-0.sqlite"), before);
+}
+
+// --force deletes nothing of a run that a live process still records into.
+TEST(FailedImport, ForceRefusesARunStillRecording) {
+  TempDir dir;
+  WriteText(dir / "old.json", TinyTrace(0, 1));
+  ASSERT_TRUE(ImportTraces({dir / "old.json"}, dir / "run").ok());
+  const std::string before = ReadText(dir / "run" / "rank-0.sqlite");
+  Result<trace::RecordingLock> recording = trace::RecordingLock::Acquire(dir / "run");
+  ASSERT_TRUE(recording.ok()) << recording.status().message();
+  ImportOptions force;
+  force.overwrite = true;
+  WriteText(dir / "new.json", TinyTrace(0, 1));
+  const Result<ImportResult> refused = ImportTraces({dir / "new.json"}, dir / "run", force);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("still being recorded"), std::string::npos) << refused.status().message();
+  EXPECT_EQ(ReadText(dir / "run" / "rank-0.sqlite"), before);
 }
 
 }  // namespace

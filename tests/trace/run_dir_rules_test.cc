@@ -35,17 +35,18 @@ std::vector<std::string> FileNames(const std::vector<fs::path>& paths) {
   return names;
 }
 
-TEST(RunDirRules, CompanionsAreTheWalTheShmAndTheJournal) {
+TEST(RunDirRules, CompanionsAreTheWalTheShmTheJournalAndTheReserve) {
   EXPECT_EQ(RankFileCompanions("/run/rank-3.sqlite"),
-            (std::vector<fs::path>{"/run/rank-3.sqlite-wal", "/run/rank-3.sqlite-shm", "/run/rank-3.sqlite-journal"}));
+            (std::vector<fs::path>{"/run/rank-3.sqlite-wal", "/run/rank-3.sqlite-shm", "/run/rank-3.sqlite-journal",
+                                   "/run/rank-3.sqlite-reserve"}));
   EXPECT_EQ(RankFileCompanions("rank-unknown-77.sqlite"),
             (std::vector<fs::path>{"rank-unknown-77.sqlite-wal", "rank-unknown-77.sqlite-shm",
-                                   "rank-unknown-77.sqlite-journal"}));
+                                   "rank-unknown-77.sqlite-journal", "rank-unknown-77.sqlite-reserve"}));
 }
 
 TEST(RunDirRules, RankFilesAndCompanionsAndLookAlikes) {
   for (const char* name : {"rank-0.sqlite", "rank-17.sqlite-wal", "rank-3.sqlite-shm", "rank-3.sqlite-journal",
-                           "rank-unknown-42.sqlite", "rank-unknown-42.sqlite-wal", "rank-unknown-42.sqlite-journal"}) {
+                           "rank-3.sqlite-reserve", "rank-unknown-42.sqlite", "rank-unknown-42.sqlite-wal", "rank-unknown-42.sqlite-journal"}) {
     EXPECT_TRUE(IsRankFileOrCompanion(name)) << name;
   }
   for (const char* name : {"notes.txt", "rank-1.sqlite.bak", "rank-x.sqlite", "rank-00.sqlite", "rank-x.sqlite-wal",

@@ -102,7 +102,8 @@ TEST(WriterFailure, FileSizeLimitStopsRecordingAndTheFileSaysWhy) {
   EXPECT_EQ(report.dropped, 61000u);  // the failed commit's events and the 100 refused batches of 10
 
   // The file holds exactly what was committed, says it was not closed, and (there is room
-  // where the failed commit's frames were) why recording stopped and every event lost.
+  // where the failed commit's frames were, and the reserve was given back) why recording
+  // stopped and every event lost.
   EXPECT_EQ(FilesIn(dir.path()), (std::set<std::string>{"rank-0.sqlite", "rank-0.sqlite-wal"}));
   auto reader = TraceReader::Open(path);
   ASSERT_TRUE(reader.ok()) << reader.status().message();
@@ -178,7 +179,8 @@ TEST(WriterFailure, RecordingNeverCreatesOrMapsAShmFile) {
   for (int batch = 0; batch < 5; ++batch) {
     ASSERT_TRUE(writer->Submit(KernelBatch(lane, 2000, batch * 100000)));
     ASSERT_TRUE(writer->Flush(10s).ok());
-    EXPECT_EQ(FilesIn(dir.path()), (std::set<std::string>{"rank-0.sqlite", "rank-0.sqlite-wal"}));
+    EXPECT_EQ(FilesIn(dir.path()),
+              (std::set<std::string>{"rank-0.sqlite", "rank-0.sqlite-reserve", "rank-0.sqlite-wal"}));
     EXPECT_EQ(MappingsUnder(dir.path()), "");
   }
   ASSERT_TRUE(writer->Close().ok());
