@@ -99,7 +99,9 @@ struct RunInfo {
   std::vector<std::string> unfinished_files;  // writers that never closed (killed ranks)
   bool live = false;               // a process still recorded into the run when it was read
   int64_t events = 0;              // rows read
-  int64_t invalid_events = 0;      // rows skipped: end before start
+  // Damaged rows skipped: they end before they start, or name a string or lane id the file
+  // does not hold.
+  int64_t invalid_events = 0;
   int64_t dropped_events = 0;      // lost before they reached the files (drops table)
 };
 
