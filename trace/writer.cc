@@ -117,6 +117,7 @@ class TraceWriter::Impl {
   void Start() { thread_ = std::thread([this] { Run(); }); }
   Status Close();
   void KeepRoomForTheStopRecord();
+  Status UpsertDrop(const DropKey& key, uint64_t count);
   void GiveBackTheReserve();
   Status Flush(std::chrono::milliseconds timeout);
 
@@ -497,6 +498,16 @@ void TraceWriter::Impl::ReportStop() {
 
 // Best effort after recording stopped: meta `recording_stopped` says why, and `drops`
 // counts every event lost since. A file that cannot take even that stays as committed.
+Status TraceWriter::Impl::UpsertDrop(const DropKey& key, uint64_t count) {
+  upsert_drop_.BindText(1, std::get<0>(key));
+  upsert_drop_.BindText(2, std::get<1>(key));
+  upsert_drop_.BindInt(3, std::get<2>(key));
+  upsert_drop_.BindInt(4, std::get<3>(key));
+  upsert_drop_.BindUint(5, std::get<4>(key));
+  upsert_drop_.BindUint(6, count);
+  return upsert_drop_.StepDone("writing drops");
+}
+
 void TraceWriter::Impl::WriteStopRecord() {
   GiveBackTheReserve();
   std::vector<std::pair<DropKey, uint64_t>> drops;
@@ -510,13 +521,7 @@ void TraceWriter::Impl::WriteStopRecord() {
   bool written = upsert_meta_.StepDone("writing meta").ok();
   for (const auto& [key, count] : drops) {
     if (!written) break;
-    upsert_drop_.BindText(1, std::get<0>(key));
-    upsert_drop_.BindText(2, std::get<1>(key));
-    upsert_drop_.BindInt(3, std::get<2>(key));
-    upsert_drop_.BindInt(4, std::get<3>(key));
-    upsert_drop_.BindUint(5, std::get<4>(key));
-    upsert_drop_.BindUint(6, count);
-    written = upsert_drop_.StepDone("writing drops").ok();
+    written = UpsertDrop(key, count).ok();
   }
   if (!written || !Sql("COMMIT", "committing").ok()) (void)Sql("ROLLBACK", "rolling back");
 }
@@ -596,13 +601,7 @@ void TraceWriter::Impl::WriteAux() {
     if (!check(upsert_meta_.StepDone("writing meta"))) return;
   }
   for (const auto& [key, count] : drops) {
-    upsert_drop_.BindText(1, std::get<0>(key));
-    upsert_drop_.BindText(2, std::get<1>(key));
-    upsert_drop_.BindInt(3, std::get<2>(key));
-    upsert_drop_.BindInt(4, std::get<3>(key));
-    upsert_drop_.BindUint(5, std::get<4>(key));
-    upsert_drop_.BindUint(6, count);
-    if (!check(upsert_drop_.StepDone("writing drops"))) return;
+    if (!check(UpsertDrop(key, count))) return;
   }
 }
 

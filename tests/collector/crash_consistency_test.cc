@@ -13,6 +13,7 @@
 #include "collector/nvtx_handlers.h"
 #include "collector/recorder.h"
 #include "tests/collector/collector_test_util.h"
+#include "tests/collector/nvtx_attributes.h"
 #include "trace/reader.h"
 
 namespace rankscope::collector {
@@ -86,15 +87,6 @@ Result<trace::RankTrace> LoadUnclosed(const std::filesystem::path& path) {
   return reader->LoadAll();
 }
 
-nvtxEventAttributes_t Attributes(const char* name, uint32_t category) {
-  nvtxEventAttributes_t attributes{};
-  attributes.version = NVTX_VERSION;
-  attributes.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
-  attributes.category = category;
-  attributes.messageType = NVTX_MESSAGE_TYPE_ASCII;
-  attributes.message.ascii = name;
-  return attributes;
-}
 
 TEST(CrashConsistency, CategoryNamesAreCommittedWithTheirRangesBeforeClose) {
   TempDir dir;
@@ -117,8 +109,8 @@ TEST(CrashConsistency, CategoryNamesAreCommittedWithTheirRangesBeforeClose) {
   name_category(1, "compute");
   const nvtxDomainHandle_t trainer = create_domain("rankscope");
   name_domain_category(trainer, 2, "comm");
-  const nvtxEventAttributes_t forward = Attributes("forward", 1);
-  const nvtxEventAttributes_t allreduce = Attributes("allreduce", 2);
+  const nvtxEventAttributes_t forward = rankscope::testing::NvtxAttributes("forward", 1);
+  const nvtxEventAttributes_t allreduce = rankscope::testing::NvtxAttributes("allreduce", 2);
   EXPECT_EQ(push(nullptr, &forward), 0);
   EXPECT_EQ(pop(nullptr), 0);
   EXPECT_EQ(push(trainer, &allreduce), 0);

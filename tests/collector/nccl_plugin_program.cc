@@ -33,6 +33,7 @@
 
 #include "collector/nccl_profiler_abi.h"
 #include "step_payload.h"
+#include "nvtx_attributes.h"
 
 namespace {
 
@@ -169,20 +170,11 @@ Annotations InitAnnotations() {
   return annotations;
 }
 
-nvtxEventAttributes_t Attributes(const char* name, uint32_t category) {
-  nvtxEventAttributes_t attributes{};
-  attributes.version = NVTX_VERSION;
-  attributes.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
-  attributes.category = category;
-  attributes.messageType = NVTX_MESSAGE_TYPE_ASCII;
-  attributes.message.ascii = name;
-  return attributes;
-}
 
 void PushStep(const Annotations& annotations, uint64_t step) {
   const StepPayload payload{step, kSamplesPerStep};
   nvtxPayloadData_t data{annotations.step_schema, sizeof(payload), &payload};
-  nvtxEventAttributes_t attributes = Attributes("step", 0);
+  nvtxEventAttributes_t attributes = rankscope::testing::NvtxAttributes("step", 0);
   attributes.payloadType = NVTX_PAYLOAD_TYPE_EXT;
   attributes.reserved0 = 1;  // one nvtxPayloadData_t
   attributes.payload.ullValue = reinterpret_cast<uint64_t>(&data);
@@ -190,7 +182,7 @@ void PushStep(const Annotations& annotations, uint64_t step) {
 }
 
 void PushCompute(const Annotations& annotations) {
-  const nvtxEventAttributes_t attributes = Attributes("compute", kComputeCategory);
+  const nvtxEventAttributes_t attributes = rankscope::testing::NvtxAttributes("compute", kComputeCategory);
   nvtxDomainRangePushEx(annotations.domain, &attributes);
 }
 

@@ -30,6 +30,7 @@ namespace {
 namespace fs = std::filesystem;
 using rankscope::testing::TempDir;
 using testing::AllNotes;
+using testing::Gzip;
 using testing::Load;
 
 void WriteText(const fs::path& path, const std::string& text) {
@@ -45,20 +46,6 @@ std::string ReadText(const fs::path& path) {
   return text.str();
 }
 
-// `text` as one gzip member.
-std::string Gzip(const std::string& text) {
-  z_stream zs{};
-  EXPECT_EQ(deflateInit2(&zs, Z_BEST_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY), Z_OK);
-  std::string out(deflateBound(&zs, static_cast<uLong>(text.size())), '\0');
-  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text.data()));
-  zs.avail_in = static_cast<uInt>(text.size());
-  zs.next_out = reinterpret_cast<Bytef*>(out.data());
-  zs.avail_out = static_cast<uInt>(out.size());
-  EXPECT_EQ(deflate(&zs, Z_FINISH), Z_STREAM_END);
-  out.resize(zs.total_out);
-  deflateEnd(&zs);
-  return out;
-}
 
 // One kernel on one stream: the smallest trace an import keeps.
 std::string TinyTrace(int rank, std::optional<int> world_size) {

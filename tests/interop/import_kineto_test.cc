@@ -38,6 +38,7 @@ using analyzer::Report;
 namespace {
 
 using testing::AllNotes;
+using testing::Gzip;
 using testing::HasNote;
 using testing::Load;
 
@@ -58,20 +59,6 @@ void WriteText(const fs::path& path, const std::string& text) {
 }
 
 
-// `text` as a gzip file (zlib's deflate with the gzip wrapper).
-std::string Gzip(const std::string& text) {
-  z_stream zs{};
-  EXPECT_EQ(deflateInit2(&zs, Z_BEST_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY), Z_OK);
-  std::string out(deflateBound(&zs, static_cast<uLong>(text.size())), '\0');
-  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text.data()));
-  zs.avail_in = static_cast<uInt>(text.size());
-  zs.next_out = reinterpret_cast<Bytef*>(out.data());
-  zs.avail_out = static_cast<uInt>(out.size());
-  EXPECT_EQ(deflate(&zs, Z_FINISH), Z_STREAM_END);
-  out.resize(zs.total_out);
-  deflateEnd(&zs);
-  return out;
-}
 
 
 ImportResult ImportOk(const std::vector<fs::path>& inputs, const fs::path& run) {

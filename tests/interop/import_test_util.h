@@ -1,6 +1,10 @@
 // Helpers of the importer and exporter tests: loading what an import wrote, and its notes.
 #pragma once
 
+#include <zlib.h>
+
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <string>
@@ -9,6 +13,21 @@
 #include "tests/rank_file_writer.h"
 
 namespace rankscope::interop::testing {
+
+// `text` as a gzip file (zlib's deflate with the gzip wrapper).
+inline std::string Gzip(const std::string& text) {
+  z_stream zs{};
+  EXPECT_EQ(deflateInit2(&zs, Z_BEST_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY), Z_OK);
+  std::string out(deflateBound(&zs, static_cast<uLong>(text.size())), '\0');
+  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text.data()));
+  zs.avail_in = static_cast<uInt>(text.size());
+  zs.next_out = reinterpret_cast<Bytef*>(out.data());
+  zs.avail_out = static_cast<uInt>(out.size());
+  EXPECT_EQ(deflate(&zs, Z_FINISH), Z_STREAM_END);
+  out.resize(zs.total_out);
+  deflateEnd(&zs);
+  return out;
+}
 
 inline trace::RankTrace Load(const std::filesystem::path& rank_file) {
   return rankscope::testing::LoadRankTraceFile(rank_file);

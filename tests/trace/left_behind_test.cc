@@ -27,6 +27,7 @@ namespace {
 using namespace std::chrono_literals;
 using testing::AddGpuLane;
 using testing::FilesIn;
+using testing::KernelCounter;
 using testing::KernelBatch;
 using testing::MakeIdentity;
 using testing::MustCreate;
@@ -47,15 +48,6 @@ std::map<std::string, std::string> Contents(const std::filesystem::path& dir) {
   return contents;
 }
 
-class KernelCounter : public SpanVisitor {
- public:
-  Status OnHeader(StreamHeader) override { return Status::Ok(); }
-  Status OnSpans(SpanTable table, std::span<const SpanRow> rows) override {
-    if (table == SpanTable::kKernels) kernels += rows.size();
-    return Status::Ok();
-  }
-  size_t kernels = 0;
-};
 
 // Kernels in the file by LoadAll, checked against Stream; SIZE_MAX when reading fails.
 size_t ReadKernels(const std::filesystem::path& path, bool* closed_cleanly = nullptr) {

@@ -24,6 +24,7 @@
 namespace rankscope::trace {
 namespace {
 
+using testing::KernelCounter;
 using testing::MakeIdentity;
 using testing::TempDir;
 
@@ -174,15 +175,6 @@ TEST(ReaderBadInput, TruncatedInsideTheHeader) {
   ExpectError(path, StatusCode::kCorrupt, "truncated");
 }
 
-class KernelCounter : public SpanVisitor {
- public:
-  Status OnHeader(StreamHeader) override { return Status::Ok(); }
-  Status OnSpans(SpanTable table, std::span<const SpanRow> rows) override {
-    if (table == SpanTable::kKernels) kernels += rows.size();
-    return Status::Ok();
-  }
-  size_t kernels = 0;
-};
 
 // Every way of reading the events fails with one line naming the file and `words`.
 void ExpectEveryReadFails(const std::filesystem::path& path, const std::string& words) {

@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <thread>
 
@@ -20,11 +21,24 @@
 #include "tests/temp_dir.h"
 #include "trace/events.h"
 #include "trace/rank_meta.h"
+#include "trace/reader.h"
 #include "trace/writer.h"
 
 namespace rankscope::trace::testing {
 
 using rankscope::testing::TempDir;
+
+// Counts the kernels a Stream delivers.
+class KernelCounter : public SpanVisitor {
+ public:
+  Status OnHeader(StreamHeader) override { return Status::Ok(); }
+  Status OnSpans(SpanTable table, std::span<const SpanRow> rows) override {
+    if (table == SpanTable::kKernels) kernels += rows.size();
+    return Status::Ok();
+  }
+  size_t kernels = 0;
+};
+
 
 inline RankIdentity MakeIdentity(std::string run_id, std::optional<int> rank, std::optional<int> world_size) {
   RankIdentity id;
