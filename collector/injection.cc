@@ -79,6 +79,9 @@ void OnSignal(int signal_number, siginfo_t* info, void* context) {
   if (g_recorder != nullptr && g_recorder->recording()) {
     g_recorder->FlushFromSignal(/*close=*/!program_handles, signal_number, kSignalFlushTimeout);
   }
+  // A close already under way (an earlier signal's, or the exit path's) finishes before this
+  // signal's default action can end the process in the middle of it.
+  if (g_recorder != nullptr && !program_handles) g_recorder->WaitForCloseFromSignal(kSignalFlushTimeout);
   if (program_handles) {
     if ((previous.sa_flags & SA_SIGINFO) != 0) {
       previous.sa_sigaction(signal_number, info, context);

@@ -815,6 +815,7 @@ void Recorder::SubmitDrained() {
 }
 
 Status Recorder::Finish(EndReason reason, int signal_number) {
+  finishing_.store(true);
   recording_.store(false);
   DrainState& d = *drain_;
   DrainPass(/*final=*/true);
@@ -896,7 +897,17 @@ Status Recorder::Finish(EndReason reason, int signal_number) {
     if (!status.ok() && !writer_stopped_.load()) WriteStderrLine("rankscope: closing the trace: " + status.message());
   }
   ReleaseRecordingLock();
+  finished_.store(true);
   return status;
+}
+
+void Recorder::WaitForCloseFromSignal(std::chrono::milliseconds timeout) const {
+  if (!finishing_.load() || finished_.load()) return;
+  const timespec tick{0, 2'000'000};  // 2 ms
+  for (auto waited = std::chrono::milliseconds(0); waited < timeout && !finished_.load();
+       waited += std::chrono::milliseconds(2)) {
+    nanosleep(&tick, nullptr);
+  }
 }
 
 // ---- device activity and meta ----------------------------------------------------------

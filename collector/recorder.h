@@ -128,6 +128,11 @@ class Recorder {
   // From a signal handler: asks the drain thread to flush (or close) and waits up to
   // `timeout` with nanosleep. Async-signal-safe on the calling side.
   void FlushFromSignal(bool close, int signal_number, std::chrono::milliseconds timeout);
+  // From a signal handler, before a signal's default action ends the process: while the
+  // rank file is being closed (after an earlier signal, or on the exit path), waits up to
+  // `timeout` for the close to finish, so that a second Ctrl-C or a SIGTERM cannot cut it
+  // short and leave a hot journal. Async-signal-safe: polls atomics with nanosleep.
+  void WaitForCloseFromSignal(std::chrono::milliseconds timeout) const;
   // In a forked child: stop without touching the parent's file or threads, and let go of
   // the child's copy of the run directory's recording lock.
   void AbandonAfterFork();
@@ -176,6 +181,7 @@ class Recorder {
   ClockSource clock_source_;
   std::atomic<bool> recording_{true};
   std::atomic<bool> writer_stopped_{false};  // the writer stopped recording (on_failure ran)
+  std::atomic<bool> finishing_{false}, finished_{false};  // the final close began, ended
   std::atomic<DeviceTracer*> device_tracer_{nullptr};
   // NVTX ranges tag device work only while the tracer records: not after its final flush.
   std::atomic<bool> correlating_{false};

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cerrno>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -237,6 +238,10 @@ TEST_P(SignalToProfile, StopsEveryRankWithItsFileClosedAndAnalyzable) {
   for (int rank = 0; rank < 2; ++rank) {
     const fs::path file = dir / "run" / ("rank-" + std::to_string(rank) + ".sqlite");
     EXPECT_EQ(Meta(file, "closed_cleanly"), "1") << file;
+    if (fs::exists(file.string() + "-journal")) {
+      std::fprintf(stderr, "journal of %s: %ju bytes\n", file.c_str(),
+                   static_cast<uintmax_t>(fs::file_size(file.string() + "-journal")));
+    }
     EXPECT_FALSE(fs::exists(file.string() + "-journal")) << file;
   }
   const ProcessResult analyzed = Analyze(dir / "run");
