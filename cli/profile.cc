@@ -21,6 +21,7 @@ struct CheckedRequest {
   TraceSelection trace{};
   std::optional<int> local_ranks{};
   fs::path collector_library{};
+  fs::path pytorch_hook{};
   int master_port = 0;
 };
 
@@ -89,6 +90,11 @@ int RunProfile(const ProfileRequest& request, const ProfileContext& context) {
     if (!library.ok()) return usage_error(library.status());
     checked.collector_library = *library;
   }
+  if (request.pytorch) {
+    Result<fs::path> hook = PytorchHookDirectory(checked.collector_library);
+    if (!hook.ok()) return usage_error(hook.status());
+    checked.pytorch_hook = *hook;
+  }
   {
     const std::optional<std::string> path_variable = GetVariable(context.environment, "PATH");
     Result<fs::path> program = ResolveCommand(request.command.front(), path_variable);
@@ -118,7 +124,8 @@ int RunProfile(const ProfileRequest& request, const ProfileContext& context) {
   const InjectionSettings settings{.run_dir = run_dir.path,
                                    .run_id = run_id,
                                    .trace = checked.trace,
-                                   .collector_library = checked.collector_library};
+                                   .collector_library = checked.collector_library,
+                                   .pytorch_hook = checked.pytorch_hook};
   const Environment injected = InjectionEnvironment(context.environment, settings);
   std::vector<ProcessSpec> specs;
   if (checked.local_ranks) {
@@ -130,8 +137,8 @@ int RunProfile(const ProfileRequest& request, const ProfileContext& context) {
     specs.push_back(ProcessSpec{.argv = request.command, .env = injected});
   }
 
-  PrintInfo(out, fmt::format("profiling into {} (run id {}; tracing {}{})", run_dir.path.string(), run_id,
-                             checked.trace.ToList(),
+  PrintInfo(out, fmt::format("profiling into {} (run id {}; tracing {}{}{})", run_dir.path.string(), run_id,
+                             checked.trace.ToList(), request.pytorch ? " and PyTorch" : "",
                              checked.local_ranks ? fmt::format("; {} local ranks", *checked.local_ranks) : ""));
   if (!run_dir.removed_files.empty()) {
     const auto rank_files = std::count_if(run_dir.removed_files.begin(), run_dir.removed_files.end(),

@@ -23,6 +23,7 @@ struct ProfileRequest {
   std::optional<std::string> output_dir{};    // -o; default: a new rankscope-run-<time>
   std::string trace_list{kDefaultTraceList};  // --trace
   bool force = false;                         // --force
+  bool pytorch = false;                       // --pytorch: inject the PyTorch hook too
   std::optional<std::string> local_ranks{};   // -n, unparsed
   std::vector<std::string> command{};         // after "--"
 };

@@ -321,7 +321,26 @@ Environment InjectionEnvironment(Environment env, const InjectionSettings& setti
   // The same library is CUDA's injection (CUPTI starts in cuInit) and NCCL's profiler plugin.
   if (settings.trace.cuda) SetVariable(env, "CUDA_INJECTION64_PATH", library);
   if (settings.trace.nccl) SetVariable(env, "NCCL_PROFILER_PLUGIN", library);
+  if (!settings.pytorch_hook.empty()) {
+    const std::string hook = settings.pytorch_hook.string();
+    const std::optional<std::string> python_path = GetVariable(env, "PYTHONPATH");
+    SetVariable(env, "PYTHONPATH", python_path && !python_path->empty() ? hook + ":" + *python_path : hook);
+    SetVariable(env, "RANKSCOPE_PYTORCH", "1");
+  }
   return env;
+}
+
+Result<fs::path> PytorchHookDirectory(const fs::path& collector_library) {
+  const fs::path directory = collector_library.parent_path() / kPytorchHookDirName;
+  if (!IsRegularFile(directory / "sitecustomize.py")) {
+    return NotFound(fmt::format("--pytorch: the PyTorch hook is missing: no {} (it belongs next to {})",
+                                Quoted(directory / "sitecustomize.py"), Quoted(collector_library)));
+  }
+  if (directory.string().find(':') != std::string::npos) {
+    return InvalidArgument(fmt::format("--pytorch: the PyTorch hook's directory {} contains ':', which PYTHONPATH "
+                                       "cannot hold", Quoted(directory)));
+  }
+  return directory;
 }
 
 Environment LocalRankEnvironment(Environment env, const LocalRank& rank) {

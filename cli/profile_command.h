@@ -58,6 +58,8 @@ Result<PreparedRunDir> PrepareRunDir(const std::filesystem::path& dir, bool forc
 // ---- the collector library -------------------------------------------------------------
 
 inline constexpr std::string_view kCollectorLibraryName = "librankscope_collector.so";
+// The PyTorch hook's directory, next to the collector library (the build copies it there).
+inline constexpr std::string_view kPytorchHookDirName = "rankscope-pytorch";
 
 struct CollectorCandidates {
   std::optional<std::string> from_env{};  // RANKSCOPE_COLLECTOR_LIB, when set and not empty
@@ -70,6 +72,10 @@ struct CollectorCandidates {
 // else the build tree's, else <executable dir>/../lib/librankscope_collector.so (installs).
 // Fails naming the places it looked, or when the path cannot go into LD_PRELOAD.
 Result<std::filesystem::path> FindCollectorLibrary(const CollectorCandidates& candidates);
+
+// The PyTorch hook that `--pytorch` injects: <collector library's dir>/rankscope-pytorch,
+// which must hold sitecustomize.py. Fails naming where it looked.
+Result<std::filesystem::path> PytorchHookDirectory(const std::filesystem::path& collector_library);
 
 // ---- the command -----------------------------------------------------------------------
 
@@ -97,11 +103,15 @@ struct InjectionSettings {
   std::string run_id{};
   TraceSelection trace{};
   std::filesystem::path collector_library{};  // absolute
+  // --pytorch: the PyTorch hook's directory (PytorchHookDirectory), put first on PYTHONPATH;
+  // empty: no hook.
+  std::filesystem::path pytorch_hook{};
 };
 
 // `base` plus RANKSCOPE_RUN_DIR, RANKSCOPE_RUN_ID, RANKSCOPE_TRACE, NVTX_INJECTION64_PATH
 // and LD_PRELOAD with the collector first, ahead of whatever LD_PRELOAD held; with `cuda`
-// selected CUDA_INJECTION64_PATH, with `nccl` NCCL_PROFILER_PLUGIN, both naming the collector.
+// selected CUDA_INJECTION64_PATH, with `nccl` NCCL_PROFILER_PLUGIN, both naming the collector;
+// with a PyTorch hook, RANKSCOPE_PYTORCH=1 and the hook's directory first on PYTHONPATH.
 Environment InjectionEnvironment(Environment base, const InjectionSettings& settings);
 
 // One line for each variable of `env` that named another tool and that the run replaces

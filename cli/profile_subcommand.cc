@@ -64,6 +64,9 @@ Subcommand AddProfileSubcommand(CLI::App& parent) {
       ->capture_default_str();
   app->add_flag("--force", options->request.force,
                 "Reuse an existing run directory: delete its rank-*.sqlite files, keep everything else");
+  app->add_flag("--pytorch", options->request.pytorch,
+                "Also record what PyTorch does in every Python rank: steps (optimizer steps), torch.distributed "
+                "collectives (DDP's included), forward/backward/optimizer compute, batch size");
   options->ranks_option =
       app->add_option("-n,--ranks", options->local_ranks,
                       "Launch N local ranks with torchrun-style RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR/PORT")

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <memory>
 
 #include "base/format.h"
@@ -34,6 +35,8 @@ RankFileStats CountFile(const trace::RunFile& file, std::map<std::string, uint64
     stats.cupti_status = status->second;
   }
   stats.closed_cleanly = file.meta.closed_cleanly;
+  stats.python = file.meta.command_line.find("python") != std::string::npos;
+  stats.pytorch_hook = file.meta.entries.contains("pytorch.hook");
   if (auto stopped = file.meta.entries.find(std::string(trace::meta_key::kRecordingStopped));
       stopped != file.meta.entries.end()) {
     stats.recording_stopped = stopped->second;
@@ -141,6 +144,29 @@ void AppendUnranked(const RunStats& stats, std::string& out) {
       stats.unranked.size(), stats.unranked.size() == 1 ? "" : "s", GroupThousands(events), format::FormatBytes(static_cast<double>(bytes)));
 }
 
+// Ranks that recorded nothing: said at once, with what would help, rather than at `analyze`.
+void AppendEmptyRanks(const RunStats& stats, std::string& out) {
+  if (stats.empty_ranks.empty()) return;
+  bool python = true, hooked = true;
+  for (const RankFileStats& file : stats.ranks) {
+    if (!file.rank || std::find(stats.empty_ranks.begin(), stats.empty_ranks.end(), *file.rank) == stats.empty_ranks.end()) {
+      continue;
+    }
+    python = python && file.python;
+    hooked = hooked && file.pytorch_hook;
+  }
+  std::string help;
+  if (python && !hooked) {
+    help = "they run Python: profile again with --pytorch to record PyTorch's steps, collectives and compute";
+  } else if (python) {
+    help = "the PyTorch hook saw no optimizer step, module call or torch.distributed collective in them";
+  } else {
+    help = "nothing marked its work: annotate it with NVTX ranges, or run CUDA work on a GPU with --trace cuda";
+  }
+  out += fmt::format("  nothing to analyze: rank{} {} recorded no events; {}\n", stats.empty_ranks.size() == 1 ? "" : "s",
+                     RankList(stats.empty_ranks), help);
+}
+
 void AppendProblems(const SummaryHeader& header, const RunStats& stats, std::string& out) {
   if (!stats.run_id.empty() && stats.run_id != header.run_id) {
     out += fmt::format("  warning:        the rank files record run id {}, not this run's\n",
@@ -181,6 +207,7 @@ void AppendProblems(const SummaryHeader& header, const RunStats& stats, std::str
     out += fmt::format("  CUDA activity:  not recorded on rank{} {}: {}\n", ranks.size() == 1 ? "" : "s",
                        RankList(ranks), Printable(reason, 200));
   }
+  AppendEmptyRanks(stats, out);
   if (!stats.drops_by_reason.empty()) {
     std::string reasons;
     for (const auto& [reason, count] : stats.drops_by_reason) {
@@ -209,6 +236,7 @@ Result<RunStats> CollectRunStats(const fs::path& run_dir) {
     stats.ranks.push_back(CountFile(file, stats.drops_by_reason));
     const RankFileStats& rank = stats.ranks.back();
     if (!rank.rank) continue;
+    if (rank.events == 0 && rank.read_error.empty()) stats.empty_ranks.push_back(*rank.rank);
     if (rank.cupti_status == "on") stats.cupti_on.push_back(*rank.rank);
     // Why CUDA activity is missing: CUPTI turned off ("off: ...") or never started, as without
     // a driver ("not started: ..."). "off: not selected (--trace)" is the user's choice: no news.

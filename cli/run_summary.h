@@ -27,6 +27,8 @@ struct RankFileStats {
   // meta `recording_stopped`: why the writer stopped before the end (disk full, ...); what
   // came after was not recorded and is counted nowhere, not even in `dropped`.
   std::string recording_stopped{};
+  bool python = false;        // the process ran a Python interpreter (meta `command_line`)
+  bool pytorch_hook = false;  // `--pytorch`'s hook ran in it (meta `pytorch.hook`)
 };
 
 // A run directory, counted.
@@ -44,6 +46,7 @@ struct RunStats {
   std::map<std::string, uint64_t> drops_by_reason;  // "writer: queue full" -> events
   std::vector<int> cupti_on;                        // ranks that recorded CUDA activity
   std::map<std::string, std::vector<int>> cupti_off;  // why CUPTI was off -> ranks
+  std::vector<int> empty_ranks;                       // ranks whose files hold no event
 
   bool empty() const { return ranks.empty() && unranked.empty(); }
 };

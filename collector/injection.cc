@@ -31,6 +31,8 @@
 #include <thread>
 #include <vector>
 
+#include "collector/hook_api.h"
+#include "collector/hook_events.h"
 #include "collector/nccl_plugin.h"
 #include "collector/no_throw.h"
 #include "collector/nvtx_handlers.h"
@@ -258,6 +260,43 @@ RANKSCOPE_EXPORT int InitializeInjection() { return NoThrow<&StartCudaInjection,
 __attribute__((constructor)) static void RankscopeCollectorStart() { NoThrow<&StartCollector>::Call(); }
 
 __attribute__((destructor)) static void RankscopeCollectorStop() { NoThrow<&StopAtUnload>::Call(); }
+
+// ---- language hooks (collector/hook_api.h) ----
+
+namespace rankscope::collector {
+namespace {
+int HookVersion() { return kHookAbiVersion; }
+int HookActive() { return g_recorder != nullptr && g_recorder->recording() ? 1 : 0; }
+int HookRangeExported(const char* name, int64_t start_ns, int64_t end_ns, int role, const char* args_json) {
+  return HookRange(g_recorder, name, start_ns, end_ns, role, args_json);
+}
+int HookCollectiveExported(const char* name, const char* comm_name, int64_t start_ns, int64_t end_ns,
+                           uint64_t comm_hash, uint64_t sequence, int op, int reduce_op, int datatype,
+                           uint64_t bytes, int root, int peer, int comm_rank, int comm_size, const char* args_json) {
+  return HookCollective(g_recorder, name, comm_name, start_ns, end_ns, comm_hash, sequence, op, reduce_op, datatype,
+                        bytes, root, peer, comm_rank, comm_size, args_json);
+}
+int HookMetaExported(const char* key, const char* value) { return HookMeta(g_recorder, key, value); }
+}  // namespace
+}  // namespace rankscope::collector
+
+RANKSCOPE_EXPORT int rankscope_hook_version() { return NoThrow<&HookVersion>::Call(); }
+RANKSCOPE_EXPORT int rankscope_hook_active() { return NoThrow<&HookActive>::Call(); }
+RANKSCOPE_EXPORT int rankscope_hook_range(const char* name, int64_t start_ns, int64_t end_ns, int role,
+                                          const char* args_json) {
+  return NoThrow<&HookRangeExported>::Call(name, start_ns, end_ns, role, args_json);
+}
+RANKSCOPE_EXPORT int rankscope_hook_collective(const char* name, const char* comm_name, int64_t start_ns,
+                                               int64_t end_ns, uint64_t comm_hash, uint64_t sequence, int op,
+                                               int reduce_op, int datatype, uint64_t bytes, int root, int peer,
+                                               int comm_rank, int comm_size, const char* args_json) {
+  return NoThrow<&HookCollectiveExported>::Call(name, comm_name, start_ns, end_ns, comm_hash, sequence, op,
+                                                reduce_op, datatype, bytes, root, peer, comm_rank, comm_size,
+                                                args_json);
+}
+RANKSCOPE_EXPORT int rankscope_hook_meta(const char* key, const char* value) {
+  return NoThrow<&HookMetaExported>::Call(key, value);
+}
 
 RANKSCOPE_EXPORT int InitializeInjectionNvtx2(NvtxGetExportTableFunc_t get_export_table) {
   return NoThrow<&StartNvtxInjection>::Call(get_export_table);

@@ -27,6 +27,8 @@ namespace rankscope::collector {
 enum class RecordKind : uint8_t {
   kPush = 1, kPop = 2, kStart = 3, kEnd = 4, kMark = 5, kNameThread = 6,
   kNccl = 7,  // an NCCL profiler-plugin callback (collector/nccl_events.h)
+  kHookRange = 8,       // a language hook's finished range (collector/hook_events.h)
+  kHookCollective = 9,  // a language hook's finished collective
 };
 
 // What one record may carry; longer text and pieces are cut, further pieces left out.

@@ -154,12 +154,13 @@ struct OpenRange {
 // the record's thread lane, then matches push/pop and start/end into ranges, or writes a
 // mark or a thread name, into `batch`.
 struct Recorder::DrainState {
-  DrainState(ClockSource source, int64_t process_id, NvtxRegistry& nvtx)
-      : clock(source), nccl(process_id), pid(process_id), registry(nvtx) {}
+  DrainState(ClockSource source, int64_t process_id, NvtxRegistry& nvtx, const NvtxDomain* hook)
+      : clock(source), nccl(process_id), pid(process_id), registry(nvtx), hook_domain(hook) {}
   TickConverter clock;
   NcclAssembler nccl;
   const int64_t pid;
   NvtxRegistry& registry;
+  const NvtxDomain* const hook_domain;
   std::unique_ptr<trace::TraceWriter> writer;
   bool writer_failed = false;
   std::optional<trace::RecordingLock> recording_lock;
@@ -181,6 +182,7 @@ struct Recorder::DrainState {
   std::unordered_map<int64_t, std::string> thread_names;  // from nvtxNameOsThread
   std::unordered_map<const NvtxString*, trace::StringId> registered_ids;
   std::unordered_map<const NvtxDomain*, trace::StringId> domain_ids;
+  std::unordered_map<uint64_t, trace::LaneId> hook_comm_lanes;  // by communicator hash
   RecorderStats stats;
   uint64_t reported_drops = 0;
 
@@ -198,6 +200,8 @@ struct Recorder::DrainState {
   void AddEnd(const RecordReader& record, int64_t ts, const ThreadState& thread);
   void AddMark(const RecordReader& record, int64_t ts, const ThreadState& thread);
   void AddThreadName(const RecordReader& record);
+  void AddHookRange(const RecordReader& record, const ThreadState& thread);
+  void AddHookCollective(const RecordReader& record, const ThreadState& thread);
 
   // ---- what the stages share ----
   trace::StringId InternDomain(const NvtxDomain* domain);
@@ -241,6 +245,8 @@ void Recorder::DrainState::AddThreadRecord(const RecordReader& record, ThreadSta
     case RecordKind::kMark: AddMark(record, ts, thread); break;
     case RecordKind::kNameThread: AddThreadName(record); break;
     case RecordKind::kNccl: break;  // AddNccl, without a thread lane
+    case RecordKind::kHookRange: AddHookRange(record, thread); break;
+    case RecordKind::kHookCollective: AddHookCollective(record, thread); break;
   }
 }
 
@@ -320,6 +326,82 @@ void Recorder::DrainState::AddThreadName(const RecordReader& record) {
   }
 }
 
+namespace {
+// The next `size` bytes of `text`, or what is left of it.
+std::string_view TakeText(std::string_view& text, size_t size) {
+  const std::string_view piece = text.substr(0, std::min(size, text.size()));
+  text.remove_prefix(piece.size());
+  return piece;
+}
+}  // namespace
+
+void Recorder::DrainState::AddHookRange(const RecordReader& record, const ThreadState& thread) {
+  const std::optional<HookRangeBody> body = record.body<HookRangeBody>();
+  if (!body || body->end_ns < body->start_ns) {
+    ++stats.hook_refused;
+    return;
+  }
+  std::string_view text = record.text();
+  const std::string_view name = TakeText(text, body->name_size);
+  trace::NvtxRangeEvent event;
+  event.lane = thread.lane;
+  event.start_ns = body->start_ns;
+  event.end_ns = body->end_ns;
+  event.name = writer->Intern(name);
+  event.domain = InternDomain(hook_domain);
+  event.category = static_cast<uint32_t>(body->role);
+  event.args = text.empty() ? trace::kEmptyString : writer->Intern(text);
+  event.style = trace::NvtxRangeStyle::kStartEnd;
+  batch.nvtx_ranges.push_back(event);
+}
+
+void Recorder::DrainState::AddHookCollective(const RecordReader& record, const ThreadState& thread) {
+  const std::optional<HookCollectiveBody> body = record.body<HookCollectiveBody>();
+  if (!body || body->end_ns < body->start_ns) {
+    ++stats.hook_refused;
+    return;
+  }
+  std::string_view text = record.text();
+  const std::string_view name = TakeText(text, body->name_size);
+  const std::string_view comm_name = TakeText(text, body->comm_name_size);
+  auto [lane, added] = hook_comm_lanes.try_emplace(body->comm_hash, trace::kNoLane);
+  if (added) {
+    trace::Lane comm_lane;
+    comm_lane.kind = trace::LaneKind::kCommunicator;
+    comm_lane.pid = pid;
+    comm_lane.comm_hash = body->comm_hash;
+    comm_lane.name = comm_name.empty() ? fmt::format("communicator {:016x}", body->comm_hash) : std::string(comm_name);
+    lane->second = writer->AddLane(comm_lane);
+  }
+  trace::CollectiveEvent collective;
+  collective.lane = lane->second;
+  collective.start_ns = body->start_ns;
+  collective.end_ns = body->end_ns;
+  collective.name = writer->Intern(name);
+  collective.comm_hash = body->comm_hash;
+  collective.sequence = body->sequence;
+  collective.op = body->op;
+  collective.reduce_op = body->reduce_op;
+  collective.datatype = body->datatype;
+  collective.bytes = body->bytes;
+  collective.root = body->root;
+  collective.peer = body->peer;
+  collective.comm_rank = body->comm_rank;
+  collective.comm_size = body->comm_size;
+  batch.collectives.push_back(collective);
+  // The time it took, as communication on the thread that completed it.
+  trace::NvtxRangeEvent range;
+  range.lane = thread.lane;
+  range.start_ns = body->start_ns;
+  range.end_ns = body->end_ns;
+  range.name = collective.name;
+  range.domain = InternDomain(hook_domain);
+  range.category = static_cast<uint32_t>(HookRole::kComm);
+  range.args = text.empty() ? trace::kEmptyString : writer->Intern(text);
+  range.style = trace::NvtxRangeStyle::kStartEnd;
+  batch.nvtx_ranges.push_back(range);
+}
+
 trace::StringId Recorder::DrainState::InternDomain(const NvtxDomain* domain) {
   if (domain == nullptr || domain->name.empty()) return trace::kEmptyString;
   auto [it, added] = domain_ids.try_emplace(domain, trace::kEmptyString);
@@ -383,7 +465,8 @@ Recorder::Recorder(RecorderOptions options)
       registry_(options_.config.trace),
       buffers_(options_.config.buffer_bytes),
       clock_source_(ChooseClockSource(options_.config.clock_override)),
-      drain_(std::make_unique<DrainState>(clock_source_, options_.pid, registry_)) {
+      hook_domain_(registry_.CreateDomain(kHookDomainName)),
+      drain_(std::make_unique<DrainState>(clock_source_, options_.pid, registry_, hook_domain_)) {
   pthread_once(&g_exit_key_once, &CreateExitKey);
   drain_->clock.Calibrate();
   drain_thread_ = std::thread([this] {
@@ -537,19 +620,43 @@ void Recorder::Mark(const EventDraft& draft) {
   if (recording()) Append(draft, RecordKind::kMark, 0);
 }
 
-bool Recorder::RecordNccl(const NcclRecord& nccl, std::string_view text) {
+template <typename Body>
+bool Recorder::AppendWithBody(RecordKind kind, const Body& body, std::string_view text) {
   if (!recording()) return false;
   ThreadBuffer* buffer = BufferForThisThread();
   if (buffer == nullptr) return false;
   text = text.substr(0, kMaxTextBytes);
-  const size_t size = RecordSizeWithBody<NcclRecord>(text.size());
+  const size_t size = RecordSizeWithBody<Body>(text.size());
   std::byte* out = buffer->Reserve(size);
   if (out == nullptr) return false;
-  RecordHeader header = FramedRecordHeader(RecordKind::kNccl, size, text.size(), 0);
+  RecordHeader header = FramedRecordHeader(kind, size, text.size(), 0);
   header.ticks = ReadTicks(clock_source_);
-  EncodeRecordWithBody(out, header, text, nccl);
+  EncodeRecordWithBody(out, header, text, body);
   buffer->Commit(size);
   return true;
+}
+
+bool Recorder::RecordNccl(const NcclRecord& nccl, std::string_view text) {
+  return AppendWithBody(RecordKind::kNccl, nccl, text);
+}
+
+void Recorder::NameHookCategories() {
+  std::call_once(hook_categories_named_, [this] {
+    registry_.NameCategory(hook_domain_, static_cast<uint32_t>(HookRole::kCompute), "compute");
+    registry_.NameCategory(hook_domain_, static_cast<uint32_t>(HookRole::kComm), "comm");
+  });
+}
+
+bool Recorder::RecordHookRange(const HookRangeBody& body, std::string_view text) {
+  if (!recording()) return false;
+  if (body.role != HookRole::kAnnotation) NameHookCategories();
+  return AppendWithBody(RecordKind::kHookRange, body, text);
+}
+
+bool Recorder::RecordHookCollective(const HookCollectiveBody& body, std::string_view text) {
+  if (!recording()) return false;
+  NameHookCategories();
+  return AppendWithBody(RecordKind::kHookCollective, body, text);
 }
 
 void Recorder::NameThread(int64_t tid, std::string_view name) {
@@ -881,6 +988,7 @@ Status Recorder::Finish(EndReason reason, int signal_number) {
     }
     d.writer->SetMeta("collector.unmatched_ends", std::to_string(d.stats.unmatched_ends));
     d.writer->SetMeta("collector.unfinished_ranges", std::to_string(d.stats.unfinished));
+    if (d.stats.hook_refused > 0) d.writer->SetMeta("collector.hook_refused", std::to_string(d.stats.hook_refused));
     d.writer->SetMeta("collector.tsc_hz", fmt::format("{:.0f}", d.clock.TicksPerSecond()));
     const NcclAssemblerStats& nccl = d.nccl.stats();
     if (nccl.operations + nccl.parts + nccl.orphan_parts + nccl.unmatched_stops > 0) {

@@ -27,6 +27,7 @@
 #include "base/status.h"
 #include "collector/device_tracer.h"
 #include "collector/fast_clock.h"
+#include "collector/hook_events.h"
 #include "collector/nccl_events.h"
 #include "collector/nvtx_registry.h"
 #include "collector/payload_decoder.h"
@@ -73,6 +74,7 @@ struct RecorderStats {
   uint64_t buffer_drops = 0;    // records refused by full buffers
   uint64_t unmatched_ends = 0;  // pops/ends without their push/start
   uint64_t unfinished = 0;      // ranges still open at close
+  uint64_t hook_refused = 0;    // hook records that ended before they started
 };
 
 class Recorder {
@@ -98,6 +100,10 @@ class Recorder {
   // An NCCL profiler-plugin callback. False when it was not recorded (off, or the buffer
   // budget is spent).
   bool RecordNccl(const NcclRecord& record, std::string_view text);
+  // A language hook's finished range or collective (collector/hook_events.h), timed by the
+  // hook; `text` holds the strings the body lists. False when it was not recorded.
+  bool RecordHookRange(const HookRangeBody& body, std::string_view text);
+  bool RecordHookCollective(const HookCollectiveBody& body, std::string_view text);
 
   NvtxRegistry& registry() { return registry_; }
   const CollectorConfig& config() const { return options_.config; }
@@ -145,6 +151,11 @@ class Recorder {
   struct DrainState;
   ThreadBuffer* BufferForThisThread();
   bool Append(const EventDraft& draft, RecordKind kind, uint32_t depth);
+  // Appends a record with a fixed-size body (record_codec.h) to this thread's buffer.
+  template <typename Body>
+  bool AppendWithBody(RecordKind kind, const Body& body, std::string_view text);
+  // Names the hook domain's categories, once, at the first hook record.
+  void NameHookCategories();
   void PopCorrelation(const NvtxDomain* domain, uint32_t depth);
   void DrainLoop();
   // Drains into the writer. Leaves records in the thread buffers while the writer is
@@ -188,6 +199,8 @@ class Recorder {
   std::unique_ptr<DeviceTracer> device_tracer_owner_;  // set once, under mutex_
   bool abandoned_ = false;  // forked child: never touch the drain thread or the file
   std::atomic<uint64_t> next_range_id_{1};
+  const NvtxDomain* const hook_domain_;
+  std::once_flag hook_categories_named_;
 
   std::mutex mutex_;  // guards the requests below and file_path_
   std::condition_variable wake_;

@@ -1,17 +1,23 @@
 #!/usr/bin/env python3
 """A small PyTorch DDP training job to wrap with rankscope.
 
-    rankscope profile -n 2 -- python3 samples/pytorch/ddp_train.py --steps 50
+    rankscope profile --pytorch -n 2 -- python3 samples/pytorch/ddp_train.py --steps 50
     torchrun --nproc-per-node 8 samples/pytorch/ddp_train.py          # the same, unprofiled
 
 An MLP on a fixed random batch, DistributedDataParallel over NCCL on GPUs (Gloo on CPUs;
 `--backend gloo` on GPUs too, with CUDA tensors). Ranks share the GPUs when there are more
 ranks than GPUs (rank r uses GPU LOCAL_RANK mod the GPU count), which only Gloo allows.
-After --warmup steps, the measured steps run inside one NVTX range named "measured", each
-step in a range named "step" (which rankscope records), or, with --torch-profile FILE,
-inside torch.profiler instead (one ProfilerStep#N per step), whose Chrome trace goes to
-FILE: bench/torch_compare.py runs both and compares their kernels. With several ranks, FILE
-must contain {rank}, which becomes each rank's number.
+
+What rankscope sees: under `rankscope profile --pytorch`, on CPU and GPU alike, every
+optimizer step is a step, DDP's gradient all-reduces are communication, and forward,
+backward and the optimizer are compute (on a GPU, the kernels). Without --pytorch, the
+measured steps run inside one NVTX range named "measured" and each in a range named "step"
+on a GPU (torch.cuda.nvtx); on a CPU this job then marks nothing.
+
+With --torch-profile DIR, torch.profiler records the measured steps instead (a schedule
+with one warm-up step, then one ProfilerStep#N per measured step) and each rank writes its
+Chrome trace to DIR/rank<RANK>.json; bench/torch_compare.py and the end-to-end tests compare
+it with what rankscope recorded.
 """
 import argparse
 import os
@@ -31,15 +37,13 @@ def parse_args():
     parser.add_argument("--depth", type=int, default=4)
     parser.add_argument("--backend", choices=("auto", "nccl", "gloo"), default="auto",
                         help="NCCL on GPUs and Gloo on CPUs with auto (default: %(default)s)")
-    parser.add_argument("--torch-profile", metavar="TRACE.json",
-                        help="profile the measured steps with torch.profiler and write its Chrome trace here "
-                             "({rank} in the name becomes the rank)")
+    parser.add_argument("--torch-profile", metavar="DIR",
+                        help="profile the measured steps with torch.profiler; each rank writes DIR/rank<RANK>.json")
     args = parser.parse_args()
     if args.steps < 1 or args.warmup < 0 or args.batch < 1 or args.width < 1 or args.depth < 1:
         parser.error("--steps, --batch, --width and --depth must be positive, --warmup not negative")
-    if args.torch_profile and int(os.environ.get("WORLD_SIZE", "1")) > 1 and "{rank}" not in args.torch_profile:
-        parser.error("--torch-profile needs {rank} in the file name when there are several ranks "
-                     "(each rank writes its own trace)")
+    if args.torch_profile and not os.path.isdir(args.torch_profile):
+        parser.error(f"--torch-profile {args.torch_profile}: not a directory (each rank writes its trace into it)")
     return args
 
 
@@ -81,20 +85,23 @@ def main():
         if use_cuda:
             torch.cuda.synchronize()
 
-    for _ in range(args.warmup):
+    profiled_warmup = 1 if args.torch_profile and args.warmup > 0 else 0
+    for _ in range(args.warmup - profiled_warmup):
         step()
     synchronize()
     if args.torch_profile:
         activities = [torch.profiler.ProfilerActivity.CPU]
         if use_cuda:
             activities.append(torch.profiler.ProfilerActivity.CUDA)
-        # Without a schedule torch.profiler records no steps of its own: name them as it would.
-        with torch.profiler.profile(activities=activities) as profiler:
-            for number in range(args.steps):
-                with torch.profiler.record_function(f"ProfilerStep#{number}"):
-                    step()
-            synchronize()
-        profiler.export_chrome_trace(args.torch_profile.replace("{rank}", str(rank)))
+        trace_file = os.path.join(args.torch_profile, f"rank{rank}.json")
+        # The last warm-up step is the schedule's: torch.profiler starts recording after it.
+        schedule = torch.profiler.schedule(wait=0, warmup=profiled_warmup, active=args.steps)
+        with torch.profiler.profile(activities=activities, schedule=schedule,
+                                    on_trace_ready=lambda done: done.export_chrome_trace(trace_file)) as profiler:
+            for _ in range(profiled_warmup + args.steps):
+                step()
+                synchronize()
+                profiler.step()
     else:
         if use_cuda:
             torch.cuda.nvtx.range_push("measured")
