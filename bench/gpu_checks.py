@@ -286,8 +286,8 @@ def check_ddp_gloo_cuda(check, ranks=2, steps=20):
         check.say(f"== the same job under torch.profiler ({ranks} ranks)")
         traces = os.path.join(tmp, "torch")
         os.makedirs(traces)
-        pattern = os.path.join(traces, "rank{rank}.json")
-        results = check.launch(lambda rank: [*job, "--torch-profile", pattern], ranks, env=env)
+        pattern = os.path.join(traces, "rank{rank}.json")  # what ddp_train.py --torch-profile DIR writes
+        results = check.launch(lambda rank: [*job, "--torch-profile", traces], ranks, env=env)
         for rank, (code, err) in enumerate(results):
             if code != 0:
                 problems.append(f"torch.profiler rank {rank} failed (exit code {code}): {err.strip()[-300:]}")

@@ -150,9 +150,11 @@ def main() -> int:
             print(error.output.rstrip(), file=sys.stderr)
             print(f"torch_compare.py: the profiled run failed ({error})", file=sys.stderr)
             return 2
-        trace_file = os.path.join(tmp, "torch.json")
+        trace_dir = os.path.join(tmp, "torch")
+        os.makedirs(trace_dir)
+        trace_file = os.path.join(trace_dir, "rank0.json")  # what ddp_train.py --torch-profile DIR writes
         env = rank_environment(clean_environment(), 0, 1, free_port())
-        torch_run = subprocess.run([*script, "--torch-profile", trace_file], env=env, capture_output=True, text=True)
+        torch_run = subprocess.run([*script, "--torch-profile", trace_dir], env=env, capture_output=True, text=True)
         if torch_run.returncode != 0:
             print(torch_run.stderr.rstrip(), file=sys.stderr)
             print(f"torch_compare.py: the torch.profiler run failed ({why_failed(torch_run)})", file=sys.stderr)

@@ -1,0 +1,196 @@
+// End to end with real PyTorch (Debian's python3-torch, CPU, Gloo): `rankscope profile
+// --pytorch` of the sample DDP job and of a small CNN under torchrun, analyzed; the same
+// steps under torch.profiler, imported and analyzed, agree with what the hook measured; a
+// hook that fails leaves the job running to its normal exit.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <sqlite3.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "tests/e2e/e2e_process.h"
+#include "tests/temp_dir.h"
+
+namespace rankscope {
+namespace {
+
+using testing::ProcessResult;
+using testing::RunProcess;
+using testing::TempDir;
+namespace fs = std::filesystem;
+
+// Debian's interpreter: python3-torch installs torch for it (a python3 earlier on PATH, from
+// pyenv or a venv, may have none).
+constexpr const char* kPython = "/usr/bin/python3";
+
+bool HasTorch() {
+  static const bool has = RunProcess({kPython, "-c", "import torch, torch.distributed"}).exit_code == 0;
+  return has;
+}
+
+#define SKIP_WITHOUT_TORCH()                                                                          \
+  if (!HasTorch()) GTEST_SKIP() << kPython << " cannot import torch: install python3-torch "       \
+                                              "(scripts/install-deps.sh does)"
+
+nlohmann::json Analyze(const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {RANKSCOPE_CLI, "analyze"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  argv.insert(argv.end(), {"--format", "json"});
+  const ProcessResult result = RunProcess(argv);
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  return nlohmann::json::parse(result.out, nullptr, false);
+}
+
+std::map<std::string, std::string> Meta(const fs::path& file) {
+  std::map<std::string, std::string> meta;
+  sqlite3* db = nullptr;
+  if (sqlite3_open_v2(file.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK) {
+    sqlite3_stmt* statement = nullptr;
+    if (sqlite3_prepare_v2(db, "SELECT key, value FROM meta", -1, &statement, nullptr) == SQLITE_OK) {
+      while (sqlite3_step(statement) == SQLITE_ROW) {
+        meta[reinterpret_cast<const char*>(sqlite3_column_text(statement, 0))] =
+            reinterpret_cast<const char*>(sqlite3_column_text(statement, 1));
+      }
+    }
+    sqlite3_finalize(statement);
+  }
+  sqlite3_close(db);
+  return meta;
+}
+
+// Sum over the steps numbered in [first, last] of one rank's `key` (compute_ns, comm_ns).
+double StepSum(const nlohmann::json& report, int rank, const std::string& key, int first, int last) {
+  double sum = 0;
+  for (const nlohmann::json& device : report["ranks"]) {
+    if (device["rank"] != rank) continue;
+    for (const nlohmann::json& step : device["steps"]) {
+      const int number = step["number"].get<int>();
+      if (number >= first && number <= last) sum += step[key].get<double>();
+    }
+  }
+  return sum;
+}
+
+const nlohmann::json* CollectiveKind(const nlohmann::json& report, const std::string& kind) {
+  for (const nlohmann::json& entry : report["cross_rank"]["kinds"]) {
+    if (entry["kind"] == kind) return &entry;
+  }
+  return nullptr;
+}
+
+// The sample: 2 warm-up and 6 measured steps of a 4-layer MLP (width 256: parameters of
+// 4 x (256 x 256 + 256) + 256 x 16 + 16 = 267,280 floats, 1,069,120 bytes, one DDP bucket),
+// measured steps under torch.profiler too.
+TEST(PytorchEndToEnd, SampleDdpJobUnderThePytorchHookAgreesWithTorchProfiler) {
+  SKIP_WITHOUT_TORCH();
+  TempDir dir;
+  const fs::path run = dir.path() / "run";
+  const fs::path torch_traces = dir.path() / "torch";
+  fs::create_directories(torch_traces);
+  const ProcessResult profiled = RunProcess(
+      {RANKSCOPE_CLI, "profile", "--pytorch", "-n", "2", "-o", run.string(), "--", kPython,
+       RANKSCOPE_SOURCE_DIR "/samples/pytorch/ddp_train.py", "--steps", "6", "--warmup", "2", "--width", "256",
+       "--torch-profile", torch_traces.string()});
+  ASSERT_EQ(profiled.exit_code, 0) << profiled.err;
+  EXPECT_EQ(profiled.err.find("nothing to analyze"), std::string::npos) << profiled.err;
+  for (int rank : {0, 1}) {
+    std::map<std::string, std::string> meta = Meta(run / ("rank-" + std::to_string(rank) + ".sqlite"));
+    EXPECT_TRUE(meta["pytorch.hook"].starts_with("on")) << meta["pytorch.hook"];
+    EXPECT_EQ(meta["backend"], "gloo");
+  }
+
+  const nlohmann::json ours = Analyze({run.string()});
+  ASSERT_FALSE(ours.is_discarded());
+  // One step per optimizer step, numbered from 0, with the batch as samples.
+  EXPECT_EQ(ours["steps"]["steps_found"], 8);
+  EXPECT_EQ(ours["workload"]["global_batch"], 128);
+  ASSERT_EQ(ours["ranks"].size(), 2u);
+  for (const nlohmann::json& device : ours["ranks"]) {
+    EXPECT_GT(device["totals"]["compute_ns"].get<double>(), 0) << "rank " << device["rank"];
+    EXPECT_GT(device["totals"]["comm_ns"].get<double>(), 0) << "rank " << device["rank"];
+  }
+  // DDP's gradient all-reduces, matched across ranks by (group, sequence), with their bytes.
+  EXPECT_EQ(ours["cross_rank"]["unmatched"], 0);
+  const nlohmann::json* all_reduce = CollectiveKind(ours, "gloo:all_reduce");
+  ASSERT_NE(all_reduce, nullptr) << ours["cross_rank"].dump();
+  EXPECT_GE((*all_reduce)["count"].get<int>(), 8);
+  EXPECT_EQ((*all_reduce)["total_bytes"].get<double>() / (*all_reduce)["count"].get<double>(), 1'069'120.0);
+
+  // torch.profiler recorded the 6 measured steps (steps 2 to 7 here) of the same run: its
+  // trace, imported, gives the same compute and communication within 10%.
+  const nlohmann::json theirs = Analyze({torch_traces.string(), "--skip-steps", "0"});
+  ASSERT_FALSE(theirs.is_discarded());
+  EXPECT_EQ(theirs["steps"]["steps_found"], 6);
+  for (int rank : {0, 1}) {
+    for (const std::string key : {"compute_ns", "comm_ns"}) {
+      const double hook = StepSum(ours, rank, key, 2, 7);
+      const double profiler = StepSum(theirs, rank, key, 0, 1'000'000);
+      EXPECT_GT(profiler, 0) << "rank " << rank << " " << key;
+      EXPECT_NEAR(hook / profiler, 1.0, 0.10) << "rank " << rank << " " << key << ": --pytorch " << hook
+                                              << " ns, torch.profiler " << profiler << " ns";
+    }
+  }
+}
+
+// A CNN with BatchNorm (DDP broadcasts its buffers before each forward), a DataLoader, Adam
+// and a blocking all-reduce of the loss, launched by torchrun (with the --redirects/--tee
+// that Debian's torch 1.13 needs on Python 3.11).
+TEST(PytorchEndToEnd, CnnUnderTorchrunIsAnalyzed) {
+  SKIP_WITHOUT_TORCH();
+  TempDir dir;
+  const fs::path run = dir.path() / "run";
+  const ProcessResult profiled = RunProcess(
+      {RANKSCOPE_CLI, "profile", "--pytorch", "-o", run.string(), "--", kPython, "-m", "torch.distributed.run",
+       "--nproc_per_node", "2", "--redirects", "2", "--tee", "2", RANKSCOPE_SOURCE_DIR "/tests/e2e/pytorch/cnn_ddp.py",
+       "--steps", "5"});
+  ASSERT_EQ(profiled.exit_code, 0) << profiled.err;
+  const nlohmann::json report = Analyze({run.string()});
+  ASSERT_FALSE(report.is_discarded());
+  EXPECT_EQ(report["steps"]["steps_found"], 5);
+  EXPECT_EQ(report["workload"]["global_batch"], 32);
+  for (const nlohmann::json& device : report["ranks"]) {
+    EXPECT_GT(device["totals"]["compute_ns"].get<double>(), 0);
+    EXPECT_GT(device["totals"]["comm_ns"].get<double>(), 0);
+  }
+  EXPECT_EQ(report["cross_rank"]["unmatched"], 0);
+  // Per step: DDP's bucket and the loss (all-reduces), the buffers (a broadcast); at the
+  // end a barrier.
+  const nlohmann::json* all_reduce = CollectiveKind(report, "gloo:all_reduce");
+  const nlohmann::json* broadcast = CollectiveKind(report, "gloo:broadcast");
+  const nlohmann::json* barrier = CollectiveKind(report, "gloo:barrier");
+  ASSERT_TRUE(all_reduce && broadcast && barrier) << report["cross_rank"].dump();
+  EXPECT_EQ((*all_reduce)["count"], 10);
+  EXPECT_EQ((*broadcast)["count"], 6);  // DDP's start-up broadcast of the model and 5 buffer syncs
+  EXPECT_EQ((*barrier)["count"], 1);
+}
+
+// A torch the hook cannot patch (here a stand-in package without torch.optim or torch.nn):
+// each part says once that it is off, the rank file says why, and the program runs on.
+TEST(PytorchEndToEnd, AHookThatFailsLeavesTheJobRunning) {
+  SKIP_WITHOUT_TORCH();
+  TempDir dir;
+  const fs::path fake = dir.path() / "fake";
+  fs::create_directories(fake / "torch");
+  std::ofstream(fake / "torch" / "__init__.py") << "__version__ = '0.0-stand-in'\n";
+  const fs::path script = dir.path() / "job.py";
+  std::ofstream(script) << "import sys\nsys.path.insert(0, sys.argv[1])\nimport torch\nprint('job done', "
+                           "torch.__version__)\nraise SystemExit(3)\n";
+  const fs::path run = dir.path() / "run";
+  const ProcessResult profiled = RunProcess({RANKSCOPE_CLI, "profile", "--pytorch", "-n", "1", "-o", run.string(),
+                                             "--", kPython, script.string(), fake.string()});
+  EXPECT_EQ(profiled.exit_code, 3) << profiled.err;  // the job's own exit code
+  EXPECT_NE(profiled.out.find("job done 0.0-stand-in"), std::string::npos) << profiled.out;
+  EXPECT_NE(profiled.err.find("PyTorch hook: steps not recorded"), std::string::npos) << profiled.err;
+  const std::map<std::string, std::string> meta = Meta(run / "rank-0.sqlite");
+  ASSERT_TRUE(meta.contains("pytorch.steps")) << profiled.err;
+  EXPECT_TRUE(meta.at("pytorch.steps").starts_with("off: AttributeError")) << meta.at("pytorch.steps");
+  EXPECT_TRUE(meta.at("pytorch.compute").starts_with("off: ")) << meta.at("pytorch.compute");
+}
+
+}  // namespace
+}  // namespace rankscope
