@@ -23,6 +23,7 @@ packages=(
   libcairo2-dev      # the charts as PNG (report/plot_canvas.cc)
   fonts-dejavu-core  # a font for the viewer's offscreen screenshots and tests
   patchelf           # scripts/gpu/bundle.sh: bundled programs find their libraries by RPATH
+  python3-torch      # `profile --pytorch` end to end with real PyTorch (CPU, Gloo), for /usr/bin/python3
 )
 
 missing=()

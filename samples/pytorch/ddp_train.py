@@ -21,7 +21,9 @@ it with what rankscope recorded.
 """
 import argparse
 import os
+import statistics
 import sys
+import time
 
 import torch
 import torch.distributed as dist
@@ -85,6 +87,7 @@ def main():
         if use_cuda:
             torch.cuda.synchronize()
 
+    step_seconds = []
     profiled_warmup = 1 if args.torch_profile and args.warmup > 0 else 0
     for _ in range(args.warmup - profiled_warmup):
         step()
@@ -106,17 +109,20 @@ def main():
         if use_cuda:
             torch.cuda.nvtx.range_push("measured")
         for _ in range(args.steps):
+            started = time.perf_counter()
             if use_cuda:
                 torch.cuda.nvtx.range_push("step")
             step()
             if use_cuda:
                 torch.cuda.nvtx.range_pop()
-        synchronize()
+            synchronize()
+            step_seconds.append(time.perf_counter() - started)
         if use_cuda:
             torch.cuda.nvtx.range_pop()
     dist.destroy_process_group()
     if rank == 0:
-        print(f"ddp_train.py: {args.steps} measured steps on {world_size} rank(s), {device.type}, {backend}",
+        pace = f", median step {statistics.median(step_seconds) * 1e3:.3f} ms" if step_seconds else ""
+        print(f"ddp_train.py: {args.steps} measured steps on {world_size} rank(s), {device.type}, {backend}{pace}",
               file=sys.stderr)
 
 
