@@ -18,6 +18,9 @@ runs this from a GPU bundle; it also runs from a build tree).
   ddp-gloo-cuda  the same job with 2 ranks on one GPU over Gloo with CUDA tensors, under
                  `rankscope profile` and analyzed (every step found); and under
                  torch.profiler, whose traces `rankscope analyze` reads too
+  pytorch-hook   the sample on one GPU under `rankscope profile --pytorch`: a step per
+                 optimizer step, torch's NVTX op ranges (emit_nvtx), >= 90% of the
+                 kernels joined to the aten:: op that launched them
   overhead       the collector's cost on the trainer's median step time, <= 3%
                  (training_overhead.py)
 
@@ -35,6 +38,7 @@ import json
 import os
 import signal
 import subprocess
+import sqlite3
 import sys
 import tempfile
 import time
@@ -306,6 +310,46 @@ def check_ddp_gloo_cuda(check, ranks=2, steps=20):
                                 f"torch.profiler traces analyzed too")
 
 
+def check_pytorch_hook_cuda(check, steps=10, warmup=2):
+    """`rankscope profile --pytorch` of the sample on one GPU (NCCL): steps from the optimizer,
+    torch's NVTX op ranges (emit_nvtx), and the kernels joined to the ops that launched them."""
+    job = [sys.executable, ddp_train_script(), "--steps", str(steps), "--warmup", str(warmup)]
+    problems = []
+    with tempfile.TemporaryDirectory() as tmp:
+        run_dir = os.path.join(tmp, "run")
+        done = check.run([check.program("rankscope"), "profile", "--pytorch", "-n", "1", "-o", run_dir, "--", *job])
+        check.say(done.stderr.rstrip())
+        if done.returncode != 0:
+            return "FAIL", f"the --pytorch run failed ({why_failed(done)})"
+        rank_file = os.path.join(run_dir, "rank-0.sqlite")
+        check.keep(rank_file, "rankscope-pytorch-hook-nccl-1rank-rank0.sqlite.gz")
+        db = sqlite3.connect(f"file:{rank_file}?mode=ro", uri=True)
+        meta = dict(db.execute("SELECT key, value FROM meta"))
+        kernels = db.execute("SELECT count(*) FROM kernels").fetchone()[0]
+        # A kernel is joined to an op when its launch call carries the id of an NVTX range
+        # named like one of torch's ops (emit_nvtx: "aten::mm, seq = 12", ...).
+        joined = db.execute(
+            "SELECT count(*) FROM kernels k JOIN api_calls a ON a.correlation_id = k.correlation_id "
+            "JOIN nvtx_ranges r ON r.correlation_id = a.external_id AND a.external_id != 0 "
+            "JOIN strings s ON s.id = r.name WHERE s.value LIKE 'aten::%'").fetchone()[0]
+        db.close()
+        code, report = analyze(check, run_dir)
+    for key in ("pytorch.hook", "pytorch.steps", "pytorch.ops"):
+        check.say(f"{key}: {meta.get(key)}")
+        if not meta.get(key, "").startswith("on"):
+            problems.append(f"{key} is {meta.get(key)!r}")
+    if meta.get("cupti.status") != "on":
+        problems.append(f"CUPTI not on ({meta.get('cupti.status')})")
+    if kernels == 0 or joined < 0.9 * kernels:
+        problems.append(f"{joined} of {kernels} kernels joined to an aten:: op range (target >= 90%)")
+    if report is None:
+        problems.append(f"rankscope analyze failed (exit code {code})")
+    else:
+        problems += steps_problems(report, steps + warmup, "rankscope analyze")
+    return verdict_of(problems, f"{kernels} kernels, {joined} joined to aten:: op ranges; "
+                                f"{meta.get('pytorch.steps')}; {meta.get('pytorch.ops')}")
+
+
 def check_overhead(check):
     return check.script("training_overhead.py", "--pairs", "9", "--split", "--trainer-args", "--steps 200",
                         "--require-cupti")
@@ -318,6 +362,7 @@ CHECKS = (
     ("cupti-timing", "CUPTI's kernel times against CUDA events and the host clock", 30, check_cupti_timing),
     ("torch-compare", "1-rank NCCL DDP: kernels against torch.profiler", 90, check_torch_compare),
     ("ddp-gloo-cuda", "2-rank DDP on one GPU over Gloo, profiled and analyzed", 120, check_ddp_gloo_cuda),
+    ("pytorch-hook", "--pytorch on one GPU: steps, op ranges, kernels joined to ops", 60, check_pytorch_hook_cuda),
     ("overhead", "the collector's overhead on the trainer's step time (<= 3%)", 120, check_overhead),
 )
 

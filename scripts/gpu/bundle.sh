@@ -116,6 +116,9 @@ for file in "$staging"/lib/*; do
   patchelf --force-rpath --set-rpath '$ORIGIN' "$file"
 done
 
+# The PyTorch hook (`profile --pytorch`), where rankscope looks for it: beside the collector.
+cp -r "$build/collector/rankscope-pytorch" "$staging/lib/"
+
 cp bench/gpu_checks.py bench/torch_compare.py bench/training_overhead.py bench/cupti_timing_check.py \
   bench/bench_env.py samples/pytorch/ddp_train.py "$staging/py/"
 cp scripts/gpu/run-checks.sh scripts/gpu/check_bundle.py "$staging/"

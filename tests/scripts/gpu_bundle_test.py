@@ -59,6 +59,7 @@ class BundleTest(unittest.TestCase):
                      "py/gpu_checks.py", "py/ddp_train.py", "run-checks.sh", "MANIFEST.txt"):
             self.assertTrue(os.path.exists(os.path.join(self.bundle, name)), name)
         self.assertTrue(any(n.startswith("libcupti.so.") for n in os.listdir(os.path.join(self.bundle, "lib"))))
+        self.assertTrue(os.path.isfile(os.path.join(self.bundle, "lib", "rankscope-pytorch", "sitecustomize.py")))
         self.assertFalse([n for n in os.listdir(self.tmp) if n.startswith(".gpu-bundle-staging")])
 
     def test_every_needed_library_resolves_inside_the_bundle_or_to_the_host_set(self):
@@ -72,6 +73,8 @@ class BundleTest(unittest.TestCase):
         for folder in ("bin", "lib"):
             for name in os.listdir(os.path.join(self.bundle, folder)):
                 path = os.path.join(self.bundle, folder, name)
+                if os.path.isdir(path):  # lib/rankscope-pytorch: the PyTorch hook's Python files
+                    continue
                 with open(path, "rb") as f:
                     if f.read(4) != b"\x7fELF":
                         continue
