@@ -202,6 +202,8 @@ struct Recorder::DrainState {
   void AddThreadName(const RecordReader& record);
   void AddHookRange(const RecordReader& record, const ThreadState& thread);
   void AddHookCollective(const RecordReader& record, const ThreadState& thread);
+  void AddHookRangeEvent(const ThreadState& thread, int64_t start_ns, int64_t end_ns, trace::StringId name,
+                         HookRole role, std::string_view args);
 
   // ---- what the stages share ----
   trace::StringId InternDomain(const NvtxDomain* domain);
@@ -343,14 +345,19 @@ void Recorder::DrainState::AddHookRange(const RecordReader& record, const Thread
   }
   std::string_view text = record.text();
   const std::string_view name = TakeText(text, body->name_size);
+  AddHookRangeEvent(thread, body->start_ns, body->end_ns, writer->Intern(name), body->role, text);
+}
+
+void Recorder::DrainState::AddHookRangeEvent(const ThreadState& thread, int64_t start_ns, int64_t end_ns,
+                                             trace::StringId name, HookRole role, std::string_view args) {
   trace::NvtxRangeEvent event;
   event.lane = thread.lane;
-  event.start_ns = body->start_ns;
-  event.end_ns = body->end_ns;
-  event.name = writer->Intern(name);
+  event.start_ns = start_ns;
+  event.end_ns = end_ns;
+  event.name = name;
   event.domain = InternDomain(hook_domain);
-  event.category = static_cast<uint32_t>(body->role);
-  event.args = text.empty() ? trace::kEmptyString : writer->Intern(text);
+  event.category = static_cast<uint32_t>(role);
+  event.args = args.empty() ? trace::kEmptyString : writer->Intern(args);
   event.style = trace::NvtxRangeStyle::kStartEnd;
   batch.nvtx_ranges.push_back(event);
 }
@@ -390,16 +397,7 @@ void Recorder::DrainState::AddHookCollective(const RecordReader& record, const T
   collective.comm_size = body->comm_size;
   batch.collectives.push_back(collective);
   // The time it took, as communication on the thread that completed it.
-  trace::NvtxRangeEvent range;
-  range.lane = thread.lane;
-  range.start_ns = body->start_ns;
-  range.end_ns = body->end_ns;
-  range.name = collective.name;
-  range.domain = InternDomain(hook_domain);
-  range.category = static_cast<uint32_t>(HookRole::kComm);
-  range.args = text.empty() ? trace::kEmptyString : writer->Intern(text);
-  range.style = trace::NvtxRangeStyle::kStartEnd;
-  batch.nvtx_ranges.push_back(range);
+  AddHookRangeEvent(thread, body->start_ns, body->end_ns, collective.name, HookRole::kComm, text);
 }
 
 trace::StringId Recorder::DrainState::InternDomain(const NvtxDomain* domain) {
