@@ -9,10 +9,11 @@ namespace rankscope::cli {
 Subcommand AddImportSubcommand(CLI::App& parent) {
   auto request = std::make_shared<ImportRequest>();
   CLI::App* app = parent.add_subcommand(
-      "import", "Convert PyTorch profiler (Kineto) JSON or Nsight Systems SQLite traces into a rankscope run");
+      "import", "Convert PyTorch profiler JSON or Nsight Systems SQLite traces into a rankscope run");
   app->allow_extras();
   app->add_option("FILE", request->inputs,
-                  "Kineto JSON traces (.json, .json.gz; one per rank) or a directory of them; Nsight Systems "
+                  "PyTorch profiler JSON traces, Kineto's or the older format (.json, .json.gz; one per rank, "
+                  "from distributedInfo or a file name like x_rank1.json) or a directory of them; Nsight Systems "
                   "SQLite exports (nsys export --type sqlite; one rank per process)")
       ->required()
       ->type_name("FILE");
@@ -22,7 +23,8 @@ Subcommand AddImportSubcommand(CLI::App& parent) {
   app->add_flag("--force", request->force, "Replace the rank files the run directory already holds");
   app->footer(
       "rankscope analyze, scale, compare and export, and rankscope-gui, also take such traces directly.\n"
-      "Exit status: 0 on success; 2 with one error line, and no rank file written, otherwise.");
+      "Exit status: 0 on success; 2 with one error line, and no rank file written, otherwise (also when the\n"
+      "traces hold no event rankscope imports: the line says what was left out).");
   return MakeSubcommand(app, false, [request](const CommandTail&) { return RunImport(*request, stderr); });
 }
 

@@ -76,6 +76,17 @@ bool LooksLikeChromeTrace(std::string_view head) {
 
 // A Kineto trace in a directory of them: named like one (PyTorch writes *.pt.trace.json and
 // friends, often gzipped) and starting like JSON.
+// The older PyTorch profiler format: a bare array whose first event is a CPU function, with
+// "pid": "CPU functions" and no "cat".
+bool LooksLikeTorchProfilerLegacy(std::string_view head) {
+  if (FirstCharacter(head) != '[') return false;
+  const size_t open = head.find('{');
+  const size_t close = head.find('}', open);
+  if (open == std::string_view::npos || close == std::string_view::npos) return false;
+  const std::string_view first = head.substr(open, close - open);
+  return first.find("\"CPU functions\"") != std::string_view::npos && first.find("\"cat\"") == std::string_view::npos;
+}
+
 bool IsKinetoFileName(const fs::path& path) {
   const std::string name = path.filename().string();
   return name.ends_with(".json") || name.ends_with(".json.gz");
@@ -414,8 +425,13 @@ Result<RankFileBuilder*> RunSink::Rank(trace::RankIdentity who, std::string_view
   return raw;
 }
 
+void RunSink::NoteLeftOut(std::string line) {
+  left_out_.push_back(line);
+  notes_.push_back(std::move(line));
+}
+
 void RunSink::NoteDamaged(std::string_view source, const DamagedEvents& damaged) {
-  for (const DamagedEvents::Line& line : damaged.Lines()) notes_.push_back(fmt::format("{}: {}", source, line.text));
+  for (const DamagedEvents::Line& line : damaged.Lines()) NoteLeftOut(fmt::format("{}: {}", source, line.text));
 }
 
 std::vector<int> RunSink::ranks_taken() const {
@@ -448,6 +464,21 @@ Status RunSink::Finish(ImportResult* result) {
   RS_RETURN_IF_ERROR(CloseOpenRanks());
   const int ranks = static_cast<int>(closed_.size());
   if (ranks == 0) return InvalidArgument("nothing to import: no input held a rank with events");
+  uint64_t events = 0;
+  for (const auto& [rank, closed] : closed_) events += closed.events;
+  if (events == 0) {
+    // A run with nothing in it would only puzzle every command that reads it.
+    std::vector<std::string> why = left_out_;
+    for (const auto& [rank, closed] : closed_) why.insert(why.end(), closed.damaged.begin(), closed.damaged.end());
+    if (why.empty()) {
+      std::string inputs;
+      for (const auto& [rank, source] : sources_) inputs += (inputs.empty() ? "" : ", ") + source;
+      why.push_back(fmt::format("{} hold{} no events", inputs, sources_.size() == 1 ? "s" : ""));
+    }
+    std::string line;
+    for (const std::string& reason : why) line += (line.empty() ? "" : "; ") + reason;
+    return InvalidArgument("no events rankscope imports: " + line);
+  }
   // Where a trace does not say, the world holds at least every rank imported and the highest.
   const int assumed_world_size = std::max(ranks, closed_.rbegin()->first + 1);
   if (!unknown_world_size_.empty()) {
@@ -477,6 +508,7 @@ std::string_view TraceFormatName(TraceFormat format) {
     case TraceFormat::kRankscopeRun: return "rankscope run";
     case TraceFormat::kRankscopeFile: return "rankscope rank file";
     case TraceFormat::kKinetoJson: return "Kineto (PyTorch profiler) JSON";
+    case TraceFormat::kTorchProfilerLegacyJson: return "PyTorch profiler JSON of the older format (without Kineto)";
     case TraceFormat::kKinetoRun: return "directory of Kineto traces";
     case TraceFormat::kNsysSqlite: return "Nsight Systems SQLite export";
     case TraceFormat::kRankscopeReport: return "rankscope JSON report";
@@ -504,7 +536,9 @@ Result<TraceFormat> DetectTraceFormat(const fs::path& path) {
   }
   const std::string head_text = import::TextHead(path, import::kJsonSniffBytes);
   const std::string_view text = import::WithoutByteOrderMark(head_text);
-  if (import::LooksLikeChromeTrace(text)) return TraceFormat::kKinetoJson;
+  if (import::LooksLikeChromeTrace(text)) {
+    return import::LooksLikeTorchProfilerLegacy(text) ? TraceFormat::kTorchProfilerLegacyJson : TraceFormat::kKinetoJson;
+  }
   const char first = import::FirstCharacter(text);
   if (first != '{' && first != '[' && import::IsGzip(head)) {
     // A gzip file whose head inflates to nothing readable: say what is wrong with the gzip.
@@ -661,6 +695,7 @@ Result<ImportResult> ImportTraces(const std::vector<fs::path>& inputs, const fs:
     RS_ASSIGN_OR_RETURN(TraceFormat format, DetectTraceFormat(input));
     switch (format) {
       case TraceFormat::kKinetoJson:
+      case TraceFormat::kTorchProfilerLegacyJson:
       case TraceFormat::kNsysSqlite: files.emplace_back(input, format); break;
       case TraceFormat::kKinetoRun:
         for (const fs::path& file : import::KinetoFilesIn(input)) files.emplace_back(file, TraceFormat::kKinetoJson);

@@ -138,6 +138,9 @@ class RunSink {
   // (`note_assignment` false). `source` names the input in messages.
   Result<RankFileBuilder*> Rank(trace::RankIdentity who, std::string_view source, bool note_assignment = true);
   void Note(std::string line) { notes_.push_back(std::move(line)); }
+  // A note of events an input left out (kinds no importer reads); Finish quotes it too when
+  // the import keeps no events at all.
+  void NoteLeftOut(std::string line);
   // Damaged events that belong to no rank (their process is unknown): a note per kind, each
   // line starting with `source`.
   void NoteDamaged(std::string_view source, const DamagedEvents& damaged);
@@ -151,7 +154,8 @@ class RunSink {
 
   // Closes every file; ranks whose world size no input gave get the number of ranks
   // imported (written into their closed files, one at a time); each rank's damaged events
-  // become notes. Errors leave nothing behind.
+  // become notes. An import that keeps no events fails, its one line saying what was left
+  // out and why. Errors leave nothing behind.
   Status Finish(ImportResult* result);
 
  private:
@@ -168,6 +172,7 @@ class RunSink {
   std::map<int, std::string> sources_;  // which input gave each rank: every rank claimed
   std::set<int> unknown_world_size_;
   std::vector<std::string> notes_;
+  std::vector<std::string> left_out_;  // the notes of what was left out, also in notes_
   bool finished_ = false;
 };
 

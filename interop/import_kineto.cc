@@ -13,7 +13,13 @@
 //   cuda_driver                     -> api_calls (driver)
 //   cuda_sync                       -> syncs, on the GPU-stream lane (stream 4294967295: none)
 //   cpu_op, user_annotation,
-//   python_function, Operator       -> push/pop NVTX ranges on their thread, domain = category
+//   python_function, Operator       -> push/pop NVTX ranges on their thread, domain = category;
+//                                      annotations keep their args, ops only the args that size
+//                                      their data (SizeArgKey: "Input Dims", "Input type", ...)
+//   no cat, pid "CPU functions"     -> the older format (PyTorch without Kineto: a bare array,
+//                                      ts from the profiler's start): push/pop NVTX ranges on
+//                                      their thread, domain cpu_op (ProfilerStep#N:
+//                                      user_annotation, as Kineto writes it)
 //   gpu_user_annotation             -> NVTX ranges on the GPU-stream lane
 //   ph i / I                        -> NVTX marks
 //   ph M thread_name / process_name -> lane names
@@ -30,6 +36,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cstdint>
 #include <cstdio>
 #include <exception>
@@ -65,6 +72,8 @@ __extension__ using Uint128 = unsigned __int128;
 constexpr int64_t kNoStream = 4294967295;
 // Events converted between two looks at the batch size.
 constexpr uint64_t kFlushEvery = 1024;
+// The pid of every event of the older format (PyTorch without Kineto).
+constexpr std::string_view kCpuFunctionsPid = "CPU functions";
 
 // ---- numbers, exactly, from their JSON text ---------------------------------------------------
 
@@ -330,9 +339,18 @@ struct Dim3Field {
 };
 
 // The args fields any importable category uses.
+// The op args kept on cpu_op ranges: what says how much data an op moved (the analyzer sizes
+// collectives from them). The rest (External id, Ev Idx, ...) differs on every op, and kept
+// whole it would be a string of its own per op.
+constexpr std::string_view kSizeArgKeys[] = {"Input Dims",    "Input type",     "Collective name",
+                                             "dtype",         "In msg nelems",  "Out msg nelems",
+                                             "In split size", "Out split size", "Group size"};
+constexpr size_t kSizeArgCount = std::size(kSizeArgKeys);
+
 struct Args {
   Token self;  // kind kOther with text "{" when it is an object
   bool object = false;
+  std::array<std::string_view, kSizeArgCount> size;  // raw JSON of kSizeArgKeys[i], empty when absent
   Token device, stream, context, correlation, external_id, cbid, bytes, registers, shared_memory;
   Token in_device, from_device, to_device, in_context, wait_on_stream, wait_on_event, name;
   Dim3Field grid, block;
@@ -413,6 +431,24 @@ error_code ReadDim3(od::value& value, Dim3Field* out) {
   return simdjson::SUCCESS;
 }
 
+// A value's raw JSON text: a whole array or object, or a scalar's token.
+error_code ReadRawValue(od::value& value, std::string_view* out) {
+  const std::string_view token = value.raw_json_token();
+  const char first = token.empty() ? ' ' : token.front();
+  if (first == '[') {
+    od::array array;
+    if (error_code e = value.get_array().get(array)) return e;
+    return array.raw_json().get(*out);
+  }
+  if (first == '{') {
+    od::object object;
+    if (error_code e = value.get_object().get(object)) return e;
+    return object.raw_json().get(*out);
+  }
+  *out = token;
+  return simdjson::SUCCESS;
+}
+
 error_code ReadArgs(od::value& value, Args* args) {
   if (error_code e = ReadToken(value, &args->self)) return e;
   if (args->self.kind != Token::kOther || args->self.text.empty() || args->self.text.front() != '{') {
@@ -471,7 +507,11 @@ error_code ReadArgs(od::value& value, Args* args) {
         break;
       default: break;
     }
-    return slot != nullptr ? ReadToken(field, slot) : simdjson::SUCCESS;
+    if (slot != nullptr) return ReadToken(field, slot);
+    for (size_t i = 0; i < kSizeArgCount; ++i) {
+      if (key == kSizeArgKeys[i]) return ReadRawValue(field, &args->size[i]);
+    }
+    return simdjson::SUCCESS;
   };
   if (error_code e = ForEachField(value, read_field)) return e;
   // The object's text: from its '{' to the token after its '}', less the whitespace between.
@@ -598,6 +638,9 @@ class KinetoImporter {
   // Adds one event to the rank file; what is wrong with it when it is damaged (the policy
   // of import_internal.h), and then nothing of it is added.
   Damaged Convert(const RawEvent& e, uint64_t index);
+  // An event of the older format (no cat, pid "CPU functions"): a CPU function, on the
+  // profiler's thread `tid`.
+  Damaged ConvertCpuFunction(const RawEvent& e, uint64_t index);
 
   // Field readers: nullopt when the field is usable (an optional one may be absent), else the
   // damage, which names the event.
@@ -639,6 +682,10 @@ class KinetoImporter {
   std::string LaneName(const trace::Lane& lane) const;
   trace::StringId Intern(std::string_view text);
   trace::StringId InternArgs(std::string_view json);
+  // The args of kSizeArgKeys an op has, as compact JSON (nothing when it has none).
+  trace::StringId InternSizeArgs(const Args& args);
+  // The rank a trace without distributedInfo has by its file name, where that names one.
+  std::optional<int> RankFromFileName() const;
   void Skip(std::string_view what);
   void NameLanes();
 
@@ -661,6 +708,9 @@ class KinetoImporter {
   std::optional<int64_t> os_pid_;
   std::string global_lane_name_;
   std::string minified_;
+  std::string size_args_;   // InternSizeArgs' JSON, reused
+  uint64_t cpu_functions_read_ = 0;      // events of the older format
+  uint64_t cpu_functions_imported_ = 0;  // of which ranges now
   std::vector<std::pair<FlowPoint, uint64_t>> flow_starts_, flow_ends_;  // point, flow id
   std::vector<AwaitingFlow<trace::KernelEvent>> kernels_awaiting_;
   std::vector<AwaitingFlow<trace::MemcpyEvent>> memcpys_awaiting_;
@@ -962,6 +1012,40 @@ trace::StringId KinetoImporter::InternArgs(std::string_view json) {
   return length <= 2 ? trace::kEmptyString : Intern(std::string_view(minified_.data(), length));
 }
 
+trace::StringId KinetoImporter::InternSizeArgs(const Args& args) {
+  size_args_.clear();
+  for (size_t i = 0; i < kSizeArgCount; ++i) {
+    if (args.size[i].empty()) continue;
+    size_args_ += size_args_.empty() ? "{\"" : ",\"";
+    size_args_ += kSizeArgKeys[i];
+    size_args_ += "\":";
+    size_args_ += args.size[i];
+  }
+  if (size_args_.empty()) return trace::kEmptyString;
+  size_args_ += '}';
+  return InternArgs(size_args_);
+}
+
+// "ddp_rank1.json", "trace-rank_1.pt.trace.json.gz", "test_worker1.json": the number after the
+// last "rank" or "worker" that starts a word (after a non-letter), with an optional '-' or '_'
+// between, and ends one (no letter or digit after it).
+std::optional<int> KinetoImporter::RankFromFileName() const {
+  const std::string name = file_.filename().string();
+  std::optional<int> rank;
+  for (const std::string_view word : {std::string_view("rank"), std::string_view("worker")}) {
+    for (size_t at = name.find(word); at != std::string::npos; at = name.find(word, at + 1)) {
+      if (at > 0 && std::isalpha(static_cast<unsigned char>(name[at - 1]))) continue;
+      size_t digits = at + word.size();
+      if (digits < name.size() && (name[digits] == '-' || name[digits] == '_')) ++digits;
+      size_t end = digits;
+      while (end < name.size() && std::isdigit(static_cast<unsigned char>(name[end])) && end - digits < 7) ++end;
+      if (end == digits || (end < name.size() && std::isalnum(static_cast<unsigned char>(name[end])))) continue;
+      rank = std::stoi(name.substr(digits, end - digits));
+    }
+  }
+  return rank;
+}
+
 void KinetoImporter::Skip(std::string_view what) {
   auto it = skipped_.find(what);
   if (it == skipped_.end()) it = skipped_.emplace(std::string(what), 0).first;
@@ -1076,13 +1160,33 @@ Status KinetoImporter::Run() {
   }
 
   base_ns_ = top.base_ns;
+  bool rank_from_name = false;
+  if (!top.who.rank) {
+    const std::optional<int> named = RankFromFileName();
+    const std::vector<int> taken = sink_.ranks_taken();
+    if (named && std::find(taken.begin(), taken.end(), *named) == taken.end()) {
+      top.who.rank = named;
+      rank_from_name = true;
+      sink_.Note(fmt::format("{}: no rank recorded; imported as rank {}, from its file name", source_, *named));
+    }
+  }
   RS_ASSIGN_OR_RETURN(builder_, sink_.Rank(top.who, source_));
+  if (rank_from_name) builder_->SetMeta("import.rank_source", "file name");
   RS_RETURN_IF_ERROR(ConvertEvents(doc, events));
   if (type == od::json_type::array) RS_RETURN_IF_ERROR(AtEnd(doc));
   CorrelateByFlows();
   if (os_pid_) builder_->SetMeta(trace::meta_key::kPid, std::to_string(*os_pid_));
   NameLanes();
   builder_->Flush();
+  if (cpu_functions_read_ > 0) {
+    builder_->SetMeta("import.format", "pytorch-profiler-without-kineto");
+    builder_->SetMeta("import.time_origin", "the profiler's start (the file holds no clock)");
+    sink_.Note(fmt::format("{}: the older PyTorch profiler format (PyTorch without Kineto): {} CPU function{} imported "
+                           "as ranges (cpu_op; ProfilerStep#N as user_annotation); the file holds no clock and its "
+                           "times count from the profiler's start, so the rank starts at 0 ns: ranks line up at "
+                           "their profilers' starts",
+                           source_, cpu_functions_imported_, cpu_functions_imported_ == 1 ? "" : "s"));
+  }
   if (!skipped_.empty()) {
     std::vector<std::pair<std::string, uint64_t>> skipped(skipped_.begin(), skipped_.end());
     std::stable_sort(skipped.begin(), skipped.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
@@ -1092,8 +1196,8 @@ Status KinetoImporter::Run() {
       total += count;
       if (list.size() < 200) list += fmt::format("{}{} {}", list.empty() ? "" : ", ", Printable(what, 40), count);
     }
-    sink_.Note(fmt::format("{}: left out {} event{} of kinds rankscope does not import ({})", source_, total,
-                           total == 1 ? "" : "s", list));
+    sink_.NoteLeftOut(fmt::format("{}: left out {} event{} of kinds rankscope does not import ({})", source_, total,
+                                  total == 1 ? "" : "s", list));
   }
   return Status::Ok();
 }
@@ -1138,6 +1242,9 @@ Damaged KinetoImporter::Convert(const RawEvent& e, uint64_t index) {
     return std::nullopt;
   }
 
+  if (!e.cat.present() && e.pid.kind == Token::kString && e.pid.text == kCpuFunctionsPid) {
+    return ConvertCpuFunction(e, index);
+  }
   if (e.cat.present() && e.cat.kind != Token::kString) {
     Skip("(cat not a string)");
     return std::nullopt;
@@ -1334,13 +1441,59 @@ Damaged KinetoImporter::Convert(const RawEvent& e, uint64_t index) {
       r.domain = Intern(cat);
       r.style = trace::NvtxRangeStyle::kPushPop;
       r.correlation_id = static_cast<uint64_t>(external.value_or(0));
-      // Annotations keep their args; op args (shapes, types) would dwarf the rest of the file.
-      if ((cat == "user_annotation" || cat == "gpu_user_annotation") && e.args.object) r.args = InternArgs(e.args.text);
+      // Annotations keep their args; ops only those that size their data (the rest differs
+      // on every op: kept, it would dwarf the rest of the file).
+      if (e.args.object) {
+        r.args = cat == "user_annotation" || cat == "gpu_user_annotation" ? InternArgs(e.args.text)
+                                                                          : InternSizeArgs(e.args);
+      }
       out.nvtx_ranges.push_back(r);
       return std::nullopt;
     }
     case Category::kOther: break;
   }
+  return std::nullopt;
+}
+
+Damaged KinetoImporter::ConvertCpuFunction(const RawEvent& e, uint64_t index) {
+  ++cpu_functions_read_;
+  const std::string_view ph = e.ph.kind == Token::kString ? e.ph.text : std::string_view();
+  if (ph != "X") {
+    if (!e.ph.present()) return EventDamage(e, index, "without ph", "no ph");
+    Skip("(CPU functions, ph not X)");
+    return std::nullopt;
+  }
+  if (e.name.present() && e.name.kind != Token::kString) {
+    return EventDamage(e, index, "without a valid name", fmt::format("name is {}, not a string", TypeName(e.name)));
+  }
+  // A remote RPC call's event: " node_id:1, thread_id:5 ", on that node's clock.
+  if (e.tid.kind == Token::kString && e.tid.text.find("node_id:") != std::string_view::npos) {
+    Skip("(CPU functions of remote RPC calls)");
+    return std::nullopt;
+  }
+  trace::NvtxRangeEvent r;
+  if (Damaged damage = Times(e, index, true, &r)) return damage;
+  if (!e.tid.present()) return EventDamage(e, index, "without a valid tid", "no tid");
+  std::optional<int64_t> tid;
+  if (Damaged damage = Id(e, index, e.tid, "tid", &tid)) return damage;
+  if (e.args.self.present() && !e.args.object) {
+    return EventDamage(e, index, "with args that are not an object",
+                       fmt::format("args is {}, not an object", TypeName(e.args.self)));
+  }
+  // The file has no process id: the thread's lane has pid 0, named after the "process".
+  process_names_.try_emplace(0, std::string(kCpuFunctionsPid));
+  LaneKey key;
+  key.kind = trace::LaneKind::kCpuThread;
+  key.tid = *tid;
+  r.lane = Lane(key);
+  const std::string_view name = e.name.kind == Token::kString ? e.name.text : std::string_view();
+  r.name = Intern(name);
+  // Kineto files the step annotation under user_annotation: the step is no op.
+  r.domain = Intern(name.starts_with("ProfilerStep#") ? "user_annotation" : "cpu_op");
+  r.style = trace::NvtxRangeStyle::kPushPop;
+  if (e.args.object) r.args = InternSizeArgs(e.args);
+  builder_->events().nvtx_ranges.push_back(r);
+  ++cpu_functions_imported_;
   return std::nullopt;
 }
 

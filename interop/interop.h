@@ -18,6 +18,9 @@ enum class TraceFormat {
   kRankscopeRun,   // a run directory of rank files
   kRankscopeFile,  // one rank file
   kKinetoJson,     // PyTorch profiler / Kineto trace (.json or .json.gz), one rank
+  // The older PyTorch profiler format (PyTorch without Kineto): a bare array of CPU
+  // functions ("pid": "CPU functions", no "cat"), times from the profiler's start; one rank
+  kTorchProfilerLegacyJson,
   kKinetoRun,      // a directory of Kineto traces, one per rank, and no rank files
   kNsysSqlite,     // `nsys export --type sqlite`, one rank per process
   kRankscopeReport,  // a JSON report of rankscope analyze or scale: figures, not a trace
@@ -26,8 +29,9 @@ enum class TraceFormat {
 std::string_view TraceFormatName(TraceFormat format);
 
 // What `path` is, from its contents (not its name): SQLite files by their tables, gzip by
-// its magic, JSON by its first MiB (a Kineto trace has "traceEvents" before its events, a
-// rankscope report starts with its "format"). One line naming the path for anything else.
+// its magic, JSON by its first MiB (a Kineto trace has "traceEvents" before its events, or is
+// a bare array of them, whose first event says whether it is the older format; a rankscope
+// report starts with its "format"). One line naming the path for anything else.
 Result<TraceFormat> DetectTraceFormat(const std::filesystem::path& path);
 
 struct ImportOptions {
@@ -41,10 +45,13 @@ struct ImportResult {
   uint64_t events = 0;
 };
 
-// Converts Kineto traces (one rank each) and nsys SQLite exports (one rank per process of
+// Converts Kineto traces and older PyTorch profiler traces (one rank each: from
+// distributedInfo, else from a file name such as "x_rank1.json" or "worker1.json", else the
+// lowest rank free) and nsys SQLite exports (one rank per process of
 // the report) into the rank files of one run in `run_dir`, created if missing; rank files
 // already there are refused unless `options.overwrite`. Ranks must not repeat across
-// inputs. On error nothing half-written is left behind: files written so far are removed.
+// inputs. An import that keeps no events fails, its one line saying what was left out and
+// why. On error nothing half-written is left behind: files written so far are removed.
 Result<ImportResult> ImportTraces(const std::vector<std::filesystem::path>& inputs, const std::filesystem::path& run_dir,
                                   const ImportOptions& options = {});
 

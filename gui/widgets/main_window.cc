@@ -557,6 +557,7 @@ void MainWindow::ShowRun(int index) {
   overview_->setData(run.overview);
   overview_->setViewRange(timeline_->view().start_ns(), timeline_->view().end_ns());
   search_->setModel(run.model.get());
+  run_panel_->setImportNotes(run.source->notes());
   if (run.report) {
     run_panel_->setReport(run.report);
   } else if (!run.analysis_error.isEmpty()) {
@@ -605,6 +606,7 @@ void MainWindow::UpdateTitle() {
 void MainWindow::UpdateStatus() {
   if (current_ < 0) {
     status_label_->setText(tr("Open a run directory (Ctrl+O) or a rank file (Ctrl+Shift+O), or drop one here."));
+    status_label_->setToolTip(QString());
     view_label_->clear();
     return;
   }
@@ -616,8 +618,21 @@ void MainWindow::UpdateStatus() {
                           DurationText(std::llround(run.load_seconds * 1e9)));
   if (run.analyzing) text += tr(" · analyzing…");
   if (!run.analysis_error.isEmpty()) text += tr(" · analysis failed");
+  // An imported trace: what the importer left out or assumed, in full in the Run tab.
+  const std::vector<std::string>& notes = run.source->notes();
+  QString notes_tip;
+  if (!notes.empty()) {
+    text += notes.size() == 1 ? tr(" · 1 import note in the Run tab")
+                              : tr(" · %1 import notes in the Run tab").arg(notes.size());
+    QStringList lines;
+    for (const std::string& note : notes) lines << QString::fromStdString(note);
+    notes_tip = lines.join(QLatin1Char('\n'));
+  }
   status_label_->setText(text);
+  status_label_->setToolTip(notes_tip);
 }
+
+QString MainWindow::statusText() const { return status_label_->text(); }
 
 void MainWindow::UpdateProgress() {
   if (!isBusy()) {

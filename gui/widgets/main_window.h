@@ -90,6 +90,9 @@ class MainWindow : public QMainWindow {
   SearchBar* searchBar() const { return search_; }
   QTabWidget* sidePanel() const { return tabs_; }
   QComboBox* runSelector() const { return run_selector_; }
+  // The status bar's text: the shown run's size, its analysis, and for another tool's trace
+  // how many notes its import left (their lines are the text's tooltip and in the Run tab).
+  QString statusText() const;
 
   // Critical message boxes on load errors (default on). loadFailed is emitted either way.
   void setShowErrorDialogs(bool show) { show_error_dialogs_ = show; }

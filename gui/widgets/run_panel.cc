@@ -188,6 +188,12 @@ RunPanel::RunPanel(QWidget* parent) : QWidget(parent) {
   status_ = new QLabel(content);
   status_->setWordWrap(true);
   status_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  import_notes_ = new QLabel(content);
+  import_notes_->setObjectName(QStringLiteral("importNotes"));
+  import_notes_->setWordWrap(true);
+  import_notes_->setTextFormat(Qt::RichText);
+  import_notes_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  import_notes_->hide();
   summary_ = new QLabel(content);
   summary_->setWordWrap(true);
   summary_->setTextFormat(Qt::RichText);
@@ -225,6 +231,7 @@ RunPanel::RunPanel(QWidget* parent) : QWidget(parent) {
   });
   connect(bars_, &BreakdownBars::rankClicked, this, &RunPanel::rankClicked);
 
+  layout->addWidget(import_notes_);
   layout->addWidget(status_);
   layout->addWidget(summary_);
   layout->addWidget(metrics_);
@@ -238,12 +245,27 @@ RunPanel::RunPanel(QWidget* parent) : QWidget(parent) {
 }
 
 void RunPanel::clear() {
+  setImportNotes({});
   report_.reset();
   error_.clear();
   status_->setText(tr("No run open."));
   status_->setStyleSheet(QString());
   status_->show();
   Fill();
+}
+
+void RunPanel::setImportNotes(const std::vector<std::string>& notes) {
+  notes_ = notes;
+  QString html = tr("<b>Imported</b>: what the importer noted<br>");
+  for (const std::string& note : notes_) html += QStringLiteral("• %1<br>").arg(HtmlText(note));
+  import_notes_->setText(notes_.empty() ? QString() : html);
+  import_notes_->setVisible(!notes_.empty());
+}
+
+QString RunPanel::importNotesText() const {
+  QString text;
+  for (const std::string& note : notes_) text += Str(note) + QLatin1Char('\n');
+  return text;
 }
 
 void RunPanel::setAnalyzing() {

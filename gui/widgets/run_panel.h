@@ -1,7 +1,9 @@
 // The "Run" tab: the numbers `rankscope analyze` prints, from the analyzer's Report (run
 // summary, run metrics with their worst rank, stragglers, warnings), with one stacked
 // bar per rank and device of where its time went; clicking a bar asks the timeline to
-// scroll to that rank. The full text report is one click away.
+// scroll to that rank. The full text report is one click away. Above it all, for another
+// tool's trace, the importer's notes (what it left out, how it chose ranks and times),
+// whether or not the analysis succeeds.
 #pragma once
 
 #include <QWidget>
@@ -64,6 +66,11 @@ class RunPanel : public QWidget {
   // The analysis failed: the error line instead of the numbers.
   void setError(const QString& message);
   void clear();
+  // The notes of the import the run was read through (interop::ResolvedRun::notes()); none
+  // for a rankscope run. Kept until the next call or clear().
+  void setImportNotes(const std::vector<std::string>& notes);
+  // The notes shown, one line each ("" when none).
+  QString importNotesText() const;
 
   const analyzer::Report* report() const { return report_.get(); }
   QString errorText() const { return error_; }
@@ -80,6 +87,8 @@ class RunPanel : public QWidget {
   std::shared_ptr<const analyzer::Report> report_;
   QString error_;
   QLabel* status_ = nullptr;
+  QLabel* import_notes_ = nullptr;
+  std::vector<std::string> notes_;
   QLabel* summary_ = nullptr;
   QTableWidget* metrics_ = nullptr;
   QLabel* bars_title_ = nullptr;

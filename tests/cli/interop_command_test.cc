@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -279,6 +280,72 @@ TEST_F(InteropCommandTest, AFailedImportLeavesNoDirectoryBehind) {
   const auto kept = RunRankscope({"import", (dir_ / "cut.json").string(), "-o", (dir_ / "existing").string()}, options_);
   EXPECT_EQ(kept.exit_code, 2);
   EXPECT_EQ(Snapshot(dir_ / "existing"), before);
+}
+
+// An import that keeps no events is an error wherever a foreign trace is read: one line naming
+// what was left out and why, exit 2, and nothing written (no run directory, no export, no
+// temporary import left behind).
+TEST_F(InteropCommandTest, ATraceWithNothingToImportIsOneErrorLineEverywhere) {
+  const fs::path counters = dir_ / "counters.json";
+  WriteFile(counters, R"([{"name": "memory", "ph": "C", "ts": 1, "pid": 1, "args": {"bytes": 4}},
+                          {"name": "memory", "ph": "C", "ts": 2, "pid": 1, "args": {"bytes": 8}}])");
+  const std::string why = "no events rankscope imports: '" + counters.string() +
+                          "': left out 2 events of kinds rankscope does not import ('ph C' 2)";
+  const auto imported = RunRankscope({"import", counters.string(), "-o", (dir_ / "out").string()}, options_);
+  EXPECT_EQ(imported.exit_code, 2);
+  ExpectOneErrorLine(imported, why);
+  EXPECT_FALSE(fs::exists(dir_ / "out"));
+
+  const auto analyzed = RunRankscope({"analyze", counters.string(), "--out", (dir_ / "r.txt").string()}, options_);
+  EXPECT_EQ(analyzed.exit_code, 2);
+  ExpectOneErrorLine(analyzed, why);
+  EXPECT_FALSE(fs::exists(dir_ / "r.txt"));
+
+  const auto exported = RunRankscope({"export", counters.string(), "--chrome", (dir_ / "t.json").string()}, options_);
+  EXPECT_EQ(exported.exit_code, 2);
+  ExpectOneErrorLine(exported, why);
+  EXPECT_FALSE(fs::exists(dir_ / "t.json"));
+  EXPECT_EQ(CountEntries(dir_ / "tmp"), 0u);
+}
+
+// What an import left out or assumed reaches the user on every path that reads a foreign
+// trace: import, export and analyze print the importer's notes (here of the older PyTorch
+// profiler format, whose file names the rank) before anything else.
+TEST_F(InteropCommandTest, ImportNotesReachTheUserInImportExportAndAnalyze) {
+  const fs::path legacy = dir_ / "job_rank1.json";
+  WriteFile(legacy, R"([{"name": "ProfilerStep#0", "ph": "X", "ts": 10, "dur": 90, "tid": 1, "pid": "CPU functions", "args": {}},
+{"name": "aten::mm", "ph": "X", "ts": 20, "dur": 30, "tid": 1, "pid": "CPU functions", "args": {}},
+{"name": "gloo:all_reduce", "ph": "X", "ts": 55, "dur": 40, "tid": 2, "pid": "CPU functions", "args": {}},
+{"name": "memory", "ph": "C", "ts": 60, "pid": 1, "args": {}}])");
+  const std::string format_note = "rankscope: note: '" + legacy.string() +
+                                  "': the older PyTorch profiler format (PyTorch without Kineto): 3 CPU functions "
+                                  "imported as ranges";
+  const std::string rank_note =
+      "rankscope: note: '" + legacy.string() + "': no rank recorded; imported as rank 1, from its file name";
+  const std::string left_out_note = "rankscope: note: '" + legacy.string() +
+                                    "': left out 1 event of kinds rankscope does not import ('ph C' 1)";
+
+  const auto imported = RunRankscope({"import", legacy.string(), "-o", (dir_ / "out").string()}, options_);
+  ASSERT_EQ(imported.exit_code, 0) << imported.err;
+  EXPECT_NE(imported.err.find("imported 1 rank (3 events)"), std::string::npos) << imported.err;
+  EXPECT_TRUE(fs::exists(dir_ / "out" / trace::RankFileName(1)));
+
+  const auto exported = RunRankscope({"export", legacy.string(), "--chrome", (dir_ / "t.json").string()}, options_);
+  ASSERT_EQ(exported.exit_code, 0) << exported.err;
+  EXPECT_TRUE(fs::exists(dir_ / "t.json"));
+
+  // Whatever the analysis makes of a CPU-only trace, the notes come before its own lines.
+  const auto analyzed = RunRankscope({"analyze", legacy.string()}, options_);
+  for (const auto* run : {&imported, &exported, &analyzed}) {
+    const std::vector<std::string> lines = Lines(run->err);
+    for (const std::string& note : {format_note, rank_note, left_out_note}) {
+      const auto at = std::find_if(lines.begin(), lines.end(), [&](const std::string& line) { return line.starts_with(note); });
+      ASSERT_NE(at, lines.end()) << note << "\n" << run->err;
+      EXPECT_TRUE(std::all_of(lines.begin(), at, [](const std::string& line) { return line.starts_with("rankscope: note: "); }))
+          << run->err;
+    }
+  }
+  EXPECT_EQ(CountEntries(dir_ / "tmp"), 0u);
 }
 
 }  // namespace

@@ -78,6 +78,10 @@ TEST(DamagedEventsTest, TheSinkNotesThemAndWritesThemIntoTheRankFile) {
     Result<RankFileBuilder*> builder = sink.Rank(who, "'trace.json'");
     ASSERT_TRUE(builder.ok()) << builder.status().message();
     (*builder)->damaged().Count("kernel", "without a valid ts/dur", "traceEvents[3] (kernel 'k'): no ts");
+    trace::NvtxMarkEvent kept;  // a run must keep some event
+    kept.lane = (*builder)->Lane(trace::Lane{.tid = 1});
+    kept.start_ns = kept.end_ns = 1000;
+    (*builder)->events().nvtx_marks.push_back(kept);
     DamagedEvents of_no_rank;
     of_no_rank.Count("kernel", "of a pid the \"rankscope\" object does not list", "traceEvents[9]: pid 7");
     sink.NoteDamaged("'trace.json'", of_no_rank);

@@ -103,6 +103,18 @@ TEST(ImportGolden, KinetoTensorBoardPluginNcclWorkers) {
   EXPECT_EQ(imported.rank_files.size(), 2u) << AllNotes(imported);
 }
 
+// The older PyTorch profiler format (tests/interop/data/torch_legacy/, its README says what it
+// holds): 2 ranks of DDP over Gloo, ranks from the file names, times from each profiler's start.
+TEST(ImportGolden, TorchProfilerWithoutKinetoTwoGlooRanks) {
+  TempDir dir;
+  for (const char* input : {"ddp_gloo_rank0.json.gz", "ddp_gloo_rank1.json.gz"}) {
+    fs::copy_file(GoldenPath("tests/interop/data/torch_legacy") / input, dir / input);
+  }
+  const ImportResult imported = ExpectImportMatchesGolden(
+      {dir / "ddp_gloo_rank0.json.gz", dir / "ddp_gloo_rank1.json.gz"}, dir, "torch_legacy_ddp_gloo");
+  EXPECT_EQ(imported.rank_files.size(), 2u) << AllNotes(imported);
+}
+
 // ---- nsys SQLite -----------------------------------------------------------------------------------
 //
 // nsys_ddp.sql (its header says what it holds): two processes with CUDA activity, so two

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "analyzer/analyze.h"
@@ -559,7 +560,8 @@ TEST_F(EveryCategoryTest, RangesAndMarks) {
   EXPECT_EQ(mm->start_ns, At(1'010'500));
   EXPECT_EQ(mm->end_ns, At(1'030'625));
   EXPECT_EQ(rank_.str(mm->domain), "cpu_op");
-  EXPECT_EQ(mm->args, trace::kEmptyString);  // op args are dropped
+  // Of op args, only those that size the data are kept (External id and the like are not).
+  EXPECT_EQ(rank_.str(mm->args), R"({"Input Dims":[[2,3],[3,4]],"Input type":["float","float"]})");
   EXPECT_EQ(mm->correlation_id, 10u);
 
   const auto* python = Named(rank_, rank_.events.nvtx_ranges, "train.py(10): step");
@@ -808,7 +810,7 @@ constexpr DamagedInput kDamagedInputs[] = {
     {"string_dur.json", "gemm", 0,
      "left out 1 kernel event without a valid ts/dur (first: traceEvents[1] (kernel 'gemm'): dur is a string, not "
      "a number)"},
-    {"kernel_args_not_object.json", "gemm", 0,
+    {"kernel_args_not_object.json", "gemm", 1,
      "left out 1 kernel event with args that are not an object (first: traceEvents[0] (kernel 'gemm'): args is an "
      "array, not an object)"},
 };
@@ -974,15 +976,35 @@ TEST(KinetoImportTest, DamagedEventsOfOneKindMakeOneNote) {
   EXPECT_EQ(rank.meta.entries.at("import.left_out.cuda_runtime"), calls);
 }
 
-// A file with no events of any kind still holds a rank (with nothing in it): the run says so
-// rather than failing.
-TEST(KinetoImportTest, EmptyEventArray) {
+// A file with no events at all would be a run with nothing in it: the import fails with one
+// line saying so, and writes nothing.
+TEST(KinetoImportTest, EmptyEventArrayIsAnError) {
   TempDir dir;
   WriteText(dir / "empty.json", R"({"distributedInfo": {"rank": 1, "world_size": 2}, "traceEvents": []})");
-  const ImportResult imported = ImportOk({dir / "empty.json"}, dir / "run");
-  ASSERT_EQ(imported.rank_files.size(), 1u);
-  EXPECT_EQ(imported.rank_files[0].filename(), "rank-1.sqlite");
-  EXPECT_EQ(imported.events, 0u);
+  Result<ImportResult> imported = ImportTraces({dir / "empty.json"}, dir / "run");
+  ASSERT_FALSE(imported.ok());
+  EXPECT_EQ(imported.status().message(),
+            fmt::format("no events rankscope imports: '{}' holds no events", (dir / "empty.json").string()));
+  EXPECT_FALSE(fs::exists(dir / "run"));
+}
+
+// Events only of kinds no importer reads, or only damaged ones: the one error line says what
+// was left out and why, input by input.
+TEST(KinetoImportTest, AnImportThatKeepsNoEventsFailsSayingWhatItLeftOut) {
+  TempDir dir;
+  WriteText(dir / "counters.json", R"([
+    {"ph": "C", "name": "memory", "pid": 1, "ts": 1, "args": {"bytes": 4}},
+    {"ph": "X", "name": "no category", "pid": 1, "tid": 1, "ts": 1, "dur": 2}])");
+  WriteText(dir / "damaged.json", R"({"distributedInfo": {"rank": 1},
+    "traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "dur": 2}]})");
+  Result<ImportResult> imported = ImportTraces({dir / "counters.json", dir / "damaged.json"}, dir / "run");
+  ASSERT_FALSE(imported.ok());
+  EXPECT_EQ(imported.status().message(),
+            fmt::format("no events rankscope imports: '{}': left out 2 events of kinds rankscope does not import "
+                        "('(no cat)' 1, 'ph C' 1); '{}': left out 1 kernel event without a valid ts/dur (first: "
+                        "traceEvents[0] (kernel 'k'): no ts)",
+                        (dir / "counters.json").string(), (dir / "damaged.json").string()));
+  EXPECT_FALSE(fs::exists(dir / "run"));
 }
 
 }  // namespace

@@ -3,7 +3,9 @@
 // values read as the reports write them, and the Scaling tab shows the reports' chart.
 #include <QApplication>
 #include <QImage>
+#include <QLabel>
 #include <QMessageBox>
+#include <QStatusBar>
 #include <QTableWidget>
 #include <QTest>
 #include <QTimer>
@@ -272,6 +274,63 @@ TEST_F(WidgetsTest, OpensAnotherToolsTraceDirectlyAndForgetsItsImportOnClose) {
   EXPECT_EQ(report->ranks[1].totals.window_ns, original_step);
   window_.closeRun(1);
   EXPECT_TRUE(std::filesystem::is_empty(tmp)) << "the temporary import outlived its run";
+}
+
+// A foreign trace's import notes (what was left out, how the rank and the times were chosen)
+// are where the user sees them: in the Run tab, whether or not the analysis succeeds, and
+// counted in the status bar with the lines as its tooltip. A rankscope run has none.
+TEST_F(WidgetsTest, AnImportedTracesNotesShowInTheRunTabAndTheStatusBar) {
+  EXPECT_TRUE(window_.runPanel()->importNotesText().isEmpty());
+  EXPECT_FALSE(window_.statusText().contains("import note"));
+  rankscope::testing::TempDir other;
+  // The older PyTorch profiler format, with an event of a kind no importer reads.
+  const std::filesystem::path legacy = other / "job_rank1.json";
+  std::ofstream(legacy) << R"([
+    {"name": "ProfilerStep#0", "ph": "X", "ts": 10, "dur": 90, "tid": 1, "pid": "CPU functions", "args": {}},
+    {"name": "aten::mm", "ph": "X", "ts": 20, "dur": 30, "tid": 1, "pid": "CPU functions", "args": {}},
+    {"name": "memory", "ph": "C", "ts": 60, "pid": 1, "args": {}}])";
+  ASSERT_TRUE(window_.openRunBlocking(QString::fromStdString(legacy.string())));
+  ASSERT_TRUE(window_.waitUntilIdle());
+  ASSERT_EQ(window_.currentRun(), 1);
+  const QString notes = window_.runPanel()->importNotesText();
+  const QString file = QString::fromStdString(legacy.string());
+  EXPECT_TRUE(notes.contains(file + "': left out 1 event of kinds rankscope does not import ('ph C' 1)"))
+      << notes.toStdString();
+  EXPECT_TRUE(notes.contains(file + "': no rank recorded; imported as rank 1, from its file name")) << notes.toStdString();
+  EXPECT_TRUE(notes.contains(file + "': the older PyTorch profiler format")) << notes.toStdString();
+  auto* shown = window_.runPanel()->findChild<QLabel*>(QStringLiteral("importNotes"));
+  ASSERT_NE(shown, nullptr);
+  EXPECT_TRUE(shown->isVisible());
+  EXPECT_TRUE(shown->text().contains("left out 1 event")) << shown->text().toStdString();
+  const int count = static_cast<int>(notes.count(QLatin1Char('\n')));
+  EXPECT_TRUE(window_.statusText().contains(QStringLiteral("%1 import notes in the Run tab").arg(count)))
+      << window_.statusText().toStdString();
+  QString tooltip;
+  for (const QLabel* label : window_.statusBar()->findChildren<QLabel*>()) {
+    if (label->text() == window_.statusText()) tooltip = label->toolTip();
+  }
+  EXPECT_EQ(tooltip + QLatin1Char('\n'), notes);
+
+  // Back on the rankscope run: no notes; the imported run's come back with it.
+  window_.setCurrentRun(0);
+  EXPECT_TRUE(window_.runPanel()->importNotesText().isEmpty());
+  EXPECT_FALSE(shown->isVisible());
+  EXPECT_FALSE(window_.statusText().contains("import note"));
+  window_.setCurrentRun(1);
+  EXPECT_EQ(window_.runPanel()->importNotesText(), notes);
+}
+
+// A trace with nothing rankscope imports does not open: one error line saying what was left out.
+TEST_F(WidgetsTest, ATraceWithNothingToImportFailsWithWhatWasLeftOut) {
+  rankscope::testing::TempDir other;
+  const std::filesystem::path counters = other / "counters.json";
+  std::ofstream(counters) << R"([{"name": "memory", "ph": "C", "ts": 1, "pid": 1, "args": {"bytes": 4}}])";
+  QString error;
+  QObject::connect(&window_, &MainWindow::loadFailed, [&](const QString& message) { error = message; });
+  EXPECT_FALSE(window_.openRunBlocking(QString::fromStdString(counters.string())));
+  EXPECT_EQ(error.toStdString(), "no events rankscope imports: '" + counters.string() +
+                                     "': left out 1 event of kinds rankscope does not import ('ph C' 1)");
+  EXPECT_EQ(window_.runCount(), 1);
 }
 
 TEST_F(WidgetsTest, EveryRanksRowsHaveContentInTheWindowsGrab) {
