@@ -45,7 +45,7 @@ struct AnalyzeOptions {
   ClassifyOptions classify;
   // NVTX range names that mark a training step (docs/metrics.md §2), compared without case;
   // "ProfilerStep#<N>" always counts, with N as the step number.
-  std::vector<std::string> step_names = {"step", "train_step"};
+  std::vector<std::string> step_names = DefaultStepNames();
   int skip_steps = 1;                   // warm-up steps left out of the aggregates
   std::optional<int64_t> first_step;    // --steps A..B: only step numbers in [A, B]
   std::optional<int64_t> last_step;
