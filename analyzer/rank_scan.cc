@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
-#include <charconv>
 #include <map>
 #include <unordered_map>
 
@@ -60,6 +59,15 @@ struct StepCandidate {
   trace::StringId args = trace::kEmptyString;
   uint32_t payload_kind = 0;
   int64_t payload_int = 0;
+};
+
+// What the scanner keeps of a range the CPU-side rule may class: 32 bytes, not a SpanRow.
+struct DeferredRange {
+  trace::LaneId lane = trace::kNoLane;
+  trace::StringId name = trace::kEmptyString;
+  trace::StringId args = trace::kEmptyString;
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
 };
 
 struct NameTotal {
@@ -189,7 +197,7 @@ class RankScanner::Impl {
   std::vector<LaneIntervals> device_lanes_;  // kernels, copies, sets: the lane's device
   std::vector<LaneIntervals> range_lanes_;   // CPU-backend ranges: device -1
   // Ranges the CPU-side rule may class, held until the rank ends (SpanClassifier).
-  std::vector<trace::SpanRow> deferred_ranges_;
+  std::vector<DeferredRange> deferred_ranges_;
   // Per StringId of the file's table, never sized by an id from an event.
   std::vector<NameTotal> name_totals_;
   NameTotal memcpy_total_, memset_total_;
@@ -296,7 +304,7 @@ Status RankScanner::Impl::OnSpans(trace::SpanTable table, std::span<const trace:
         }
         const RangeVerdict verdict = classifier_.ClassifyRange(row);
         if (verdict.deferred) {
-          deferred_ranges_.push_back(row);
+          deferred_ranges_.push_back({row.lane, row.name, row.args, row.start_ns, row.end_ns});
         } else if (verdict.activity_class) {
           AddRange(row, *verdict.activity_class);
         }
@@ -405,9 +413,17 @@ Result<RankActivity> RankScanner::Impl::Finish() {
   const bool cpu_side = classifier_.CpuSideRuleApplies();
   const std::vector<std::optional<ActivityClass>> deferred_classes = classifier_.ResolveDeferred();
   for (size_t i = 0; i < deferred_ranges_.size(); ++i) {
-    if (deferred_classes[i]) AddRange(deferred_ranges_[i], *deferred_classes[i]);
+    if (!deferred_classes[i]) continue;
+    const DeferredRange& range = deferred_ranges_[i];
+    trace::SpanRow row;
+    row.lane = range.lane;
+    row.name = range.name;
+    row.args = range.args;
+    row.start_ns = range.start_ns;
+    row.end_ns = range.end_ns;
+    AddRange(row, *deferred_classes[i]);
   }
-  std::vector<trace::SpanRow>().swap(deferred_ranges_);
+  std::vector<DeferredRange>().swap(deferred_ranges_);
 
   // Merge each lane, then unite the lanes of each device.
   std::map<int, std::array<IntervalSet, kClassCount>> per_device;

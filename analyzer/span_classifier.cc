@@ -179,7 +179,7 @@ RangeVerdict SpanClassifier::ClassifyRange(const trace::SpanRow& row) {
   }
   const CpuSideName name = CpuSideNameOf(row);
   if (!device_activity_ && (name.comm || name.cpu_op)) {
-    deferred_.push_back({row.lane, row.start_ns, row.end_ns, user, name});
+    deferred_.push_back({row.start_ns, row.end_ns, row.lane, user, name});
     return {std::nullopt, true};
   }
   return {user, false};
@@ -190,12 +190,12 @@ std::vector<std::optional<ActivityClass>> SpanClassifier::ResolveDeferred() {
   const bool rule = CpuSideRuleApplies();
   // The outermost CPU operators of each thread: sorted by lane, then start (the longer one
   // first), an operator that starts before the end of the last outermost one is inside it.
-  std::vector<size_t> ops;
-  for (size_t i = 0; i < deferred_.size(); ++i) {
-    if (deferred_[i].name.cpu_op) ops.push_back(i);
-  }
   std::vector<bool> outermost(deferred_.size(), false);
   if (rule) {
+    std::vector<size_t> ops;
+    for (size_t i = 0; i < deferred_.size(); ++i) {
+      if (deferred_[i].name.cpu_op) ops.push_back(i);
+    }
     std::stable_sort(ops.begin(), ops.end(), [&](size_t a, size_t b) {
       const Deferred& x = deferred_[a];
       const Deferred& y = deferred_[b];
@@ -223,7 +223,7 @@ std::vector<std::optional<ActivityClass>> SpanClassifier::ResolveDeferred() {
       classes[i] = ActivityClass::kCompute;
     }
   }
-  deferred_.clear();
+  std::vector<Deferred>().swap(deferred_);
   return classes;
 }
 

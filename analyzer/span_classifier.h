@@ -75,9 +75,9 @@ class SpanClassifier {
 
   // A range held back until the rank ends.
   struct Deferred {
-    trace::LaneId lane = trace::kNoLane;
     int64_t start_ns = 0;
     int64_t end_ns = 0;
+    trace::LaneId lane = trace::kNoLane;
     std::optional<ActivityClass> user_class;
     CpuSideName name;
   };

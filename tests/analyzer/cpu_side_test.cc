@@ -413,10 +413,12 @@ TEST(CpuSideRule, ARankWithDeviceActivityKeepsGlooRangesAsAnnotations) {
   EXPECT_EQ(FindActivity(r, "gloo:all_reduce"), nullptr);
   for (const std::string& warning : r.warnings) EXPECT_EQ(warning.find("CPU-side rule"), std::string::npos);
 
-  // So does a rank whose device activity is CPU-backend work (a comm lane role).
+  // So does a rank whose device activity is CPU-backend work (a comm lane role), even when
+  // that work streams after the candidates (rows come by lane, and the main thread's lane
+  // is first).
   TraceBuilder cpu_backend;
-  const trace::LaneId comm_lane = cpu_backend.CpuThread("comm", trace::LaneRole::kComm);
   const trace::LaneId thread = cpu_backend.CpuThread("main");
+  const trace::LaneId comm_lane = cpu_backend.CpuThread("comm", trace::LaneRole::kComm);
   cpu_backend.Range(comm_lane, "rankscope", 0, "allreduce", 0, 100);
   cpu_backend.Range(thread, "cpu_op", 0, "aten::mm", 0, 50);
   cpu_backend.Range(thread, "cpu_op", 0, "gloo:broadcast", 200, 300);
