@@ -174,13 +174,22 @@ Status CheckDeviceActivity(const std::vector<RankResult>& ranks, const RunInfo& 
   if (!ranks.empty() && run.ranks_without_activity.size() == ranks.size()) {
     const std::string cupti = CuptiOffNote(ranks);
     return InvalidArgument(fmt::format(
-        "no rank has device activity (kernels, copies, or ranges in a compute or comm category): nothing to "
-        "measure{}",
+        "no rank has device activity (kernels, copies, ranges in a compute or comm category, CPU operators or "
+        "gloo/nccl/c10d ranges): nothing to measure{}",
         cupti.empty() ? "; was the program annotated, or run on a GPU with CUDA tracing on?" : cupti));
   }
   if (!run.ranks_without_activity.empty()) {
     warnings.push_back(fmt::format("rank(s) {} recorded no device activity and are left out of the metrics{}",
                                    JoinRanks(run.ranks_without_activity), CuptiOffNote(ranks)));
+  }
+  std::vector<int> cpu_side;
+  for (const RankResult& rank : ranks) {
+    if (rank.activity.cpu_side) cpu_side.push_back(rank.activity.rank);
+  }
+  if (!cpu_side.empty()) {
+    warnings.push_back(fmt::format("rank(s) {} recorded no device activity: measured from their CPU operators and "
+                                   "gloo/nccl/c10d ranges instead (CPU-side rule, docs/metrics.md §1)",
+                                   JoinRanks(cpu_side)));
   }
   if (run.invalid_events > 0) {
     warnings.push_back(fmt::format("{} damaged event(s) (ending before they start, or naming a string or lane the "

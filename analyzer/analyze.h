@@ -13,8 +13,11 @@
 //   last device activity end) per device.
 // - Collectives, in order of preference per rank: NCCL profiler-plugin records (matched by
 //   (comm hash, sequence)); else NCCL kernels; else ranges classified comm (matched as the
-//   n-th of the same name). Bytes come from the record, or from a "bytes" field of the
-//   range's payload JSON.
+//   n-th of the same name). Bytes come from the record, or from the range's payload JSON:
+//   its "bytes" field, else Kineto's "Input Dims" × "Input type" element sizes.
+// - A rank without device activity is measured by the CPU-side rule (docs/metrics.md §1):
+//   gloo:/nccl:/c10d:: ranges are comm, each thread's outermost cpu_op ranges compute,
+//   minus that thread's comm.
 // - A collective belongs to the step (number) of the last-arriving rank's step window that
 //   holds that rank's start; a rank's StepMetrics::wait_ns sums its wait over the
 //   collectives that start inside its own step window.
@@ -45,7 +48,7 @@ struct AnalyzeOptions {
   ClassifyOptions classify;
   // NVTX range names that mark a training step (docs/metrics.md §2), compared without case;
   // "ProfilerStep#<N>" always counts, with N as the step number.
-  std::vector<std::string> step_names = {"step", "train_step"};
+  std::vector<std::string> step_names = DefaultStepNames();
   int skip_steps = 1;                   // warm-up steps left out of the aggregates
   std::optional<int64_t> first_step;    // --steps A..B: only step numbers in [A, B]
   std::optional<int64_t> last_step;
@@ -57,7 +60,8 @@ struct AnalyzeOptions {
 };
 
 // Analyzes a run directory (or one rank file). Errors, one line each: what OpenRun refuses
-// (missing directory, corrupt file, files of two runs), no rank with device activity, and
+// (missing directory, corrupt file, files of two runs), no rank with anything to measure
+// (device activity, or CPU operators and comm ranges for the CPU-side rule), and
 // a --steps range that selects no step. Missing ranks, ranks without activity and
 // unfinished files are not errors: the report covers what is there and says what is not
 // (Report::warnings).

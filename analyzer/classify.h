@@ -3,8 +3,11 @@
 //        "Memset" in the name and copy/set records are memory, other kernels compute.
 //   CPU backend: NVTX ranges in a category named "compute" or "comm" (any domain), or on a
 //        lane whose role says so, are compute or comm work of device -1 ("cpu").
-// User patterns (--comm-pattern, --compute-pattern: case-insensitive substrings) override
-// the name rules for kernels and categorized ranges; comm patterns win over compute ones.
+//   CPU-side traces (a rank with none of the above): ranges named gloo:*, nccl:* or c10d::*
+//        are comm, each thread's outermost CPU operators (domain cpu_op) compute, minus the
+//        comm ranges on the same thread (span_classifier.h, rank_scan.h).
+// User patterns (--comm-pattern, --compute-pattern: case-insensitive substrings) come first
+// for kernels and for every NVTX range but steps; comm patterns win over compute ones.
 // Everything else (API calls, plain NVTX ranges) is an annotation and never device time.
 #pragma once
 
@@ -43,6 +46,9 @@ struct ClassifyOptions {
 };
 
 inline constexpr int kCpuDevice = -1;
+
+// The step names every analysis knows (docs/metrics.md §2), besides ProfilerStep#N.
+inline std::vector<std::string> DefaultStepNames() { return {"step", "train_step"}; }
 
 // One device's merged activity.
 struct DeviceActivity {

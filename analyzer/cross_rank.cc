@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "analyzer/cross_rank_stages.h"
+#include "analyzer/intervals.h"
 #include "analyzer/metrics.h"
 
 namespace rankscope::analyzer {
@@ -236,7 +237,8 @@ WaitAttribution AttributeWaits(const std::vector<RankCollectives>& ranks,
   return out;
 }
 
-std::vector<CollectiveKindSummary> SummarizeKinds(const std::vector<CollectiveInstance>& matched,
+std::vector<CollectiveKindSummary> SummarizeKinds(const std::vector<RankCollectives>& ranks,
+                                                  const std::vector<CollectiveInstance>& matched,
                                                   const std::vector<InstanceWait>& waits) {
   std::map<std::string, std::vector<size_t>> by_kind;  // kind -> instance indexes
   for (size_t i = 0; i < matched.size(); ++i) by_kind[matched[i].kind].push_back(i);
@@ -247,13 +249,21 @@ std::vector<CollectiveKindSummary> SummarizeKinds(const std::vector<CollectiveIn
     const trace::CollectiveOp op = matched[list.front()].arrivals.front().record->op;
     summary.op = CollectiveOpName(op);
     std::vector<double> busbw;
+    // The end-aligned split, per rank index: its records, and the last d_min of each.
+    std::vector<std::vector<Interval>> records(ranks.size()), transfers(ranks.size());
     for (size_t i : list) {
       const CollectiveInstance& instance = matched[i];
       uint64_t bytes = 0;
       int comm_size = 0;
+      int64_t shortest = INT64_MAX;
       for (const CollectiveArrival& a : instance.arrivals) {
         bytes = std::max(bytes, a.record->bytes);
         comm_size = std::max(comm_size, a.record->comm_size);
+        shortest = std::min(shortest, a.record->end_ns - a.record->start_ns);
+      }
+      for (const CollectiveArrival& a : instance.arrivals) {
+        records[a.rank_index].push_back({a.record->start_ns, a.record->end_ns});
+        transfers[a.rank_index].push_back({a.record->end_ns - shortest, a.record->end_ns});
       }
       const int participants = comm_size > 0 ? comm_size : static_cast<int>(instance.arrivals.size());
       ++summary.count;
@@ -268,6 +278,15 @@ std::vector<CollectiveKindSummary> SummarizeKinds(const std::vector<CollectiveIn
       }
     }
     if (!busbw.empty()) summary.busbw_gbps = ComputeStats(std::move(busbw));
+    for (size_t r = 0; r < ranks.size(); ++r) {
+      if (records[r].empty()) continue;
+      CollectiveKindOnRank on_rank;
+      on_rank.rank = ranks[r].rank;
+      on_rank.time_ns = IntervalSet::FromUnsorted(std::move(records[r])).Length();
+      on_rank.end_aligned_transfer_ns = IntervalSet::FromUnsorted(std::move(transfers[r])).Length();
+      on_rank.end_aligned_wait_ns = on_rank.time_ns - on_rank.end_aligned_transfer_ns;
+      summary.per_rank.push_back(on_rank);
+    }
     kinds.push_back(std::move(summary));
   }
   std::sort(kinds.begin(), kinds.end(), [](const CollectiveKindSummary& a, const CollectiveKindSummary& b) {
@@ -340,7 +359,7 @@ CrossRankResult AnalyzeCrossRank(const std::vector<RankCollectives>& ranks, cons
   result.warnings.insert(result.warnings.end(), clocks.warnings.begin(), clocks.warnings.end());
 
   WaitAttribution waits = AttributeWaits(ranks, match.matched, clocks);
-  out.kinds = SummarizeKinds(match.matched, waits.instances);
+  out.kinds = SummarizeKinds(ranks, match.matched, waits.instances);
   // The heatmap exists only when some instance matched.
   if (!match.matched.empty()) {
     StepRows steps = BuildStepRows(ranks, waits, aggregated_steps, median_step_ns);

@@ -75,9 +75,10 @@ WaitAttribution AttributeWaits(const std::vector<RankCollectives>& ranks,
 // `steps` are sorted by start and disjoint.
 std::optional<size_t> StepIndexAt(const std::vector<StepRange>& steps, int64_t t);
 
-// 4. Per collective kind, with nccl-tests' bus bandwidth (§4 "Bus bandwidth"); largest
-// wait + transfer first.
-std::vector<CollectiveKindSummary> SummarizeKinds(const std::vector<CollectiveInstance>& matched,
+// 4. Per collective kind, with nccl-tests' bus bandwidth (§4 "Bus bandwidth") and each
+// rank's end-aligned split (§4 "End-aligned split"); largest wait + transfer first.
+std::vector<CollectiveKindSummary> SummarizeKinds(const std::vector<RankCollectives>& ranks,
+                                                  const std::vector<CollectiveInstance>& matched,
                                                   const std::vector<InstanceWait>& waits);
 
 // 5. The heatmap rows, one per step number of any rank, with the rank that caused the most

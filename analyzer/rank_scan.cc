@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
-#include <charconv>
 #include <map>
 #include <unordered_map>
 
@@ -18,26 +17,7 @@ namespace {
 using Json = nlohmann::json;
 
 constexpr size_t kClassCount = 3;
-constexpr int8_t kUnknown = -2;
 constexpr int8_t kNoClass = -1;
-
-bool EqualsIgnoringCase(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
-         });
-}
-
-// N of "ProfilerStep#N", PyTorch profiler's step ranges.
-std::optional<int64_t> ProfilerStepNumber(std::string_view name) {
-  constexpr std::string_view kPrefix = "ProfilerStep#";
-  if (name.size() <= kPrefix.size() || name.substr(0, kPrefix.size()) != kPrefix) return std::nullopt;
-  int64_t number = 0;
-  const char* first = name.data() + kPrefix.size();
-  const char* last = name.data() + name.size();
-  const auto [end, ec] = std::from_chars(first, last, number);
-  if (ec != std::errc() || end != last) return std::nullopt;
-  return number;
-}
 
 Json ParseObject(const std::string& text) {
   if (text.empty() || text.front() != '{') return Json();
@@ -79,6 +59,15 @@ struct StepCandidate {
   trace::StringId args = trace::kEmptyString;
   uint32_t payload_kind = 0;
   int64_t payload_int = 0;
+};
+
+// What the scanner keeps of a range the CPU-side rule may class: 32 bytes, not a SpanRow.
+struct DeferredRange {
+  trace::LaneId lane = trace::kNoLane;
+  trace::StringId name = trace::kEmptyString;
+  trace::StringId args = trace::kEmptyString;
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
 };
 
 struct NameTotal {
@@ -178,7 +167,8 @@ const char* CollectiveOpName(trace::CollectiveOp op) {
 
 class RankScanner::Impl {
  public:
-  explicit Impl(ScanOptions options) : options_(std::move(options)), classifier_(options_.classify) {}
+  explicit Impl(ScanOptions options)
+      : options_(std::move(options)), classifier_(options_.classify, options_.step_names) {}
 
   Status OnHeader(trace::StreamHeader header);
   Status OnSpans(trace::SpanTable table, std::span<const trace::SpanRow> rows);
@@ -189,12 +179,11 @@ class RankScanner::Impl {
     static const std::string kEmpty;
     return id < header_.strings.size() ? header_.strings[id] : kEmpty;
   }
-  int8_t KernelClass(trace::StringId name);
-  int8_t RangeClass(const trace::SpanRow& row);
-  bool IsStepName(trace::StringId name);
   uint32_t KindIndex(const std::string& kind);
   void CountName(trace::StringId name, int8_t activity_class, int64_t duration);
-  void AddDeviceRow(const trace::SpanRow& row, int8_t activity_class);
+  // A range classed device work: its lane's intervals, its name's total, and with comm a
+  // collective record (docs/metrics.md §4, "comm ranges").
+  void AddRange(const trace::SpanRow& row, ActivityClass activity_class);
   void AddCommRecord(std::vector<CollectiveRecord>& records, const trace::SpanRow& row, uint64_t bytes);
   uint64_t ArgsBytes(trace::StringId args);
   void ChooseSteps(RankActivity& activity);
@@ -207,8 +196,9 @@ class RankScanner::Impl {
   // Indexed by lane id (slot 0 stays empty: rows on lanes the file lacks are invalid).
   std::vector<LaneIntervals> device_lanes_;  // kernels, copies, sets: the lane's device
   std::vector<LaneIntervals> range_lanes_;   // CPU-backend ranges: device -1
+  // Ranges the CPU-side rule may class, held until the rank ends (SpanClassifier).
+  std::vector<DeferredRange> deferred_ranges_;
   // Per StringId of the file's table, never sized by an id from an event.
-  std::vector<int8_t> step_name_;            // 1 a step name, 0 not
   std::vector<NameTotal> name_totals_;
   NameTotal memcpy_total_, memset_total_;
   std::vector<StepCandidate> step_candidates_;
@@ -229,34 +219,9 @@ Status RankScanner::Impl::OnHeader(trace::StreamHeader header) {
   range_lanes_.resize(lanes);
   const size_t strings = header_.strings.size();
   classifier_.Reset(&header_);
-  step_name_.assign(strings, kUnknown);
   name_totals_.resize(strings);
   events_ += static_cast<int64_t>(header_.marks.size() + header_.collectives.size());
   return Status::Ok();
-}
-
-int8_t RankScanner::Impl::KernelClass(trace::StringId name) {
-  return static_cast<int8_t>(classifier_.KernelClass(name));
-}
-
-int8_t RankScanner::Impl::RangeClass(const trace::SpanRow& row) {
-  const std::optional<ActivityClass> activity_class = classifier_.RangeClass(row);
-  return activity_class ? static_cast<int8_t>(*activity_class) : kNoClass;
-}
-
-bool RankScanner::Impl::IsStepName(trace::StringId name) {
-  auto decide = [&]() -> int8_t {
-    const std::string& text = Str(name);
-    if (ProfilerStepNumber(text)) return 1;
-    return std::any_of(options_.step_names.begin(), options_.step_names.end(),
-                       [&](const std::string& step) { return EqualsIgnoringCase(text, step); })
-               ? 1
-               : 0;
-  };
-  if (name >= step_name_.size()) return decide() == 1;
-  int8_t& cached = step_name_[name];
-  if (cached == kUnknown) cached = decide();
-  return cached == 1;
 }
 
 uint32_t RankScanner::Impl::KindIndex(const std::string& kind) {
@@ -276,11 +241,17 @@ void RankScanner::Impl::CountName(trace::StringId name, int8_t activity_class, i
 uint64_t RankScanner::Impl::ArgsBytes(trace::StringId args) {
   if (args == trace::kEmptyString) return 0;
   auto [it, inserted] = args_bytes_.try_emplace(args, 0);
-  if (inserted) {
-    const std::optional<int64_t> bytes = IntField(ParseObject(Str(args)), "bytes");
-    it->second = bytes && *bytes > 0 ? static_cast<uint64_t>(*bytes) : 0;
-  }
+  if (inserted) it->second = PayloadBytes(Str(args));
   return it->second;
+}
+
+void RankScanner::Impl::AddRange(const trace::SpanRow& row, ActivityClass activity_class) {
+  const auto index = static_cast<size_t>(activity_class);
+  range_lanes_[row.lane].by_class[index].Add({row.start_ns, row.end_ns});
+  CountName(row.name, static_cast<int8_t>(index), row.end_ns - row.start_ns);
+  if (activity_class == ActivityClass::kComm && header_.collectives.empty()) {
+    AddCommRecord(range_records_, row, ArgsBytes(row.args));
+  }
 }
 
 void RankScanner::Impl::AddCommRecord(std::vector<CollectiveRecord>& records, const trace::SpanRow& row,
@@ -306,7 +277,7 @@ Status RankScanner::Impl::OnSpans(trace::SpanTable table, std::span<const trace:
     }
     switch (table) {
       case trace::SpanTable::kKernels: {
-        const int8_t activity_class = KernelClass(row.name);
+        const auto activity_class = static_cast<int8_t>(classifier_.DeviceRowClass(table, row));
         device_lanes_[row.lane].by_class[static_cast<size_t>(activity_class)].Add({row.start_ns, row.end_ns});
         CountName(row.name, activity_class, *duration);
         if (activity_class == static_cast<int8_t>(ActivityClass::kComm) && header_.collectives.empty()) {
@@ -316,6 +287,7 @@ Status RankScanner::Impl::OnSpans(trace::SpanTable table, std::span<const trace:
       }
       case trace::SpanTable::kMemcpys:
       case trace::SpanTable::kMemsets: {
+        classifier_.DeviceRowClass(table, row);  // device activity: the CPU-side rule is off
         device_lanes_[row.lane].by_class[static_cast<size_t>(ActivityClass::kMemory)].Add(
             {row.start_ns, row.end_ns});
         NameTotal& total = table == trace::SpanTable::kMemcpys ? memcpy_total_ : memset_total_;
@@ -325,17 +297,16 @@ Status RankScanner::Impl::OnSpans(trace::SpanTable table, std::span<const trace:
         break;
       }
       case trace::SpanTable::kNvtxRanges: {
-        if (IsStepName(row.name)) {
+        if (classifier_.IsStep(row.name)) {
           step_candidates_.push_back(
               {row.lane, row.start_ns, row.end_ns, row.name, row.args, row.payload_kind, row.payload_int});
           break;
         }
-        const int8_t activity_class = RangeClass(row);
-        if (activity_class == kNoClass) break;
-        range_lanes_[row.lane].by_class[static_cast<size_t>(activity_class)].Add({row.start_ns, row.end_ns});
-        CountName(row.name, activity_class, *duration);
-        if (activity_class == static_cast<int8_t>(ActivityClass::kComm) && header_.collectives.empty()) {
-          AddCommRecord(range_records_, row, ArgsBytes(row.args));
+        const RangeVerdict verdict = classifier_.ClassifyRange(row);
+        if (verdict.deferred) {
+          deferred_ranges_.push_back({row.lane, row.name, row.args, row.start_ns, row.end_ns});
+        } else if (verdict.activity_class) {
+          AddRange(row, *verdict.activity_class);
         }
         break;
       }
@@ -438,18 +409,43 @@ Result<RankActivity> RankScanner::Impl::Finish() {
   RankActivity activity;
   activity.rank = header_.meta.rank.value_or(-1);
 
+  // The CPU-side rule (§1): decided now that every row has been seen.
+  const bool cpu_side = classifier_.CpuSideRuleApplies();
+  const std::vector<std::optional<ActivityClass>> deferred_classes = classifier_.ResolveDeferred();
+  for (size_t i = 0; i < deferred_ranges_.size(); ++i) {
+    if (!deferred_classes[i]) continue;
+    const DeferredRange& range = deferred_ranges_[i];
+    trace::SpanRow row;
+    row.lane = range.lane;
+    row.name = range.name;
+    row.args = range.args;
+    row.start_ns = range.start_ns;
+    row.end_ns = range.end_ns;
+    AddRange(row, *deferred_classes[i]);
+  }
+  std::vector<DeferredRange>().swap(deferred_ranges_);
+
   // Merge each lane, then unite the lanes of each device.
   std::map<int, std::array<IntervalSet, kClassCount>> per_device;
   auto add_lanes = [&](std::vector<LaneIntervals>& lanes, bool ranges) {
+    constexpr auto kCompute = static_cast<size_t>(ActivityClass::kCompute);
+    constexpr auto kComm = static_cast<size_t>(ActivityClass::kComm);
     for (size_t slot = 0; slot < lanes.size(); ++slot) {
       int device = kCpuDevice;
       if (!ranges && slot >= 1 && slot <= header_.lanes.size()) device = header_.lanes[slot - 1].device;
+      std::array<IntervalSet, kClassCount> merged;
       for (size_t c = 0; c < kClassCount; ++c) {
-        LaneClassIntervals& intervals = lanes[slot].by_class[c];
-        if (intervals.empty()) continue;
-        IntervalSet merged = intervals.Take();
+        if (!lanes[slot].by_class[c].empty()) merged[c] = lanes[slot].by_class[c].Take();
+      }
+      // Under the CPU-side rule a thread inside a comm range is not computing, even
+      // within the CPU operator that holds the range.
+      if (ranges && cpu_side && !merged[kCompute].empty() && !merged[kComm].empty()) {
+        merged[kCompute] = Difference(merged[kCompute], merged[kComm]);
+      }
+      for (size_t c = 0; c < kClassCount; ++c) {
+        if (merged[c].empty()) continue;
         IntervalSet& into = per_device[device][c];
-        into = into.empty() ? std::move(merged) : Union(into, merged);
+        into = into.empty() ? std::move(merged[c]) : Union(into, merged[c]);
       }
     }
     std::vector<LaneIntervals>().swap(lanes);
@@ -465,6 +461,7 @@ Result<RankActivity> RankScanner::Impl::Finish() {
     if (device_activity.compute.empty() && device_activity.comm.empty() && device_activity.memory.empty()) continue;
     activity.devices.push_back(std::move(device_activity));
   }
+  activity.cpu_side = cpu_side && !activity.devices.empty();
 
   ChooseSteps(activity);
   ChooseCollectives(activity);

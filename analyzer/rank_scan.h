@@ -1,6 +1,7 @@
 // One rank's events reduced, in one streaming pass, to what the metrics need: merged
 // activity per device and class (docs/metrics.md §1), step windows (§2), the collectives that
-// cross-rank matching uses (§4), time per activity name, and the workload mark (§5).
+// cross-rank matching uses (§4), time per activity name, and the workload mark (§5). Only
+// the ranges the CPU-side rule (§1) may class are held until the rank ends.
 // Files stream in through TraceReader::Stream; in-memory traces through FeedRankTrace, so
 // both take the same path.
 #pragma once
@@ -51,6 +52,9 @@ struct RankActivity {
   int rank = -1;  // -1: the file names no rank
   trace::RankMeta meta;
   std::vector<DeviceActivity> devices;  // with any activity, sorted by device
+  // Measured by the CPU-side rule (§1): no device activity, but CPU operators or
+  // gloo/nccl/c10d ranges (or user patterns) gave it some on device -1.
+  bool cpu_side = false;
   std::vector<StepRange> steps;         // sorted by start; empty: no step ranges
   std::string step_source;              // e.g. "NVTX ranges 'step'"; empty without steps
   CollectiveSource collective_source = CollectiveSource::kNone;

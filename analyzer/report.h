@@ -113,6 +113,16 @@ struct StepSelection {
   int64_t steps_aggregated = 0;        // steps in the aggregates (fewest over ranks)
 };
 
+// One rank's time in the matched instances of a collective kind, split the way PyTorch's
+// TensorBoard plugin splits it (docs/metrics.md §4, "End-aligned split"): on the rank's own
+// clock, with d_min the instance's shortest record over ranks.
+struct CollectiveKindOnRank {
+  int rank = 0;
+  int64_t time_ns = 0;                  // |∪ [s, e)| over the rank's records
+  int64_t end_aligned_transfer_ns = 0;  // |∪ [e − d_min, e)|
+  int64_t end_aligned_wait_ns = 0;      // time_ns − end_aligned_transfer_ns
+};
+
 // Collectives of one kind (e.g. all-reduce), over the matched instances.
 struct CollectiveKindSummary {
   std::string kind;  // the collective's name
@@ -122,6 +132,7 @@ struct CollectiveKindSummary {
   int64_t wait_ns = 0;               // summed over ranks and instances
   int64_t transfer_ns = 0;           // summed over ranks and instances
   std::optional<Stats> busbw_gbps;   // nccl-tests busbw in GB/s (1e9 bytes/s) per instance
+  std::vector<CollectiveKindOnRank> per_rank;  // in CrossRank::ranks order
 };
 
 struct HostClock {

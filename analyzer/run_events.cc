@@ -60,10 +60,40 @@ class RankEventStream final : public trace::SpanVisitor {
     const EventSource source = SourceOf(table);
     for (const trace::SpanRow& row : rows) {
       if (!Valid(trace::CheckedDuration(row.start_ns, row.end_ns) && KnownIds(row, header_))) continue;
-      batch_.push_back({row.start_ns, row.end_ns, row.correlation_id, row.lane, row.name,
-                        classifier_.Classify(table, row), source});
+      ViewEvent event{row.start_ns, row.end_ns, row.correlation_id, row.lane, row.name, EventClass::kAnnotation, source};
+      switch (table) {
+        case trace::SpanTable::kKernels:
+        case trace::SpanTable::kMemcpys:
+        case trace::SpanTable::kMemsets:
+          event.event_class = ToEventClass(classifier_.DeviceRowClass(table, row));
+          break;
+        case trace::SpanTable::kNvtxRanges: {
+          if (classifier_.IsStep(row.name)) break;  // steps are annotations
+          const RangeVerdict verdict = classifier_.ClassifyRange(row);
+          if (verdict.deferred) {
+            deferred_.push_back(event);
+            continue;
+          }
+          if (verdict.activity_class) event.event_class = ToEventClass(*verdict.activity_class);
+          break;
+        }
+        case trace::SpanTable::kApiCalls: event.event_class = EventClass::kApiCall; break;
+        case trace::SpanTable::kSyncs: event.event_class = EventClass::kSync; break;
+      }
+      batch_.push_back(event);
     }
     return batch_.empty() ? Status::Ok() : sink_.OnEvents(index_, batch_);
+  }
+
+  // After the rank's last row: the ranges held back for the CPU-side rule, classed.
+  Status Finish() {
+    const std::vector<std::optional<ActivityClass>> classes = classifier_.ResolveDeferred();
+    for (size_t i = 0; i < deferred_.size(); ++i) {
+      if (classes[i]) deferred_[i].event_class = ToEventClass(*classes[i]);
+    }
+    const Status status = deferred_.empty() ? Status::Ok() : sink_.OnEvents(index_, deferred_);
+    std::vector<ViewEvent>().swap(deferred_);
+    return status;
   }
 
   int64_t invalid_events() const { return invalid_events_; }
@@ -81,6 +111,7 @@ class RankEventStream final : public trace::SpanVisitor {
   ViewEventSink& sink_;
   trace::StreamHeader header_;
   std::vector<ViewEvent> batch_;
+  std::vector<ViewEvent> deferred_;  // the CPU-side rule's candidates (span_classifier.h)
   int64_t invalid_events_ = 0;
 };
 
@@ -199,6 +230,7 @@ Result<ViewRun> StreamRunEvents(const std::filesystem::path& path, const ViewLoa
     RS_ASSIGN_OR_RETURN(std::unique_ptr<trace::TraceReader> reader, trace::TraceReader::Open(run.ranks[i].path));
     RankEventStream stream(i, run.ranks[i].path, options.classify, sink);
     RS_RETURN_IF_ERROR(reader->Stream(stream, trace::StreamOptions{.host_calls = true}));
+    RS_RETURN_IF_ERROR(stream.Finish());
     invalid[i] = stream.invalid_events();
     return sink.OnRankDone(i);
   };

@@ -51,7 +51,8 @@ class ViewEventSink {
  public:
   virtual ~ViewEventSink() = default;
   // Each rank's calls come from one worker thread, in this order: OnRank, OnEvents (batches,
-  // in storage order: not sorted), OnRankDone. Different ranks' calls may run at once.
+  // in storage order: not sorted; on a rank without device activity the ranges the CPU-side
+  // rule classes come last, in one batch), OnRankDone. Different ranks' calls may run at once.
   virtual Status OnRank(size_t index, ViewRank rank) = 0;
   virtual Status OnEvents(size_t index, std::span<const ViewEvent> events) = 0;
   virtual Status OnRankDone(size_t index) = 0;

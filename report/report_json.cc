@@ -17,6 +17,7 @@ using analyzer::ActivityClassName;
 using analyzer::ActivitySummary;
 using analyzer::Breakdown;
 using analyzer::ClockAlignment;
+using analyzer::CollectiveKindOnRank;
 using analyzer::CollectiveKindSummary;
 using analyzer::CrossRank;
 using analyzer::DeviceReport;
@@ -200,6 +201,16 @@ Json CollectiveKindToJson(const CollectiveKindSummary& kind) {
   object["wait_ns"] = kind.wait_ns;
   object["transfer_ns"] = kind.transfer_ns;
   object["busbw_gbps"] = OptionalStats(kind.busbw_gbps);
+  Json per_rank = Json::array();
+  for (const CollectiveKindOnRank& on_rank : kind.per_rank) {
+    Json entry = Json::object();
+    entry["rank"] = on_rank.rank;
+    entry["time_ns"] = on_rank.time_ns;
+    entry["end_aligned_transfer_ns"] = on_rank.end_aligned_transfer_ns;
+    entry["end_aligned_wait_ns"] = on_rank.end_aligned_wait_ns;
+    per_rank.push_back(std::move(entry));
+  }
+  object["per_rank"] = std::move(per_rank);
   return object;
 }
 

@@ -313,7 +313,7 @@ TEST_F(CrossRankStages, KindsCarryNcclTestsBusBandwidthAndSortByTime) {
   const std::vector<RankCollectives> inputs = Inputs();
   const CollectiveMatch match = MatchCollectives(inputs);
   const WaitAttribution waits = AttributeWaits(inputs, match.matched, AlignHostClocks(inputs, match.matched));
-  const std::vector<CollectiveKindSummary> kinds = SummarizeKinds(match.matched, waits.instances);
+  const std::vector<CollectiveKindSummary> kinds = SummarizeKinds(inputs, match.matched, waits.instances);
   ASSERT_EQ(kinds.size(), 2u);
   // AllReduce's wait + transfer (2'000) is larger than Broadcast's (1'000 + 200).
   EXPECT_EQ(kinds[0].kind, "AllReduce");

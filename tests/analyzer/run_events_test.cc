@@ -17,6 +17,7 @@
 
 #include <gtest/gtest.h>
 
+#include "analyzer/analyze.h"
 #include "tests/temp_dir.h"
 #include "trace/run_dir.h"
 #include "trace/writer.h"
@@ -359,6 +360,133 @@ TEST_F(StreamRunEventsTest, ClassifyOptionsApply) {
     }
   }
   EXPECT_EQ(gemms, 1);
+}
+
+// ---- The CPU-side rule (docs/metrics.md §1) ------------------------------------------------
+
+struct RangeSpec {
+  bool gloo_thread;  // else the main thread
+  const char* domain;
+  const char* name;
+  int64_t start, end;
+  EventClass expected;
+};
+
+// A rank of run "cpu-side-run": NVTX ranges on a main and a gloo thread, and with `kernel`
+// a kernel on GPU 0 (device activity: the CPU-side rule is off).
+void WriteRangesRank(const std::filesystem::path& path, int rank, bool kernel, const std::vector<RangeSpec>& ranges) {
+  trace::RankIdentity identity;
+  identity.run_id = "cpu-side-run";
+  identity.rank = rank;
+  identity.world_size = 2;
+  identity.host = "node";
+  identity.pid = 5000 + rank;
+  auto created = trace::TraceWriter::Create(path, identity);
+  ASSERT_TRUE(created.ok()) << created.status().message();
+  trace::TraceWriter& writer = **created;
+  trace::Lane thread;
+  thread.kind = trace::LaneKind::kCpuThread;
+  thread.pid = identity.pid;
+  thread.tid = identity.pid;
+  const trace::LaneId main = writer.AddLane(thread);
+  thread.tid = identity.pid + 1;
+  const trace::LaneId gloo = writer.AddLane(thread);
+  trace::EventTables e;
+  if (kernel) {
+    trace::Lane gpu;
+    gpu.kind = trace::LaneKind::kGpuStream;
+    gpu.device = 0;
+    gpu.stream = 7;
+    trace::KernelEvent k;
+    k.lane = writer.AddLane(gpu);
+    k.name = writer.Intern("gemm");
+    k.start_ns = 0;
+    k.end_ns = 10;
+    e.kernels.push_back(k);
+  }
+  for (const RangeSpec& spec : ranges) {
+    trace::NvtxRangeEvent r;
+    r.lane = spec.gloo_thread ? gloo : main;
+    r.domain = writer.Intern(spec.domain);
+    r.name = writer.Intern(spec.name);
+    r.start_ns = spec.start;
+    r.end_ns = spec.end;
+    e.nvtx_ranges.push_back(r);
+  }
+  EXPECT_TRUE(writer.Submit(std::move(e)));
+  const Status closed = writer.Close();
+  EXPECT_TRUE(closed.ok()) << closed.message();
+}
+
+// The class each NVTX range of `index` arrived with, by name.
+std::map<std::string, EventClass> RangeClasses(RecordingSink& sink, size_t index) {
+  std::map<std::string, EventClass> classes;
+  const RecordingSink::State& state = sink.states.at(index);
+  for (const ViewEvent& e : state.events) {
+    if (e.source == EventSource::kNvtxRange) classes[state.rank.strings.at(e.name)] = e.event_class;
+  }
+  return classes;
+}
+
+TEST(StreamRunEvents, CpuSideRuleClassesRangesAsTheAnalyzerDoes) {
+  TempDir dir;
+  const std::vector<RangeSpec> cpu_only = {
+      {false, "user_annotation", "ProfilerStep#1", 0, 1000, EventClass::kAnnotation},
+      {false, "user_annotation", "## forward ##", 90, 450, EventClass::kAnnotation},
+      {false, "python_function", "nn.Module: Linear", 95, 420, EventClass::kAnnotation},
+      {false, "cpu_op", "aten::linear", 100, 400, EventClass::kCompute},
+      {false, "cpu_op", "aten::addmm", 150, 350, EventClass::kAnnotation},  // inside aten::linear
+      {false, "cpu_op", "autograd::engine::evaluate_function: AddmmBackward0", 500, 900, EventClass::kCompute},
+      {false, "cpu_op", "c10d::allreduce_", 700, 750, EventClass::kComm},
+      {true, "cpu_op", "gloo:all_reduce", 720, 980, EventClass::kComm},
+  };
+  WriteRangesRank(dir / trace::RankFileName(0), 0, false, cpu_only);
+  WriteRangesRank(dir / trace::RankFileName(1), 1, true, cpu_only);  // the same ranges beside a kernel
+
+  RecordingSink sink;
+  const Result<ViewRun> run = StreamRunEvents(dir.path(), {}, sink);
+  ASSERT_TRUE(run.ok()) << run.status().message();
+  const std::map<std::string, EventClass> rank0 = RangeClasses(sink, 0);
+  const std::map<std::string, EventClass> rank1 = RangeClasses(sink, 1);
+  for (const RangeSpec& spec : cpu_only) {
+    SCOPED_TRACE(spec.name);
+    ASSERT_TRUE(rank0.contains(spec.name));
+    EXPECT_EQ(rank0.at(spec.name), spec.expected);
+    ASSERT_TRUE(rank1.contains(spec.name));
+    EXPECT_EQ(rank1.at(spec.name), EventClass::kAnnotation);  // a rank with device activity
+  }
+  EXPECT_EQ(sink.states.at(0).events.size(), cpu_only.size());  // each range once
+
+  // The analyzer's top activities name exactly the ranges the viewer shows as device work.
+  const Result<Report> report = AnalyzeRun(dir.path(), {});
+  ASSERT_TRUE(report.ok()) << report.status().message();
+  std::map<std::string, EventClass> analyzed;
+  for (const ActivitySummary& activity : report->top_activities) {
+    if (activity.name != "gemm") analyzed[activity.name] = ToEventClass(activity.activity_class);
+  }
+  std::map<std::string, EventClass> shown;
+  for (const auto& [name, event_class] : rank0) {
+    if (DeviceClassOf(event_class)) shown[name] = event_class;
+  }
+  EXPECT_EQ(analyzed, shown);
+}
+
+TEST(StreamRunEvents, UserPatternsReclassAnnotationsButNotSteps) {
+  TempDir dir;
+  WriteRangesRank(dir / trace::RankFileName(0), 0, true,
+                  {{false, "", "step", 0, 1000, EventClass::kAnnotation},
+                   {false, "user_annotation", "ProfilerStep#3", 0, 1000, EventClass::kAnnotation},
+                   {false, "user_annotation", "my_all_to_all", 100, 200, EventClass::kComm}});
+  RecordingSink sink;
+  ViewLoadOptions options;
+  options.classify.comm_patterns = {"all_to_all"};
+  options.classify.compute_patterns = {"step"};
+  const Result<ViewRun> run = StreamRunEvents(dir / trace::RankFileName(0), options, sink);
+  ASSERT_TRUE(run.ok()) << run.status().message();
+  const std::map<std::string, EventClass> classes = RangeClasses(sink, 0);
+  EXPECT_EQ(classes.at("step"), EventClass::kAnnotation);
+  EXPECT_EQ(classes.at("ProfilerStep#3"), EventClass::kAnnotation);
+  EXPECT_EQ(classes.at("my_all_to_all"), EventClass::kComm);
 }
 
 TEST(StreamRunEvents, MissingDirectoryIsAnErrorNamingIt) {
