@@ -63,7 +63,8 @@ CollectiveMatch MatchCollectives(const std::vector<RankCollectives>& ranks) {
                                return names;
                              }(), ", ")) + "); matching by name and order");
   }
-  const bool by_plugin_ids = sources.size() == 1 && *sources.begin() == CollectiveSource::kPlugin;
+  const bool by_plugin_ids = sources.size() == 1 && (*sources.begin() == CollectiveSource::kPlugin ||
+                                                     *sources.begin() == CollectiveSource::kHook);
   match.collective_source =
       sources.size() == 1 ? CollectiveSourceName(*sources.begin()) : sources.empty() ? "" : "mixed";
 

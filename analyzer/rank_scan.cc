@@ -119,6 +119,7 @@ const char* CollectiveSourceName(CollectiveSource source) {
     case CollectiveSource::kPlugin: return "NCCL profiler plugin";
     case CollectiveSource::kKernels: return "NCCL kernels";
     case CollectiveSource::kRanges: return "comm ranges";
+    case CollectiveSource::kHook: return "PyTorch hook";
   }
   return "";
 }
@@ -367,7 +368,14 @@ void RankScanner::Impl::ChooseSteps(RankActivity& activity) {
 void RankScanner::Impl::ChooseCollectives(RankActivity& activity) {
   std::vector<CollectiveRecord> records;
   if (!header_.collectives.empty()) {
-    activity.collective_source = CollectiveSource::kPlugin;
+    const auto& meta = header_.meta.entries;
+    const auto entry_starts = [&meta](const char* key, std::string_view prefix) {
+      const auto found = meta.find(key);
+      return found != meta.end() && found->second.starts_with(prefix);
+    };
+    activity.collective_source = entry_starts("pytorch.collectives", "on") && !entry_starts("nccl.profiler", "v")
+                                     ? CollectiveSource::kHook
+                                     : CollectiveSource::kPlugin;
     for (const trace::CollectiveEvent& event : header_.collectives) {
       // Damaged records are counted in Finish.
       if (!trace::CheckedDuration(event.start_ns, event.end_ns) || !KnownIds(event, header_)) continue;
@@ -395,7 +403,7 @@ void RankScanner::Impl::ChooseCollectives(RankActivity& activity) {
   }
   std::stable_sort(records.begin(), records.end(),
                    [](const CollectiveRecord& a, const CollectiveRecord& b) { return a.start_ns < b.start_ns; });
-  if (activity.collective_source != CollectiveSource::kPlugin) {
+  if (activity.collective_source != CollectiveSource::kPlugin && activity.collective_source != CollectiveSource::kHook) {
     // The n-th of each kind: the identity that matches it across ranks.
     std::vector<uint64_t> next(kinds_.size(), 0);
     for (CollectiveRecord& record : records) record.sequence = next[record.kind]++;

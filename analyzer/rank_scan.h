@@ -30,7 +30,11 @@ struct StepRange {
   int64_t samples = 0;  // from the step payload; 0 when unknown
 };
 
-enum class CollectiveSource : uint8_t { kNone, kPlugin, kKernels, kRanges };
+// Where a rank's collectives come from (docs/metrics.md §4): the `collectives` table, written
+// by NCCL's profiler plugin (kPlugin) or by the PyTorch hook of `profile --pytorch` (kHook:
+// the rank's meta says the hook recorded collectives and NCCL's plugin did not run); both
+// carry sequence numbers shared across ranks. Else NCCL's kernels, else comm ranges.
+enum class CollectiveSource : uint8_t { kNone, kPlugin, kKernels, kRanges, kHook };
 const char* CollectiveSourceName(CollectiveSource source);
 
 struct CollectiveRecord {

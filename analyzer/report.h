@@ -168,7 +168,7 @@ struct StepWait {
 };
 
 struct CrossRank {
-  std::string collective_source;  // "NCCL profiler plugin", "NCCL kernels", "comm ranges" or ""
+  std::string collective_source;  // "NCCL profiler plugin", "PyTorch hook", "NCCL kernels", "comm ranges" or ""
   int64_t matched = 0;            // collective instances seen on every rank
   int64_t unmatched = 0;          // instances missing on some rank
   std::vector<CollectiveKindSummary> kinds;
