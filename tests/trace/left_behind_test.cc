@@ -142,6 +142,9 @@ TEST_P(LiveWriter, ReadsAsAConsistentSnapshot) {
       if (!writer->Submit(KernelBatch(lane, kBatch, static_cast<TimestampNs>(batch) * 10000, batch))) break;
       if (!writer->Flush(10s).ok()) break;
       flushed_batches = batch + 1;
+      // A breath between commits: a reader gives up after 5 copies that each overlapped a
+      // checkpoint (trace/reader.h), which back-to-back commits on a loaded machine can cause.
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
   });
   // Each read sees whole commits (whole batches here) and never fewer than were flushed
