@@ -67,10 +67,10 @@ std::map<std::string, std::string> Meta(const fs::path& file) {
 // Sum over the steps numbered in [first, last] of one rank's `key` (compute_ns, comm_ns).
 double StepSum(const nlohmann::json& report, int rank, const std::string& key, int first, int last) {
   double sum = 0;
-  for (const nlohmann::json& device : report["ranks"]) {
-    if (device["rank"] != rank) continue;
-    for (const nlohmann::json& step : device["steps"]) {
-      const int number = step["number"].get<int>();
+  for (const nlohmann::json& device : report.at("ranks")) {
+    if (device.at("rank") != rank) continue;
+    for (const nlohmann::json& step : device.at("steps")) {
+      const int number = step.at("number").get<int>();
       if (number >= first && number <= last) sum += step[key].get<double>();
     }
   }
@@ -78,8 +78,8 @@ double StepSum(const nlohmann::json& report, int rank, const std::string& key, i
 }
 
 const nlohmann::json* CollectiveKind(const nlohmann::json& report, const std::string& kind) {
-  for (const nlohmann::json& entry : report["cross_rank"]["kinds"]) {
-    if (entry["kind"] == kind) return &entry;
+  for (const nlohmann::json& entry : report.at("cross_rank").at("kinds")) {
+    if (entry.at("kind") == kind) return &entry;
   }
   return nullptr;
 }
@@ -128,7 +128,9 @@ AllReduceTimes CompareAllReduces(const fs::path& torch_trace, const fs::path& ra
   };
   std::vector<Span> steps, bucket_copies, all_reduces;
   for (const nlohmann::json& event : events) {
-    const std::string name = event.value("name", "");
+    const auto name_field = event.find("name");
+    if (name_field == event.end() || !name_field->is_string()) continue;
+    const std::string& name = name_field->get_ref<const std::string&>();
     const Span span{event.value("ts", 0.0), event.value("ts", 0.0) + event.value("dur", 0.0)};
     if (name.starts_with("ProfilerStep#")) steps.push_back(span);
     if (name == "torch.distributed.ddp.reducer::copy_bucket_to_grad") bucket_copies.push_back(span);
@@ -193,25 +195,25 @@ TEST(PytorchEndToEnd, SampleDdpJobUnderThePytorchHookAgreesWithTorchProfiler) {
   const nlohmann::json ours = Analyze({run.string()});
   ASSERT_FALSE(ours.is_discarded());
   // One step per optimizer step, numbered from 0, with the batch as samples.
-  EXPECT_EQ(ours["steps"]["steps_found"], 12);
-  EXPECT_EQ(ours["workload"]["global_batch"], 128);
-  ASSERT_EQ(ours["ranks"].size(), 2u);
-  for (const nlohmann::json& device : ours["ranks"]) {
-    EXPECT_GT(device["totals"]["compute_ns"].get<double>(), 0) << "rank " << device["rank"];
-    EXPECT_GT(device["totals"]["comm_ns"].get<double>(), 0) << "rank " << device["rank"];
+  EXPECT_EQ(ours.at("steps").at("steps_found"), 12);
+  EXPECT_EQ(ours.at("workload").at("global_batch"), 128);
+  ASSERT_EQ(ours.at("ranks").size(), 2u);
+  for (const nlohmann::json& device : ours.at("ranks")) {
+    EXPECT_GT(device.at("totals").at("compute_ns").get<double>(), 0) << "rank " << device.at("rank");
+    EXPECT_GT(device.at("totals").at("comm_ns").get<double>(), 0) << "rank " << device.at("rank");
   }
   // DDP's gradient all-reduces, matched across ranks by (group, sequence), with their bytes.
-  EXPECT_EQ(ours["cross_rank"]["unmatched"], 0);
+  EXPECT_EQ(ours.at("cross_rank").at("unmatched"), 0);
   const nlohmann::json* all_reduce = CollectiveKind(ours, "gloo:all_reduce");
-  ASSERT_NE(all_reduce, nullptr) << ours["cross_rank"].dump();
-  EXPECT_GE((*all_reduce)["count"].get<int>(), 12);
-  EXPECT_EQ((*all_reduce)["total_bytes"].get<double>() / (*all_reduce)["count"].get<double>(), 1'069'120.0);
+  ASSERT_NE(all_reduce, nullptr) << ours.at("cross_rank").dump();
+  EXPECT_GE((*all_reduce).at("count").get<int>(), 12);
+  EXPECT_EQ((*all_reduce).at("total_bytes").get<double>() / (*all_reduce).at("count").get<double>(), 1'069'120.0);
 
   // torch.profiler recorded the 10 measured steps (steps 2 to 11 here) of the same run: its
   // trace, imported and analyzed, gives the same compute within 10%.
   const nlohmann::json theirs = Analyze({torch_traces.string(), "--skip-steps", "0"});
   ASSERT_FALSE(theirs.is_discarded());
-  EXPECT_EQ(theirs["steps"]["steps_found"], 10);
+  EXPECT_EQ(theirs.at("steps").at("steps_found"), 10);
   for (int rank : {0, 1}) {
     const double hook = StepSum(ours, rank, "compute_ns", 2, 11);
     const double profiler = StepSum(theirs, rank, "compute_ns", 0, 1'000'000);
@@ -247,22 +249,22 @@ TEST(PytorchEndToEnd, CnnUnderTorchrunIsAnalyzed) {
   ASSERT_EQ(profiled.exit_code, 0) << profiled.err;
   const nlohmann::json report = Analyze({run.string()});
   ASSERT_FALSE(report.is_discarded());
-  EXPECT_EQ(report["steps"]["steps_found"], 5);
-  EXPECT_EQ(report["workload"]["global_batch"], 32);
-  for (const nlohmann::json& device : report["ranks"]) {
-    EXPECT_GT(device["totals"]["compute_ns"].get<double>(), 0);
-    EXPECT_GT(device["totals"]["comm_ns"].get<double>(), 0);
+  EXPECT_EQ(report.at("steps").at("steps_found"), 5);
+  EXPECT_EQ(report.at("workload").at("global_batch"), 32);
+  for (const nlohmann::json& device : report.at("ranks")) {
+    EXPECT_GT(device.at("totals").at("compute_ns").get<double>(), 0);
+    EXPECT_GT(device.at("totals").at("comm_ns").get<double>(), 0);
   }
-  EXPECT_EQ(report["cross_rank"]["unmatched"], 0);
+  EXPECT_EQ(report.at("cross_rank").at("unmatched"), 0);
   // Per step: DDP's bucket and the loss (all-reduces), the buffers (a broadcast); at the
   // end a barrier.
   const nlohmann::json* all_reduce = CollectiveKind(report, "gloo:all_reduce");
   const nlohmann::json* broadcast = CollectiveKind(report, "gloo:broadcast");
   const nlohmann::json* barrier = CollectiveKind(report, "gloo:barrier");
-  ASSERT_TRUE(all_reduce && broadcast && barrier) << report["cross_rank"].dump();
-  EXPECT_EQ((*all_reduce)["count"], 10);
-  EXPECT_EQ((*broadcast)["count"], 6);  // DDP's start-up broadcast of the model and 5 buffer syncs
-  EXPECT_EQ((*barrier)["count"], 1);
+  ASSERT_TRUE(all_reduce && broadcast && barrier) << report.at("cross_rank").dump();
+  EXPECT_EQ((*all_reduce).at("count"), 10);
+  EXPECT_EQ((*broadcast).at("count"), 6);  // DDP's start-up broadcast of the model and 5 buffer syncs
+  EXPECT_EQ((*barrier).at("count"), 1);
 }
 
 // A torch the hook cannot patch (here a stand-in package without torch.optim or torch.nn):
