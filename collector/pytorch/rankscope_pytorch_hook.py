@@ -21,6 +21,7 @@
 Each part that cannot work on this torch turns itself off with one line on stderr and a
 `pytorch.<part>` meta entry saying why; the program goes on unchanged.
 """
+import atexit
 import ctypes
 import json
 import os
@@ -334,7 +335,9 @@ def _patch_modules_and_backward(torch):
             return original_backward(*args, **kwargs)
         finally:
             if _lib is not None:
-                _guarded(_emit_phase, "backward", start, _now(), issued_from)
+                end = _now()
+                _settle(state.issued[issued_from:], 1.0)
+                _guarded(_emit_phase, "backward", start, end, issued_from)
 
     backward.__doc__ = original_backward.__doc__
     torch.autograd.backward = backward
@@ -382,7 +385,7 @@ class _Group:
 
 class _Collective:
     __slots__ = ("group", "op", "name", "sequence", "issue", "start", "done", "bytes", "root", "peer",
-                 "reduce_op", "dtype")
+                 "reduce_op", "dtype", "work")
 
 
 def _fnv1a64(text):
@@ -466,6 +469,15 @@ def _patch_distributed(torch):
         patched.append(function_name)
     if hasattr(dist, "_broadcast_coalesced"):
         dist._broadcast_coalesced = _wrap_broadcast_coalesced(dist._broadcast_coalesced)
+    original_destroy = dist.destroy_process_group
+
+    def destroy_process_group(*args, **kwargs):
+        _guarded(_settle_all)
+        return original_destroy(*args, **kwargs)
+
+    destroy_process_group.__doc__ = original_destroy.__doc__
+    dist.destroy_process_group = destroy_process_group
+    atexit.register(lambda: _guarded(_settle_all))
     _patch_ddp(torch)
     _meta("pytorch.collectives", "on: " + ", ".join(patched))
 
@@ -487,6 +499,7 @@ def _describe(op, group_info, bound, message, root, peer):
         collective.reduce_op = 1
     collective.start = None
     collective.done = None
+    collective.work = None
     return collective
 
 
@@ -556,6 +569,7 @@ def _wrap_collective(original, signature, op, message, root, peer):
             if work is not None:
                 work.wait()
             _thread().waits.append((wait_start, _now()))
+            _settle([collective], 1.0)
             return None
         result = original(*args, **kwargs)
         if returns_work or takes_async:
@@ -587,10 +601,47 @@ def _watch(work, collective):
     if future is None:
         _guarded(_complete, collective)
         return
+    collective.work = work
+    with _lock:
+        _in_flight.append(collective)
     if hasattr(future, "add_done_callback"):
         future.add_done_callback(lambda _: _guarded(_complete, collective))
     else:
         future.then(lambda _: _guarded(_complete, collective))
+
+
+# Collectives whose work carries a Python callback of the hook's, until their work finished.
+_in_flight = []
+
+
+def _settle(collectives, timeout_s, only_done=True):
+    """Lets Gloo's worker threads finish the works of these collectives: after a work's future
+    ran its Python callbacks, the worker still needs the GIL once (to let go of them) before
+    the work is complete. A thread that holds the GIL while it destroys the process group
+    (interpreter exit, destroy_process_group) would otherwise wait for that worker forever.
+    Waits with the GIL released, at most timeout_s; with only_done, only for works whose
+    callback already ran (so that it never waits for communication itself)."""
+    deadline = time.monotonic() + timeout_s
+    for collective in collectives:
+        work = collective.work
+        if work is None or (only_done and collective.done is None):
+            continue
+        try:
+            while not work.is_completed() and time.monotonic() < deadline:
+                time.sleep(0)
+            finished = work.is_completed()
+        except Exception:
+            finished = True  # a work that cannot say: nothing to wait for
+        if finished:
+            collective.work = None
+    with _lock:
+        _in_flight[:] = [c for c in _in_flight if c.work is not None]
+
+
+def _settle_all():
+    with _lock:
+        pending = list(_in_flight)
+    _settle(pending, 5.0, only_done=False)
 
 
 def _wrap_broadcast_coalesced(original):
