@@ -32,12 +32,7 @@ using rankscope::testing::TempDir;
 using testing::AllNotes;
 using testing::Gzip;
 using testing::Load;
-
-void WriteText(const fs::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-  ASSERT_TRUE(out.good()) << path;
-}
+using testing::WriteText;
 
 std::string ReadText(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);

@@ -42,6 +42,8 @@ using testing::AllNotes;
 using testing::Gzip;
 using testing::HasNote;
 using testing::Load;
+using testing::WriteText;
+using testing::ImportOk;
 
 namespace fs = std::filesystem;
 using rankscope::testing::TempDir;
@@ -53,20 +55,8 @@ const fs::path kBadSeeds = kSourceDir / "tests" / "interop" / "data" / "kineto";
 
 // ---- helpers -----------------------------------------------------------------------------
 
-void WriteText(const fs::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-  ASSERT_TRUE(out.good()) << path;
-}
 
 
-
-
-ImportResult ImportOk(const std::vector<fs::path>& inputs, const fs::path& run) {
-  Result<ImportResult> imported = ImportTraces(inputs, run);
-  EXPECT_TRUE(imported.ok()) << imported.status().message();
-  return imported.ok() ? std::move(imported).value() : ImportResult{};
-}
 
 // Through the importer itself, past format detection (which turns non-traces away first).
 Result<ImportResult> ImportDirect(const std::vector<fs::path>& inputs, const fs::path& run) {

@@ -7,7 +7,10 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "interop/interop.h"
 #include "tests/rank_file_writer.h"
@@ -27,6 +30,19 @@ inline std::string Gzip(const std::string& text) {
   out.resize(zs.total_out);
   deflateEnd(&zs);
   return out;
+}
+
+inline void WriteText(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  ASSERT_TRUE(out.good()) << path;
+}
+
+// ImportTraces that must succeed; an empty result (and a failure) when it does not.
+inline ImportResult ImportOk(const std::vector<std::filesystem::path>& inputs, const std::filesystem::path& run) {
+  Result<ImportResult> imported = ImportTraces(inputs, run);
+  EXPECT_TRUE(imported.ok()) << imported.status().message();
+  return imported.ok() ? std::move(imported).value() : ImportResult{};
 }
 
 inline trace::RankTrace Load(const std::filesystem::path& rank_file) {

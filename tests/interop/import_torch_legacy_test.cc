@@ -27,20 +27,10 @@ using rankscope::testing::TempDir;
 using testing::AllNotes;
 using testing::HasNote;
 using testing::Load;
+using testing::WriteText;
+using testing::ImportOk;
 
 const fs::path kLegacy = GoldenPath("tests/interop/data/torch_legacy");
-
-void WriteText(const fs::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-  ASSERT_TRUE(out.good()) << path;
-}
-
-ImportResult ImportOk(const std::vector<fs::path>& inputs, const fs::path& run) {
-  Result<ImportResult> imported = ImportTraces(inputs, run);
-  EXPECT_TRUE(imported.ok()) << imported.status().message();
-  return imported.ok() ? std::move(imported).value() : ImportResult{};
-}
 
 const trace::NvtxRangeEvent* RangeNamed(const trace::RankTrace& rank, const std::string& name) {
   for (const trace::NvtxRangeEvent& range : rank.events.nvtx_ranges) {
