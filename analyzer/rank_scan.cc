@@ -181,6 +181,7 @@ class RankScanner::Impl {
     return id < header_.strings.size() ? header_.strings[id] : kEmpty;
   }
   uint32_t KindIndex(const std::string& kind);
+  void DropC10dCallsOfBackendCollectives(std::vector<CollectiveRecord>& records) const;
   void CountName(trace::StringId name, int8_t activity_class, int64_t duration);
   // A range classed device work: its lane's intervals, its name's total, and with comm a
   // collective record (docs/metrics.md §4, "comm ranges").
@@ -365,6 +366,21 @@ void RankScanner::Impl::ChooseSteps(RankActivity& activity) {
   for (size_t i = 0; i < names.size() && i < 3; ++i) activity.step_source += (i == 0 ? " '" : ", '") + Str(names[i]) + "'";
 }
 
+// PyTorch's `c10d::allreduce_` (and its kin) is the call that hands a collective to the
+// process group, on the calling thread; `gloo:all_reduce` / `nccl:all_reduce` is the same
+// collective as the backend ran it. Both are comm time (§1), but one collective: when the
+// rank has the backend's ranges, the c10d calls are not collectives of their own.
+void RankScanner::Impl::DropC10dCallsOfBackendCollectives(std::vector<CollectiveRecord>& records) const {
+  const auto named = [this](const CollectiveRecord& record, std::string_view prefix) {
+    return kinds_[record.kind].starts_with(prefix);
+  };
+  const bool backend_ranges = std::any_of(records.begin(), records.end(), [&](const CollectiveRecord& record) {
+    return named(record, "gloo:") || named(record, "nccl:");
+  });
+  if (!backend_ranges) return;
+  std::erase_if(records, [&](const CollectiveRecord& record) { return named(record, "c10d::"); });
+}
+
 void RankScanner::Impl::ChooseCollectives(RankActivity& activity) {
   std::vector<CollectiveRecord> records;
   if (!header_.collectives.empty()) {
@@ -400,6 +416,7 @@ void RankScanner::Impl::ChooseCollectives(RankActivity& activity) {
                                  : range_records_.empty() ? CollectiveSource::kNone
                                                           : CollectiveSource::kRanges;
     records = kernels ? std::move(kernel_records_) : std::move(range_records_);
+    if (!kernels) DropC10dCallsOfBackendCollectives(records);
   }
   std::stable_sort(records.begin(), records.end(),
                    [](const CollectiveRecord& a, const CollectiveRecord& b) { return a.start_ns < b.start_ns; });
