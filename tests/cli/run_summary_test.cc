@@ -98,6 +98,50 @@ TEST(RunSummary, EmptyDirectorySaysNothingWasRecorded) {
   EXPECT_NE(text.find(tmp.path().string()), std::string::npos);
 }
 
+// A rank file that holds no event, from a process that ran `command_line`.
+void WriteEmptyRank(const fs::path& dir, int rank, const std::string& command_line, bool pytorch_hook) {
+  trace::RankIdentity who;
+  who.run_id = kRunId;
+  who.rank = rank;
+  who.world_size = 2;
+  who.pid = 1000 + rank;
+  who.command_line = command_line;
+  auto writer = trace::TraceWriter::Create(dir / trace::RankFileName(rank), who);
+  ASSERT_TRUE(writer.ok()) << writer.status().message();
+  if (pytorch_hook) (*writer)->SetMeta("pytorch.hook", "on (torch 1.13)");
+  ASSERT_TRUE((*writer)->Close().ok());
+}
+
+TEST(RunSummary, RanksThatRecordedNothingAreNamedWithWhatWouldHelp) {
+  struct Case {
+    std::string command_line;
+    bool pytorch_hook;
+    std::string help;
+  };
+  for (const Case& c : {Case{"/usr/bin/python3 train.py", false, "they run Python: profile again with --pytorch"},
+                        Case{"python3 train.py", true, "the PyTorch hook saw no optimizer step"},
+                        Case{"./my_program", false, "nothing marked its work: annotate it with NVTX ranges"}}) {
+    SCOPED_TRACE(c.command_line);
+    TempDir tmp;
+    WriteEmptyRank(tmp.path(), 0, c.command_line, c.pytorch_hook);
+    WriteEmptyRank(tmp.path(), 1, c.command_line, c.pytorch_hook);
+    auto stats = CollectRunStats(tmp.path());
+    ASSERT_TRUE(stats.ok()) << stats.status().message();
+    EXPECT_EQ(stats->empty_ranks, (std::vector<int>{0, 1}));
+    const std::string text =
+        FormatRunSummary({.run_dir = tmp.path(), .run_id = kRunId, .outcome = "exit code 0"}, stats);
+    EXPECT_NE(text.find("nothing to analyze: ranks 0, 1 recorded no events; " + c.help), std::string::npos) << text;
+  }
+  // A rank with events is not named.
+  TempDir tmp;
+  WriteRank(tmp.path() / trace::RankFileName(0), 0, 2, 3);
+  WriteEmptyRank(tmp.path(), 1, "python3 train.py", false);
+  auto stats = CollectRunStats(tmp.path());
+  ASSERT_TRUE(stats.ok()) << stats.status().message();
+  const std::string text = FormatRunSummary({.run_dir = tmp.path(), .run_id = kRunId, .outcome = "exit code 0"}, stats);
+  EXPECT_NE(text.find("nothing to analyze: rank 1 recorded no events"), std::string::npos) << text;
+}
+
 TEST(RunSummary, CountsEventsDropsAndProblems) {
   TempDir tmp;
   WriteRank(tmp / "rank-0.sqlite", 0, 4, 30, 5);
