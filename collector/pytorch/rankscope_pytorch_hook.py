@@ -293,8 +293,6 @@ def _forward_pre(module, inputs):
         tensor = _first_tensor(inputs)
         if tensor is not None and tensor.dim() > 0:
             _step["samples"] = int(tensor.shape[0])
-    if isinstance(module, _torch.nn.parallel.DistributedDataParallel):
-        _register_ddp_hook(module)
 
 
 def _forward_post(module, inputs, output):
@@ -704,8 +702,9 @@ def _register_pending_ddp_hooks():
 
 def _register_ddp_hook(module):
     """Gives a DDP module without a comm hook DDP's own default all-reduce hook, which issues
-    its gradient all-reduces through torch.distributed, where the hook sees them. Only before
-    its first backward: DDP takes a comm hook only then."""
+    its gradient all-reduces through torch.distributed, where the hook sees them. At the
+    start of the first backward: the latest moment DDP takes a comm hook, so that a program
+    that registers its own before then keeps it."""
     if getattr(module, "_rankscope_comm_hook", None) is not None:
         return
     group = getattr(module, "process_group", None)
