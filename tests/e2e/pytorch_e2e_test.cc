@@ -47,20 +47,30 @@ nlohmann::json Analyze(const std::vector<std::string>& args) {
   return nlohmann::json::parse(result.out, nullptr, false);
 }
 
-std::map<std::string, std::string> Meta(const fs::path& file) {
-  std::map<std::string, std::string> meta;
+// Calls row(statement) for each row `sql` gives in the rank file, read-only.
+template <typename Row>
+void ForEachRow(const fs::path& file, const char* sql, Row row) {
   sqlite3* db = nullptr;
   if (sqlite3_open_v2(file.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK) {
     sqlite3_stmt* statement = nullptr;
-    if (sqlite3_prepare_v2(db, "SELECT key, value FROM meta", -1, &statement, nullptr) == SQLITE_OK) {
-      while (sqlite3_step(statement) == SQLITE_ROW) {
-        meta[reinterpret_cast<const char*>(sqlite3_column_text(statement, 0))] =
-            reinterpret_cast<const char*>(sqlite3_column_text(statement, 1));
-      }
+    if (sqlite3_prepare_v2(db, sql, -1, &statement, nullptr) == SQLITE_OK) {
+      while (sqlite3_step(statement) == SQLITE_ROW) row(statement);
+    } else {
+      ADD_FAILURE() << file << ": " << sqlite3_errmsg(db);
     }
     sqlite3_finalize(statement);
+  } else {
+    ADD_FAILURE() << file << ": cannot open";
   }
   sqlite3_close(db);
+}
+
+std::map<std::string, std::string> Meta(const fs::path& file) {
+  std::map<std::string, std::string> meta;
+  ForEachRow(file, "SELECT key, value FROM meta", [&](sqlite3_stmt* row) {
+    meta[reinterpret_cast<const char*>(sqlite3_column_text(row, 0))] =
+        reinterpret_cast<const char*>(sqlite3_column_text(row, 1));
+  });
   return meta;
 }
 
@@ -101,17 +111,9 @@ struct AllReduceTimes {
 
 std::vector<std::pair<int64_t, int64_t>> Rows(const fs::path& file, const char* sql) {
   std::vector<std::pair<int64_t, int64_t>> rows;
-  sqlite3* db = nullptr;
-  if (sqlite3_open_v2(file.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK) {
-    sqlite3_stmt* statement = nullptr;
-    if (sqlite3_prepare_v2(db, sql, -1, &statement, nullptr) == SQLITE_OK) {
-      while (sqlite3_step(statement) == SQLITE_ROW) {
-        rows.emplace_back(sqlite3_column_int64(statement, 0), sqlite3_column_int64(statement, 1));
-      }
-    }
-    sqlite3_finalize(statement);
-  }
-  sqlite3_close(db);
+  ForEachRow(file, sql, [&](sqlite3_stmt* row) {
+    rows.emplace_back(sqlite3_column_int64(row, 0), sqlite3_column_int64(row, 1));
+  });
   return rows;
 }
 
