@@ -177,7 +177,7 @@ int DomainRangePushEx(nvtxDomainHandle_t handle, const nvtxEventAttributes_t* at
 int RangePushEx(const nvtxEventAttributes_t* attributes) { return DomainRangePushEx(nullptr, attributes); }
 int RangePushA(const char* message) {
   const NvtxDomain* domain = AsDomain(nullptr);
-  return Enabled(domain) ? g_recorder->Push(TextDraft(domain, message)) : NVTX_NO_PUSH_POP_TRACKING;
+  return Enabled(domain) ? g_recorder->PushMessage(domain, message) : NVTX_NO_PUSH_POP_TRACKING;
 }
 int RangePushW(const wchar_t* message) {
   const NvtxDomain* domain = AsDomain(nullptr);
@@ -187,7 +187,7 @@ int RangePushW(const wchar_t* message) {
 }
 int DomainRangePop(nvtxDomainHandle_t handle) {
   const NvtxDomain* domain = AsDomain(handle);
-  return Enabled(domain) ? g_recorder->Pop(domain, {}) : NVTX_NO_PUSH_POP_TRACKING;
+  return Enabled(domain) ? g_recorder->PopPlain(domain) : NVTX_NO_PUSH_POP_TRACKING;
 }
 int RangePop() { return DomainRangePop(nullptr); }
 

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstring>
 #include <map>
 #include <optional>
 #include <unordered_map>
@@ -47,6 +48,9 @@ constexpr size_t kDomainSlots = 8;
 // records in the thread buffers; half the writer's default queue, so Submit never refuses.
 constexpr uint64_t kMaxWriterBacklog = 512 * 1024;
 constexpr size_t kMaxRecordsPerPass = 256 * 1024;
+// The pool's reserve of ready chunks: at least this many, looked at this often.
+constexpr size_t kMinReadyChunks = 4;
+constexpr std::chrono::milliseconds kReserveInterval{10};
 
 struct DomainDepth {
   const NvtxDomain* domain;
@@ -184,7 +188,11 @@ struct Recorder::DrainState {
   std::unordered_map<const NvtxDomain*, trace::StringId> domain_ids;
   std::unordered_map<uint64_t, trace::LaneId> hook_comm_lanes;  // by communicator hash
   RecorderStats stats;
-  uint64_t reported_drops = 0;
+  uint64_t reported_drops = 0, reported_not_ready = 0;
+  // The pool's reserve of ready chunks (TopUpReserve): what it aims at, and the chunks
+  // taken when it last looked.
+  size_t reserve_target = 0;
+  uint64_t chunks_taken_seen = 0;
 
   // ---- stages of one record; the writer exists ----
   // An NCCL plugin callback: NCCL's threads (its proxy) get no thread lane, what they
@@ -206,6 +214,10 @@ struct Recorder::DrainState {
                          HookRole role, std::string_view args);
 
   // ---- what the stages share ----
+  // The record's domain; records of the default domain store none.
+  const NvtxDomain* DomainOf(const RecordHeader& header) const {
+    return header.domain != nullptr ? header.domain : registry.DefaultDomain();
+  }
   trace::StringId InternDomain(const NvtxDomain* domain);
   trace::StringId NameOf(const RecordReader& record);  // registered string or inline text
   trace::StringId ArgsOf(const NvtxDomain* domain, const OwnedPieces& pieces, bool unfinished);
@@ -255,12 +267,18 @@ void Recorder::DrainState::AddThreadRecord(const RecordReader& record, ThreadSta
 void Recorder::DrainState::AddPush(const RecordReader& record, int64_t ts, ThreadState& thread) {
   OpenRange range = OpenRangeOf(record, ts, thread);
   range.correlation_id = record.header().value;
-  thread.stacks[record.header().domain].push_back(std::move(range));
+  auto& stack = thread.stacks[range.domain];
+  // Ranges at or above the pushed level lost their pops (dropped records): end them here.
+  while (!stack.empty() && stack.back().depth >= range.depth) {
+    EmitRange(stack.back(), ts, thread.lane, trace::NvtxRangeStyle::kPushPop, true);
+    stack.pop_back();
+  }
+  stack.push_back(std::move(range));
 }
 
 void Recorder::DrainState::AddPop(const RecordReader& record, int64_t ts, ThreadState& thread) {
   const RecordHeader& header = record.header();
-  auto& stack = thread.stacks[header.domain];
+  auto& stack = thread.stacks[DomainOf(header)];
   // Ranges above the popped level lost their pops (full buffer): end them here.
   while (!stack.empty() && stack.back().depth > header.depth) {
     EmitRange(stack.back(), ts, thread.lane, trace::NvtxRangeStyle::kPushPop, true);
@@ -305,11 +323,11 @@ void Recorder::DrainState::AddMark(const RecordReader& record, int64_t ts, const
   mark.lane = thread.lane;
   mark.start_ns = mark.end_ns = ts;
   mark.name = NameOf(record);
-  mark.domain = InternDomain(header.domain);
+  mark.domain = InternDomain(DomainOf(header));
   mark.category = header.category;
   mark.color = header.color;
   mark.payload = ToPayload(header.payload_kind, header.payload_bits);
-  mark.args = ArgsOf(header.domain, ReadPieces(record), false);
+  mark.args = ArgsOf(DomainOf(header), ReadPieces(record), false);
   batch.nvtx_marks.push_back(mark);
 }
 
@@ -430,7 +448,7 @@ OpenRange Recorder::DrainState::OpenRangeOf(const RecordReader& record, int64_t 
   range.depth = header.depth;
   range.lane = thread.lane;
   range.name = NameOf(record);
-  range.domain = header.domain;
+  range.domain = DomainOf(header);
   range.category = header.category;
   range.color = header.color;
   range.payload = ToPayload(header.payload_kind, header.payload_bits);
@@ -463,6 +481,7 @@ Recorder::Recorder(RecorderOptions options)
       registry_(options_.config.trace),
       buffers_(options_.config.buffer_bytes),
       clock_source_(ChooseClockSource(options_.config.clock_override)),
+      default_domain_(registry_.DefaultDomain()),
       hook_domain_(registry_.CreateDomain(kHookDomainName)),
       drain_(std::make_unique<DrainState>(clock_source_, options_.pid, registry_, hook_domain_)) {
   pthread_once(&g_exit_key_once, &CreateExitKey);
@@ -520,18 +539,19 @@ bool Recorder::Append(const EventDraft& draft, RecordKind kind, uint32_t depth) 
   if (buffer == nullptr) return false;
   const std::string_view text = draft.text.substr(0, kMaxTextBytes);
   const std::span<const PayloadPiece> pieces = draft.pieces.first(std::min(draft.pieces.size(), kMaxRecordPieces));
-  const size_t size = RecordSize(text.size(), pieces);
-  std::byte* out = buffer->Reserve(size);
-  if (out == nullptr) return false;
-  RecordHeader header = FramedRecordHeader(kind, size, text.size(), pieces.size());
+  RecordHeader header;
+  header.kind = kind;
   header.payload_kind = draft.payload_kind;
   header.depth = depth;
   header.category = draft.category;
   header.color = draft.color;
-  header.domain = draft.domain;
+  header.domain = draft.domain != default_domain_ ? draft.domain : nullptr;  // no word stored
   header.registered = draft.registered;
   header.payload_bits = draft.payload_bits;
   header.value = draft.value;
+  const size_t size = FrameRecord(header, text, pieces);
+  std::byte* out = buffer->Reserve(size);
+  if (out == nullptr) return false;
   header.ticks = ReadTicks(clock_source_);
   EncodeRecord(out, header, text, pieces);
   buffer->Commit(size);
@@ -595,6 +615,46 @@ int Recorder::Pop(const NvtxDomain* domain, std::span<const PayloadPiece> pieces
   return static_cast<int>(--depth);
 }
 
+int Recorder::PushMessage(const NvtxDomain* domain, const char* message) {
+  const ThreadSlot& slot = tls_slot;
+  if (slot.generation != generation_ || slot.buffer == nullptr || message == nullptr ||
+      correlating_.load(std::memory_order_relaxed)) [[unlikely]] {
+    EventDraft draft;
+    draft.domain = domain;
+    if (message != nullptr) draft.text = message;
+    return Push(draft);
+  }
+  if (!recording()) return -1;
+  uint32_t& depth = DepthOf(domain);
+  const uint32_t level = depth++;
+  const size_t text_size = strnlen(message, kMaxTextBytes);
+  const NvtxDomain* stored = domain != default_domain_ ? domain : nullptr;
+  const size_t size = PlainRecordSize(stored, text_size);
+  if (std::byte* out = slot.buffer->Reserve(size); out != nullptr) [[likely]] {
+    EncodePlainRecord(out, size, RecordKind::kPush, stored, depth, ReadTicks(clock_source_), message, text_size);
+    slot.buffer->Commit(size);
+  }
+  return static_cast<int>(level);
+}
+
+int Recorder::PopPlain(const NvtxDomain* domain) {
+  const ThreadSlot& slot = tls_slot;
+  if (slot.generation != generation_ || slot.buffer == nullptr || correlating_.load(std::memory_order_relaxed))
+      [[unlikely]] {
+    return Pop(domain, {});
+  }
+  if (!recording()) return -1;
+  uint32_t& depth = DepthOf(domain);
+  if (depth == 0) return -1;
+  const NvtxDomain* stored = domain != default_domain_ ? domain : nullptr;
+  const size_t size = PlainRecordSize(stored, 0);
+  if (std::byte* out = slot.buffer->Reserve(size); out != nullptr) [[likely]] {
+    EncodePlainRecord(out, size, RecordKind::kPop, stored, depth, ReadTicks(clock_source_), nullptr, 0);
+    slot.buffer->Commit(size);
+  }
+  return static_cast<int>(--depth);
+}
+
 uint64_t Recorder::Start(const EventDraft& draft) {
   uint64_t id = next_range_id_.fetch_add(1, std::memory_order_relaxed);
   if (!recording()) return id;
@@ -624,10 +684,11 @@ bool Recorder::AppendWithBody(RecordKind kind, const Body& body, std::string_vie
   ThreadBuffer* buffer = BufferForThisThread();
   if (buffer == nullptr) return false;
   text = text.substr(0, kMaxTextBytes);
-  const size_t size = RecordSizeWithBody<Body>(text.size());
+  RecordHeader header;
+  header.kind = kind;
+  const size_t size = FrameRecordWithBody<Body>(header, text);
   std::byte* out = buffer->Reserve(size);
   if (out == nullptr) return false;
-  RecordHeader header = FramedRecordHeader(kind, size, text.size(), 0);
   header.ticks = ReadTicks(clock_source_);
   EncodeRecordWithBody(out, header, text, body);
   buffer->Commit(size);
@@ -667,12 +728,40 @@ void Recorder::NameThread(int64_t tid, std::string_view name) {
 
 // ---- drain thread ----------------------------------------------------------------------
 
+void Recorder::TopUpReserve() {
+  DrainState& d = *drain_;
+  ChunkPool& pool = buffers_.pool();
+  const size_t minimum = std::min<size_t>(kMinReadyChunks, pool.chunk_count());
+  const uint64_t taken = pool.taken();
+  const auto recently = static_cast<size_t>(taken - d.chunks_taken_seen);
+  d.chunks_taken_seen = taken;
+  // Twice what the threads took since the last look; doubled when one found nothing ready;
+  // decaying slowly (a sixteenth per look) after a burst, so periodic bursts find memory.
+  size_t target = std::max({minimum, 2 * recently, d.reserve_target - d.reserve_target / 16});
+  if (pool.TakeStarved()) target = std::max(target, 2 * d.reserve_target);
+  d.reserve_target = std::min(target, std::max<size_t>(minimum, pool.chunk_count() / 2));
+  pool.Prepare(d.reserve_target);
+  if (pool.ready_count() > 2 * d.reserve_target) pool.Release(d.reserve_target);
+}
+
 void Recorder::DrainLoop() {
   std::unique_lock lock(mutex_);
+  auto requested = [&] {
+    return close_requested_ || flush_requested_ > flush_done_ || device_finish_requested_ > device_finish_done_;
+  };
   for (;;) {
-    wake_.wait_for(lock, options_.drain_interval, [&] {
-      return close_requested_ || flush_requested_ > flush_done_ || device_finish_requested_ > device_finish_done_;
-    });
+    // The reserve is looked at more often than the buffers are drained: a thread that
+    // records fast must find prepared memory, or it drops.
+    const auto drain_at = std::chrono::steady_clock::now() + options_.drain_interval;
+    for (;;) {
+      lock.unlock();
+      TopUpReserve();
+      lock.lock();
+      const auto now = std::chrono::steady_clock::now();
+      if (requested() || now >= drain_at) break;
+      wake_.wait_until(lock, std::min(drain_at, now + kReserveInterval), requested);
+      if (requested()) break;
+    }
     bool closing = close_requested_;
     EndReason reason = close_reason_;
     int close_signal = close_signal_;
@@ -879,7 +968,9 @@ size_t Recorder::DrainOnce(size_t max_records) {
   std::vector<ThreadBuffer*> exited;
   for (ThreadBuffer* buffer : buffers_.Snapshot()) {
     bool was_exited = buffer->exited();
-    d.stats.buffer_drops += buffer->TakeDrops();
+    const ThreadBuffer::Drops drops = buffer->TakeDrops();
+    d.stats.buffer_drops += drops.budget_spent;
+    d.stats.not_ready_drops += drops.not_ready;
     DrainState::ThreadState* thread = nullptr;  // looked up at the buffer's first thread record
     if (drained == max_records) break;
     drained += buffer->Drain([&](std::span<const std::byte> bytes) {
@@ -912,6 +1003,11 @@ void Recorder::SubmitDrained() {
     d.writer->AddDrops(trace::DropRecord{"collector", "thread buffer full", -1, 0, 0,
                                          d.stats.buffer_drops - d.reported_drops});
     d.reported_drops = d.stats.buffer_drops;
+  }
+  if (d.stats.not_ready_drops > d.reported_not_ready) {
+    d.writer->AddDrops(trace::DropRecord{"collector", "recorded faster than buffer memory was prepared", -1, 0, 0,
+                                         d.stats.not_ready_drops - d.reported_not_ready});
+    d.reported_not_ready = d.stats.not_ready_drops;
   }
   if (!d.batch.empty()) {
     d.writer->Submit(std::move(d.batch));

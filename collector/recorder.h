@@ -71,7 +71,8 @@ struct RecorderOptions {
 
 struct RecorderStats {
   uint64_t records = 0;         // records drained
-  uint64_t buffer_drops = 0;    // records refused by full buffers
+  uint64_t buffer_drops = 0;    // records refused: the buffer budget was spent
+  uint64_t not_ready_drops = 0; // records refused: no chunk was ready yet
   uint64_t unmatched_ends = 0;  // pops/ends without their push/start
   uint64_t unfinished = 0;      // ranges still open at close
   uint64_t hook_refused = 0;    // hook records that ended before they started
@@ -96,6 +97,12 @@ class Recorder {
   uint64_t Start(const EventDraft& draft);  // returns the range id
   void End(const NvtxDomain* domain, uint64_t range_id, std::span<const PayloadPiece> pieces);
   void Mark(const EventDraft& draft);
+  // The common NVTX ranges, fast: a push whose only attribute is an ASCII message, and a
+  // pop without payload. The same records as Push and Pop of the equivalent draft; in
+  // steady state (not the thread's first event, no device tracer tagging ranges) they
+  // take no lock, allocate nothing and make no system call.
+  int PushMessage(const NvtxDomain* domain, const char* message);
+  int PopPlain(const NvtxDomain* domain);
   void NameThread(int64_t tid, std::string_view name);
   // An NCCL profiler-plugin callback. False when it was not recorded (off, or the buffer
   // budget is spent).
@@ -158,6 +165,8 @@ class Recorder {
   void NameHookCategories();
   void PopCorrelation(const NvtxDomain* domain, uint32_t depth);
   void DrainLoop();
+  // Keeps the pool's reserve of ready chunks ahead of what the threads take (drain thread).
+  void TopUpReserve();
   // Drains into the writer. Leaves records in the thread buffers while the writer is
   // behind (memory is bounded by the buffer budget), except when `final`, which waits for
   // the writer instead and drains everything.
@@ -199,6 +208,7 @@ class Recorder {
   std::unique_ptr<DeviceTracer> device_tracer_owner_;  // set once, under mutex_
   bool abandoned_ = false;  // forked child: never touch the drain thread or the file
   std::atomic<uint64_t> next_range_id_{1};
+  const NvtxDomain* const default_domain_;  // its records store no domain word
   const NvtxDomain* const hook_domain_;
   std::once_flag hook_categories_named_;
 

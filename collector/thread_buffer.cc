@@ -1,105 +1,191 @@
 #include "collector/thread_buffer.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 #include <new>
 
 namespace rankscope::collector {
 
-struct ThreadBuffer::Chunk {
-  std::atomic<uint32_t> committed{0};  // bytes published to the consumer
+// ---- ChunkPool ---------------------------------------------------------------------------
+
+void ChunkPool::IndexStack::Push(uint32_t index, std::atomic<uint32_t>* next) {
+  uint64_t head = head_.load(std::memory_order_relaxed);
+  uint64_t desired = 0;
+  do {
+    next[index].store(static_cast<uint32_t>(head), std::memory_order_relaxed);
+    desired = ((head >> 32) + 1) << 32 | (uint64_t{index} + 1);
+  } while (!head_.compare_exchange_weak(head, desired, std::memory_order_release, std::memory_order_relaxed));
+}
+
+bool ChunkPool::IndexStack::Pop(uint32_t& index, std::atomic<uint32_t>* next) {
+  uint64_t head = head_.load(std::memory_order_acquire);
+  for (;;) {
+    const auto top = static_cast<uint32_t>(head);
+    if (top == 0) return false;
+    // Stale when another thread popped `top` meanwhile; the tag then fails the exchange.
+    const uint32_t below = next[top - 1].load(std::memory_order_relaxed);
+    const uint64_t desired = ((head >> 32) + 1) << 32 | below;
+    if (head_.compare_exchange_weak(head, desired, std::memory_order_acquire, std::memory_order_acquire)) {
+      index = top - 1;
+      return true;
+    }
+  }
+}
+
+ChunkPool::ChunkPool(size_t max_bytes) {
+  const size_t count = std::clamp<size_t>(max_bytes / kChunkBytes, 1, UINT32_MAX - 1);
+  // Address space only: pages become resident when Prepare (or a first chunk's writer)
+  // touches them.
+  void* base = mmap(nullptr, count * kChunkBytes, PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (base == MAP_FAILED) return;  // no chunks: every record is dropped and counted
+  next_.reset(new (std::nothrow) std::atomic<uint32_t>[count]);
+  if (!next_) {
+    munmap(base, count * kChunkBytes);
+    return;
+  }
+  base_ = static_cast<std::byte*>(base);
+  chunk_count_ = count;
+  // Pushed in reverse, so chunks are first used from the start of the range.
+  for (size_t i = count; i > 0; --i) cold_.Push(static_cast<uint32_t>(i - 1), next_.get());
+  cold_count_.store(count, std::memory_order_relaxed);
+}
+
+ChunkPool::~ChunkPool() {
+  if (base_ != nullptr) munmap(base_, chunk_count_ * kChunkBytes);
+}
+
+uint32_t ChunkPool::IndexOf(const void* chunk) const {
+  return static_cast<uint32_t>((static_cast<const std::byte*>(chunk) - base_) / kChunkBytes);
+}
+
+void* ChunkPool::TakeReady() {
+  uint32_t index = 0;
+  if (chunk_count_ == 0 || !ready_.Pop(index, next_.get())) {
+    if (!starved_.load(std::memory_order_relaxed)) starved_.store(true, std::memory_order_relaxed);
+    return nullptr;
+  }
+  ready_count_.fetch_sub(1, std::memory_order_relaxed);
+  taken_.fetch_add(1, std::memory_order_relaxed);
+  return ChunkAt(index);
+}
+
+void* ChunkPool::TakeCold() {
+  uint32_t index = 0;
+  if (chunk_count_ == 0 || !cold_.Pop(index, next_.get())) return nullptr;
+  cold_count_.fetch_sub(1, std::memory_order_relaxed);
+  taken_.fetch_add(1, std::memory_order_relaxed);
+  return ChunkAt(index);
+}
+
+void ChunkPool::Recycle(void* chunk) {
+  ready_.Push(IndexOf(chunk), next_.get());
+  ready_count_.fetch_add(1, std::memory_order_relaxed);
+}
+
+namespace {
+// Makes the pages of [start, start + bytes) resident and writable now: one system call
+// where the kernel has MADV_POPULATE_WRITE (5.14), else a write to every page.
+void FaultIn(std::byte* start, size_t bytes) {
+#ifdef MADV_POPULATE_WRITE
+  if (madvise(start, bytes, MADV_POPULATE_WRITE) == 0) return;
+#endif
+  static const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  for (size_t offset = 0; offset < bytes; offset += page) {
+    reinterpret_cast<volatile std::byte*>(start)[offset] = std::byte{0};
+  }
+}
+}  // namespace
+
+size_t ChunkPool::Prepare(size_t target) {
+  size_t prepared = 0;
+  uint32_t index = 0;
+  while (ready_count() < target && cold_.Pop(index, next_.get())) {
+    cold_count_.fetch_sub(1, std::memory_order_relaxed);
+    FaultIn(ChunkAt(index), kChunkBytes);
+    ready_.Push(index, next_.get());
+    ready_count_.fetch_add(1, std::memory_order_relaxed);
+    ++prepared;
+  }
+  return prepared;
+}
+
+size_t ChunkPool::Release(size_t keep) {
+  size_t released = 0;
+  uint32_t index = 0;
+  while (ready_count() > keep && ready_.Pop(index, next_.get())) {
+    ready_count_.fetch_sub(1, std::memory_order_relaxed);
+    madvise(ChunkAt(index), kChunkBytes, MADV_DONTNEED);  // zero pages again on next touch
+    cold_.Push(index, next_.get());
+    cold_count_.fetch_add(1, std::memory_order_relaxed);
+    ++released;
+  }
+  return released;
+}
+
+// ---- ThreadBuffer ------------------------------------------------------------------------
+
+// A chunk's first 64 bytes; the records follow.
+struct alignas(64) ThreadBuffer::Chunk {
+  std::atomic<uint32_t> committed{0};  // record bytes published to the consumer
   std::atomic<bool> sealed{false};     // the producer moved on to `next`
   std::atomic<Chunk*> next{nullptr};
-  alignas(64) std::byte data[kChunkBytes];
+  std::byte* data() { return reinterpret_cast<std::byte*>(this) + sizeof(Chunk); }
 };
 
-ChunkBudget::~ChunkBudget() {
-  for (void* memory : pool_) ::operator delete(memory, std::align_val_t{64});
+namespace {
+constexpr uint32_t kChunkDataBytes = ThreadBuffer::kChunkBytes - 64;
 }
 
-void* ChunkBudget::Acquire(size_t bytes) {
-  size_t current = in_use_.load(std::memory_order_relaxed);
-  do {
-    if (current + bytes > max_bytes_) return nullptr;
-  } while (!in_use_.compare_exchange_weak(current, current + bytes, std::memory_order_relaxed));
-  {
-    std::lock_guard lock(pool_mutex_);
-    if (!pool_.empty()) {
-      void* memory = pool_.back();
-      pool_.pop_back();
-      return memory;
-    }
-  }
-  void* memory = ::operator new(bytes, std::align_val_t{64}, std::nothrow);
-  if (memory == nullptr) in_use_.fetch_sub(bytes, std::memory_order_relaxed);
-  return memory;
+ThreadBuffer::ThreadBuffer(ChunkPool* pool, int64_t tid, std::string name, uint64_t serial)
+    : pool_(pool), tid_(tid), name_(std::move(name)), serial_(serial) {
+  static_assert(sizeof(Chunk) == 64);
 }
-
-void ChunkBudget::Recycle(void* memory, size_t bytes) {
-  in_use_.fetch_sub(bytes, std::memory_order_relaxed);
-  {
-    std::lock_guard lock(pool_mutex_);
-    if (pool_.size() < kMaxPooled) {
-      pool_.push_back(memory);
-      return;
-    }
-  }
-  ::operator delete(memory, std::align_val_t{64});
-}
-
-ThreadBuffer::ThreadBuffer(ChunkBudget* budget, int64_t tid, std::string name, uint64_t serial)
-    : budget_(budget), tid_(tid), name_(std::move(name)), serial_(serial) {}
 
 ThreadBuffer::~ThreadBuffer() {
   // Only the consumer destroys a buffer, after the producer exited; the chain from the
-  // read chunk on holds every chunk still allocated.
-  Chunk* chunk =
-      read_chunk_ != nullptr ? read_chunk_ : first_chunk_.load(std::memory_order_acquire);
+  // read chunk on holds every chunk still held.
+  Chunk* chunk = read_chunk_ != nullptr ? read_chunk_ : first_chunk_.load(std::memory_order_acquire);
   while (chunk != nullptr) {
     Chunk* next = chunk->next.load(std::memory_order_acquire);
-    FreeChunk(chunk);
+    GiveBack(chunk);
     chunk = next;
   }
 }
 
-ThreadBuffer::Chunk* ThreadBuffer::NewChunk() {
-  void* memory = budget_->Acquire(sizeof(Chunk));
-  return memory != nullptr ? new (memory) Chunk : nullptr;
-}
-
-void ThreadBuffer::FreeChunk(Chunk* chunk) {
+void ThreadBuffer::GiveBack(Chunk* chunk) {
   chunk->~Chunk();
-  budget_->Recycle(chunk, sizeof(Chunk));
+  pool_->Recycle(chunk);
 }
 
-std::byte* ThreadBuffer::Reserve(size_t size) {
-  size_t padded = (size + kAlign - 1) & ~(kAlign - 1);
-  if (padded == 0 || padded > kChunkBytes) {
-    drops_.fetch_add(1, std::memory_order_relaxed);
+std::byte* ThreadBuffer::ReserveInNextChunk(size_t size) {
+  if (size == 0 || size > kMaxRecordBytes) {
+    Bump(dropped_full_);
     return nullptr;
   }
-  if (write_chunk_ == nullptr || write_pos_ + padded > kChunkBytes) {
-    Chunk* fresh = NewChunk();
-    if (fresh == nullptr) {
-      drops_.fetch_add(1, std::memory_order_relaxed);
-      return nullptr;
-    }
-    if (write_chunk_ == nullptr) {
-      first_chunk_.store(fresh, std::memory_order_release);  // the consumer starts here
-    } else {
-      write_chunk_->next.store(fresh, std::memory_order_release);
-      write_chunk_->sealed.store(true, std::memory_order_release);
-    }
-    write_chunk_ = fresh;
-    write_pos_ = 0;
+  const bool first = write_chunk_ == nullptr;
+  void* memory = pool_->TakeReady();
+  if (memory == nullptr && first) memory = pool_->TakeCold();
+  if (memory == nullptr) {
+    Bump(pool_->cold_count() > 0 ? dropped_not_ready_ : dropped_full_);
+    return nullptr;
   }
-  return write_chunk_->data + write_pos_;
-}
-
-void ThreadBuffer::Commit(size_t size) {
-  write_pos_ += static_cast<uint32_t>((size + kAlign - 1) & ~(kAlign - 1));
-  write_chunk_->committed.store(write_pos_, std::memory_order_release);
+  auto* fresh = new (memory) Chunk;
+  if (first) {
+    first_chunk_.store(fresh, std::memory_order_release);  // the consumer starts here
+  } else {
+    write_chunk_->next.store(fresh, std::memory_order_release);
+    write_chunk_->sealed.store(true, std::memory_order_release);
+  }
+  write_chunk_ = fresh;
+  write_data_ = fresh->data();
+  write_committed_ = &fresh->committed;
+  write_pos_ = 0;
+  write_end_ = kChunkDataBytes;
+  return write_data_;
 }
 
 bool ThreadBuffer::Append(std::span<const std::span<const std::byte>> parts) {
@@ -116,19 +202,27 @@ bool ThreadBuffer::Append(std::span<const std::span<const std::byte>> parts) {
   return true;
 }
 
-size_t ThreadBuffer::Drain(const std::function<void(std::span<const std::byte>)>& visit,
-                           size_t max_records) {
+ThreadBuffer::Drops ThreadBuffer::TakeDrops() {
+  const uint64_t full = dropped_full_.load(std::memory_order_relaxed);
+  const uint64_t not_ready = dropped_not_ready_.load(std::memory_order_relaxed);
+  Drops drops{full - taken_full_, not_ready - taken_not_ready_};
+  taken_full_ = full;
+  taken_not_ready_ = not_ready;
+  return drops;
+}
+
+size_t ThreadBuffer::Drain(const std::function<void(std::span<const std::byte>)>& visit, size_t max_records) {
   size_t visited = 0;
   if (read_chunk_ == nullptr) read_chunk_ = first_chunk_.load(std::memory_order_acquire);
   while (read_chunk_ != nullptr) {
-    uint32_t committed = read_chunk_->committed.load(std::memory_order_acquire);
+    const uint32_t committed = read_chunk_->committed.load(std::memory_order_acquire);
     while (read_pos_ < committed) {
       if (visited == max_records) return visited;
-      const std::byte* record = read_chunk_->data + read_pos_;
-      uint32_t size = 0;
+      const std::byte* record = read_chunk_->data() + read_pos_;
+      uint16_t size = 0;
       std::memcpy(&size, record, sizeof(size));  // every record starts with its size
-      size_t padded = (size + kAlign - 1) & ~(kAlign - 1);
-      if (size < sizeof(uint32_t) || read_pos_ + padded > committed) break;  // damaged
+      const size_t padded = Padded(size);
+      if (size < sizeof(size) || read_pos_ + padded > committed) break;  // damaged
       visit(std::span<const std::byte>(record, size));
       read_pos_ += static_cast<uint32_t>(padded);
       ++visited;
@@ -136,16 +230,18 @@ size_t ThreadBuffer::Drain(const std::function<void(std::span<const std::byte>)>
     if (!read_chunk_->sealed.load(std::memory_order_acquire)) break;
     if (read_pos_ < read_chunk_->committed.load(std::memory_order_acquire)) continue;
     Chunk* next = read_chunk_->next.load(std::memory_order_acquire);
-    FreeChunk(read_chunk_);
+    GiveBack(read_chunk_);
     read_chunk_ = next;
     read_pos_ = 0;
   }
   return visited;
 }
 
+// ---- BufferRegistry ----------------------------------------------------------------------
+
 ThreadBuffer* BufferRegistry::Register(int64_t tid, std::string name) {
   std::lock_guard lock(mutex_);
-  auto* buffer = new (std::nothrow) ThreadBuffer(&budget_, tid, std::move(name), next_serial_++);
+  auto* buffer = new (std::nothrow) ThreadBuffer(&pool_, tid, std::move(name), next_serial_++);
   if (buffer != nullptr) buffers_.push_back(buffer);
   return buffer;
 }

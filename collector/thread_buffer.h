@@ -1,15 +1,15 @@
 // Per-thread event buffers: single-producer (the application thread), single-consumer
 // (the drain thread), lock-free. Records are variable-length byte strings appended to a
 // chain of chunks; the producer publishes each record with one release store, and the
-// consumer frees chunks it has read. A global byte budget bounds the memory: a record that
-// would exceed it is dropped and counted, never waited for.
+// consumer hands chunks it has read back to the pool. The pool bounds the memory: a record
+// that finds no room is dropped and counted, never waited for.
 #pragma once
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <cstddef>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <span>
 #include <string>
@@ -17,57 +17,114 @@
 
 namespace rankscope::collector {
 
-// Chunks come from one budget shared by every buffer of the process. Drained chunks go
-// back to a small pool, so a steady stream of events reuses warm memory instead of paying
-// page faults for fresh allocations on the application thread.
-class ChunkBudget {
+// The memory of every buffer of the process: one reserved address range of the budget's
+// size, cut into chunks. A chunk is cold (never touched, or given back to the kernel),
+// ready (faulted in and free) or held by a buffer. The drain thread keeps a reserve of ready
+// chunks (Prepare), so an application thread takes neither a page fault nor a lock for a
+// new chunk; one that finds none ready drops its record instead of waiting.
+class ChunkPool {
  public:
-  explicit ChunkBudget(size_t max_bytes) : max_bytes_(max_bytes) {}
-  ~ChunkBudget();
-  ChunkBudget(const ChunkBudget&) = delete;
-  ChunkBudget& operator=(const ChunkBudget&) = delete;
+  static constexpr size_t kChunkBytes = 256 * 1024;
 
-  // Memory for one chunk of `bytes`, or nullptr when the budget is spent. The pool's lock
-  // is taken once per chunk (thousands of events), never per event.
-  void* Acquire(size_t bytes);
-  void Recycle(void* memory, size_t bytes);
-  size_t in_use() const { return in_use_.load(std::memory_order_relaxed); }
+  // Reserves address space for max_bytes rounded down to whole chunks (at least one);
+  // nothing is resident yet. Without address space the pool has no chunks.
+  explicit ChunkPool(size_t max_bytes);
+  ~ChunkPool();
+  ChunkPool(const ChunkPool&) = delete;
+  ChunkPool& operator=(const ChunkPool&) = delete;
+
+  // ---- any thread, lock-free (one compare-and-swap per chunk) ----
+  // A ready chunk; nullptr when none is, which the pool remembers (TakeStarved).
+  void* TakeReady();
+  // A cold chunk that the caller faults in as it writes: for a thread's first chunk, when
+  // none is ready, so a thread's first events are not lost to a reserve not yet prepared.
+  void* TakeCold();
+  // A chunk a buffer no longer holds (the consumer read it): ready again, still resident
+  // and warm.
+  void Recycle(void* chunk);
+  // ---- the drain thread ----
+  // Faults cold chunks in until `target` are ready (or none is cold); returns how many.
+  size_t Prepare(size_t target);
+  // Gives ready chunks beyond `keep` back to the kernel (cold again); returns how many.
+  size_t Release(size_t keep);
+  // Whether TakeReady found nothing since the last call.
+  bool TakeStarved() { return starved_.exchange(false, std::memory_order_relaxed); }
+
+  size_t chunk_count() const { return chunk_count_; }
+  size_t ready_count() const { return ready_count_.load(std::memory_order_relaxed); }
+  size_t cold_count() const { return cold_count_.load(std::memory_order_relaxed); }
+  size_t held_count() const { return chunk_count_ - ready_count() - cold_count(); }
+  uint64_t taken() const { return taken_.load(std::memory_order_relaxed); }
 
  private:
-  static constexpr size_t kMaxPooled = 32;
-  size_t max_bytes_;
-  std::atomic<size_t> in_use_{0};
-  std::mutex pool_mutex_;
-  std::vector<void*> pool_;  // chunks of ThreadBuffer's size only
+  // A lock-free stack of chunk indexes; the head carries a tag against ABA.
+  class IndexStack {
+   public:
+    void Push(uint32_t index, std::atomic<uint32_t>* next);
+    bool Pop(uint32_t& index, std::atomic<uint32_t>* next);
+
+   private:
+    std::atomic<uint64_t> head_{0};  // tag << 32 | (index + 1); 0 = empty
+  };
+  std::byte* ChunkAt(uint32_t index) const { return base_ + size_t{index} * kChunkBytes; }
+  uint32_t IndexOf(const void* chunk) const;
+
+  std::byte* base_ = nullptr;
+  size_t chunk_count_ = 0;
+  std::unique_ptr<std::atomic<uint32_t>[]> next_;  // each chunk's successor in its stack
+  IndexStack ready_, cold_;
+  std::atomic<size_t> ready_count_{0}, cold_count_{0};
+  std::atomic<uint64_t> taken_{0};
+  std::atomic<bool> starved_{false};
 };
 
 class ThreadBuffer {
  public:
-  static constexpr uint32_t kChunkBytes = 256 * 1024;
+  static constexpr size_t kChunkBytes = ChunkPool::kChunkBytes;
   static constexpr size_t kAlign = 8;
+  // Every record starts with its unpadded size as a uint16.
+  static constexpr size_t kMaxRecordBytes = UINT16_MAX;
 
-  ThreadBuffer(ChunkBudget* budget, int64_t tid, std::string name, uint64_t serial);
+  ThreadBuffer(ChunkPool* pool, int64_t tid, std::string name, uint64_t serial);
   ~ThreadBuffer();
   ThreadBuffer(const ThreadBuffer&) = delete;
   ThreadBuffer& operator=(const ThreadBuffer&) = delete;
 
   // Producer side, in two steps so records are written in place: Reserve returns room for
-  // `size` bytes (nullptr, counting a drop, when it cannot), Commit publishes it. Nothing
-  // else may run on the producer side between the two.
-  std::byte* Reserve(size_t size);
-  void Commit(size_t size);
+  // `size` bytes (1 to kMaxRecordBytes; nullptr, counting a drop, when there is none),
+  // Commit publishes it. Nothing else may run on the producer side between the two. Inline:
+  // in steady state a record costs a compare, its stores and one release store.
+  std::byte* Reserve(size_t size) {
+    if (size - 1 < kMaxRecordBytes && Padded(size) <= write_end_ - write_pos_) [[likely]] {
+      return write_data_ + write_pos_;
+    }
+    return ReserveInNextChunk(size);
+  }
+  void Commit(size_t size) {
+    write_pos_ += static_cast<uint32_t>(Padded(size));
+    write_committed_->store(write_pos_, std::memory_order_release);
+  }
   // Reserve + copy `parts` back to back + Commit. Returns false on a drop.
   bool Append(std::span<const std::span<const std::byte>> parts);
+  // A record the producer gave up on before reserving room for it.
+  void CountDrop() { Bump(dropped_full_); }
 
   // Consumer side: calls `visit` for published records, in order, at most `max_records`,
-  // and frees the chunks it finished. Returns the number of records visited.
+  // and gives back the chunks it finished. Returns the number of records visited.
   size_t Drain(const std::function<void(std::span<const std::byte>)>& visit,
                size_t max_records = SIZE_MAX);
 
   // The owning thread exited; the consumer may free the buffer once drained.
   void MarkExited() { exited_.store(true, std::memory_order_release); }
   bool exited() const { return exited_.load(std::memory_order_acquire); }
-  uint64_t TakeDrops() { return drops_.exchange(0, std::memory_order_relaxed); }
+  // Records dropped since the last call: because the pool's memory was all held (the
+  // budget is spent), or because no chunk was ready yet (recording faster than the drain
+  // thread prepares memory).
+  struct Drops {
+    uint64_t budget_spent = 0;
+    uint64_t not_ready = 0;
+  };
+  Drops TakeDrops();
 
   int64_t tid() const { return tid_; }
   const std::string& name() const { return name_; }
@@ -75,29 +132,38 @@ class ThreadBuffer {
 
  private:
   struct Chunk;
-  Chunk* NewChunk();
-  void FreeChunk(Chunk* chunk);
+  static constexpr size_t Padded(size_t size) { return (size + kAlign - 1) & ~(kAlign - 1); }
+  // A counter only the producer writes: no read-modify-write on the hot path.
+  static void Bump(std::atomic<uint64_t>& counter) {
+    counter.store(counter.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
+  std::byte* ReserveInNextChunk(size_t size);
+  void GiveBack(Chunk* chunk);
 
-  ChunkBudget* budget_;
+  ChunkPool* pool_;
   const int64_t tid_;
   const std::string name_;
   const uint64_t serial_;
   std::atomic<bool> exited_{false};
-  std::atomic<uint64_t> drops_{0};
-  // Producer state.
-  Chunk* write_chunk_ = nullptr;
+  // Producer state. write_end_ is 0 until the first chunk, so the first Reserve takes one.
+  std::byte* write_data_ = nullptr;
   uint32_t write_pos_ = 0;
+  uint32_t write_end_ = 0;
+  std::atomic<uint32_t>* write_committed_ = nullptr;
+  Chunk* write_chunk_ = nullptr;
+  std::atomic<uint64_t> dropped_full_{0}, dropped_not_ready_{0};
   std::atomic<Chunk*> first_chunk_{nullptr};  // hands the chain to the consumer
   // Consumer state.
   Chunk* read_chunk_ = nullptr;
   uint32_t read_pos_ = 0;
+  uint64_t taken_full_ = 0, taken_not_ready_ = 0;
 };
 
-// All buffers of the process. Registration takes a lock (once per thread); the drain
-// thread snapshots the list.
+// All buffers of the process and the pool they share. Registration takes a lock (once per
+// thread); the drain thread snapshots the list.
 class BufferRegistry {
  public:
-  explicit BufferRegistry(size_t max_bytes) : budget_(max_bytes) {}
+  explicit BufferRegistry(size_t max_bytes) : pool_(max_bytes) {}
   ~BufferRegistry();  // frees every buffer: only once no thread can append any more
   BufferRegistry(const BufferRegistry&) = delete;
   BufferRegistry& operator=(const BufferRegistry&) = delete;
@@ -105,10 +171,10 @@ class BufferRegistry {
   std::vector<ThreadBuffer*> Snapshot();
   // Removes and frees `buffers`: ones seen exited before their last drain.
   void Remove(const std::vector<ThreadBuffer*>& buffers);
-  ChunkBudget& budget() { return budget_; }
+  ChunkPool& pool() { return pool_; }
 
  private:
-  ChunkBudget budget_;
+  ChunkPool pool_;
   std::mutex mutex_;
   std::vector<ThreadBuffer*> buffers_;
   uint64_t next_serial_ = 1;

@@ -34,8 +34,9 @@ std::vector<DecodedPiece> PiecesOf(const RecordReader& reader) {
 
 // Encodes through a real ThreadBuffer (which reads the size word first) and drains it back.
 std::vector<std::vector<std::byte>> ThroughThreadBuffer(const std::vector<std::vector<std::byte>>& records) {
-  ChunkBudget budget(1 << 20);
-  ThreadBuffer buffer(&budget, 7, "codec", 1);
+  ChunkPool pool(1 << 20);
+  pool.Prepare(4);
+  ThreadBuffer buffer(&pool, 7, "codec", 1);
   for (const std::vector<std::byte>& record : records) {
     std::byte* out = buffer.Reserve(record.size());
     EXPECT_NE(out, nullptr);
@@ -51,28 +52,20 @@ std::vector<std::vector<std::byte>> ThroughThreadBuffer(const std::vector<std::v
 // `fields` holds everything but the framing, which is set here for `text` and `pieces`.
 std::vector<std::byte> EncodeWithPieces(const RecordHeader& fields, std::string_view text,
                                         std::span<const PayloadPiece> pieces) {
-  const size_t size = RecordSize(text.size(), pieces);
-  RecordHeader header = FramedRecordHeader(fields.kind, size, text.size(), pieces.size());
-  header.payload_kind = fields.payload_kind;
-  header.depth = fields.depth;
-  header.category = fields.category;
-  header.color = fields.color;
-  header.domain = fields.domain;
-  header.registered = fields.registered;
-  header.payload_bits = fields.payload_bits;
-  header.value = fields.value;
-  header.ticks = fields.ticks;
+  RecordHeader header = fields;
+  const size_t size = FrameRecord(header, text, pieces);
   std::vector<std::byte> out(size, std::byte{0xAB});  // padding must be written, not inherited
-  EncodeRecord(out.data(), header, text, pieces);
+  if (std::byte* data = out.data(); data != nullptr) EncodeRecord(data, header, text, pieces);
   return out;
 }
 
 std::vector<std::byte> EncodeNccl(const NcclRecord& nccl, std::string_view text, uint64_t ticks) {
-  const size_t size = RecordSizeWithBody<NcclRecord>(text.size());
-  RecordHeader header = FramedRecordHeader(RecordKind::kNccl, size, text.size(), 0);
+  RecordHeader header;
+  header.kind = RecordKind::kNccl;
+  const size_t size = FrameRecordWithBody<NcclRecord>(header, text);
   header.ticks = ticks;
   std::vector<std::byte> out(size, std::byte{0xAB});
-  EncodeRecordWithBody(out.data(), header, text, nccl);
+  if (std::byte* data = out.data(); data != nullptr) EncodeRecordWithBody(data, header, text, nccl);
   return out;
 }
 
@@ -160,16 +153,71 @@ TEST(RecordCodec, PaddingIsZeroAndPiecesStartEightAligned) {
   const PayloadPiece pieces[] = {{7, bytes}, {8, bytes}};
   const std::string text = "abc";
   const std::vector<std::byte> record = EncodeWithPieces(HeaderOf(RecordKind::kMark, 1), text, pieces);
-  // header 64 + text 3 -> body at 72; each piece: 16 + 5 bytes padded to 8.
-  ASSERT_EQ(RecordBodyOffset(text.size()), 72u);
-  ASSERT_EQ(record.size(), 72u + 2 * (16u + 8u));
-  for (size_t i = 64 + text.size(); i < 72; ++i) EXPECT_EQ(record[i], std::byte{0}) << i;
+  // Fixed part 16 + five words 40 (domain, style, scalar kind and bits, value; seed 1 has no
+  // registered string) + text 3 = 59 -> body at 64; each piece: 16 + 5 bytes padded to 8.
+  ASSERT_EQ(record.size(), 64u + 2 * (16u + 8u));
+  for (size_t i = 59; i < 64; ++i) EXPECT_EQ(record[i], std::byte{0}) << i;
   for (size_t piece = 0; piece < 2; ++piece) {
-    const size_t data = 72 + piece * 24 + 16;
+    const size_t data = 64 + piece * 24 + 16;
     for (size_t i = data + bytes.size(); i < data + 8; ++i) EXPECT_EQ(record[i], std::byte{0}) << i;
   }
   // Without pieces, nothing follows the text and nothing is padded.
-  EXPECT_EQ(RecordSize(text.size(), {}), 64u + text.size());
+  RecordHeader plain = HeaderOf(RecordKind::kMark, 1);
+  EXPECT_EQ(FrameRecord(plain, text, {}), 59u);
+}
+
+TEST(RecordCodec, CommonRangesStoreOnlyWhatTheyCarry) {
+  // nvtxRangePushA("pair") in the default domain: fixed part 16 + text 4 = 20 bytes
+  // (24 in a buffer); its pop: the fixed part alone.
+  RecordHeader push;
+  push.kind = RecordKind::kPush;
+  push.depth = 1;
+  EXPECT_EQ(FrameRecord(push, "pair", {}), 20u);
+  RecordHeader pop;
+  pop.kind = RecordKind::kPop;
+  pop.depth = 1;
+  EXPECT_EQ(FrameRecord(pop, "", {}), 16u);
+  // In a domain of its own, with a category: two words more.
+  static const NvtxDomain domain{"mine", true};
+  RecordHeader styled = push;
+  styled.domain = &domain;
+  styled.category = 3;
+  EXPECT_EQ(FrameRecord(styled, "pair", {}), 36u);
+  push.ticks = pop.ticks = styled.ticks = 77;
+  const std::vector<std::vector<std::byte>> drained =
+      ThroughThreadBuffer({EncodeWithPieces(push, "pair", {}), EncodeWithPieces(pop, "", {}),
+                           EncodeWithPieces(styled, "pair", {})});
+  ASSERT_EQ(drained.size(), 3u);
+  ExpectSameHeader(RecordReader::Open(drained[0])->header(), push);
+  EXPECT_EQ(RecordReader::Open(drained[0])->text(), "pair");
+  ExpectSameHeader(RecordReader::Open(drained[1])->header(), pop);
+  ExpectSameHeader(RecordReader::Open(drained[2])->header(), styled);
+  EXPECT_EQ(RecordReader::Open(drained[2])->header().domain, &domain);
+  EXPECT_EQ(RecordReader::Open(drained[0])->header().domain, nullptr);  // the default domain
+}
+
+TEST(RecordCodec, PlainRecordsAreTheGeneralEncoding) {
+  static const NvtxDomain domain{"mine", true};
+  for (const NvtxDomain* in : {static_cast<const NvtxDomain*>(nullptr), &domain}) {
+    for (std::string_view text : {std::string_view(""), std::string_view("pair"), std::string_view("eight!!!")}) {
+      for (RecordKind kind : {RecordKind::kPush, RecordKind::kPop}) {
+        RecordHeader header;
+        header.kind = kind;
+        header.depth = 70000;  // beyond the stored range: both cut it the same way
+        header.domain = in;
+        header.ticks = 123456789;
+        const std::vector<std::byte> general = EncodeWithPieces(header, text, {});
+        const size_t size = PlainRecordSize(in, text.size());
+        ASSERT_EQ(size, general.size());
+        std::vector<std::byte> plain(size, std::byte{0xAB});
+        if (std::byte* data = plain.data(); data != nullptr) {
+          EncodePlainRecord(data, size, kind, in, header.depth, header.ticks, text.data(), text.size());
+        }
+        EXPECT_EQ(plain, general) << text;
+        EXPECT_EQ(RecordReader::Open(plain)->header().depth, kMaxRecordDepth);
+      }
+    }
+  }
 }
 
 TEST(RecordCodec, NcclRecordRoundTripsWithItsText) {
@@ -201,7 +249,9 @@ TEST(RecordCodec, NcclRecordRoundTripsWithItsText) {
     const std::optional<NcclRecord> body = reader->body<NcclRecord>();
     ASSERT_TRUE(body.has_value());
     EXPECT_EQ(std::memcmp(&*body, &nccl, sizeof(nccl)), 0);
-    for (size_t b = 64 + reader->text().size(); b < RecordBodyOffset(reader->text().size()); ++b) {
+    // Fixed part 16, no optional word, the text, zeros up to the body.
+    for (size_t b = 16 + reader->text().size(); b < RecordBodyOffset(reader->header().fields, reader->text().size());
+         ++b) {
       EXPECT_EQ(drained[i][b], std::byte{0}) << b;
     }
   }
@@ -213,11 +263,14 @@ TEST(RecordCodec, TruncatedRecordsNeverReadPastTheirEnd) {
   const PayloadPiece pieces[] = {{1, first}, {2, second}};
   const std::string text = "truncated";
   const std::vector<std::byte> whole = EncodeWithPieces(HeaderOf(RecordKind::kPush, 4), text, pieces);
-  const size_t body = RecordBodyOffset(text.size());                    // 80
+  // Fixed part 16 + six words 48 + text 9 = 73 -> body at 80.
+  const size_t body = RecordBodyOffset(RecordReader::Open(whole)->header().fields, text.size());
+  ASSERT_EQ(body, 80u);
   const size_t second_piece = body + sizeof(PieceHeader) + AlignRecordBytes(first.size());  // 80 + 16 + 16
 
-  // Shorter than a header: no record at all.
-  EXPECT_FALSE(RecordReader::Open(std::span(whole).first(sizeof(RecordHeader) - 1)).has_value());
+  // Shorter than the fixed part, or than the words it announces: no record at all.
+  EXPECT_FALSE(RecordReader::Open(std::span(whole).first(15)).has_value());
+  EXPECT_FALSE(RecordReader::Open(std::span(whole).first(63)).has_value());
   EXPECT_FALSE(RecordReader::Open(std::span<const std::byte>()).has_value());
 
   // Cut inside the text: the text stops at the cut, and no piece is read.
@@ -247,8 +300,8 @@ TEST(RecordCodec, TruncatedRecordsNeverReadPastTheirEnd) {
 
   // A header that claims more text than the record holds.
   std::vector<std::byte> lying = EncodeWithPieces(HeaderOf(RecordKind::kMark, 2), "abcd", {});
-  const uint32_t claimed = 1000;
-  std::memcpy(lying.data() + offsetof(RecordHeader, text_size), &claimed, sizeof(claimed));
+  const uint16_t claimed = 1000;
+  std::memcpy(lying.data() + 4, &claimed, sizeof(claimed));  // the fixed part's text size
   EXPECT_EQ(RecordReader::Open(lying)->text(), "abcd");
   EXPECT_FALSE(RecordReader::Open(lying)->body<NcclRecord>().has_value());
 }
@@ -258,9 +311,10 @@ TEST(RecordCodec, MaximumRecordIsCutToTheLimitsAndFitsAChunk) {
   const std::vector<std::byte> oversized = Bytes(kMaxPieceBytes + 100, 17);
   std::vector<PayloadPiece> pieces(kMaxRecordPieces);
   for (size_t i = 0; i < pieces.size(); ++i) pieces[i] = {1000 + i, oversized};
-  const size_t size = RecordSize(text.size(), pieces);
-  EXPECT_EQ(size, 64 + kMaxTextBytes + kMaxRecordPieces * (16 + kMaxPieceBytes));
-  EXPECT_LE(size, ThreadBuffer::kChunkBytes);
+  RecordHeader framed = HeaderOf(RecordKind::kPop, 9);  // five words: no registered string
+  const size_t size = FrameRecord(framed, text, pieces);
+  EXPECT_EQ(size, 16 + 40 + kMaxTextBytes + kMaxRecordPieces * (16 + kMaxPieceBytes));
+  EXPECT_LE(size, ThreadBuffer::kMaxRecordBytes);
 
   const std::vector<std::vector<std::byte>> drained =
       ThroughThreadBuffer({EncodeWithPieces(HeaderOf(RecordKind::kPop, 9), text, pieces)});

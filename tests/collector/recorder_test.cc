@@ -64,6 +64,42 @@ TEST(Recorder, RecordsRangesMarksAndCrossThreadEnds) {
   EXPECT_EQ(trace.events.nvtx_marks[0].payload.int_value, -3);
 }
 
+TEST(Recorder, FastRangesRecordWhatTheGeneralPathRecords) {
+  TempDir dir;
+  Recorder recorder(Options(dir, 0));
+  const NvtxDomain* app = recorder.registry().CreateDomain("app");
+  const NvtxDomain* plain = recorder.registry().DefaultDomain();
+  std::thread([&] {
+    // A thread's first event takes the general path (it registers the thread's buffer).
+    EXPECT_EQ(recorder.PushMessage(plain, "outer"), 0);
+    EXPECT_EQ(recorder.PushMessage(app, "in app"), 0);
+    EXPECT_EQ(recorder.PushMessage(plain, "inner"), 1);
+    EXPECT_EQ(recorder.Push(Named(plain, "general")), 2);
+    EXPECT_EQ(recorder.PopPlain(plain), 2);
+    EXPECT_EQ(recorder.PopPlain(plain), 1);
+    EXPECT_EQ(recorder.PopPlain(app), 0);
+    EXPECT_EQ(recorder.Pop(plain, {}), 0);
+    EXPECT_EQ(recorder.PopPlain(plain), -1);  // nothing open
+    EXPECT_EQ(recorder.PushMessage(plain, nullptr), 0);
+    EXPECT_EQ(recorder.PopPlain(plain), 0);
+  }).join();
+  ASSERT_TRUE(recorder.Close(Recorder::EndReason::kExit).ok());
+  trace::RankTrace trace = Load(dir / "rank-0.sqlite");
+  ASSERT_EQ(trace.events.nvtx_ranges.size(), 5u);
+  std::map<std::string, trace::NvtxRangeEvent> by_name;
+  for (const auto& range : trace.events.nvtx_ranges) by_name[trace.str(range.name)] = range;
+  ASSERT_EQ(by_name.size(), 5u);  // "" is the unnamed one
+  EXPECT_EQ(trace.str(by_name["in app"].domain), "app");
+  EXPECT_EQ(trace.str(by_name["outer"].domain), "");
+  EXPECT_LE(by_name["outer"].start_ns, by_name["inner"].start_ns);
+  EXPECT_LE(by_name["inner"].start_ns, by_name["general"].start_ns);
+  EXPECT_LE(by_name["general"].end_ns, by_name["inner"].end_ns);
+  EXPECT_LE(by_name["inner"].end_ns, by_name["in app"].end_ns);
+  EXPECT_LE(by_name["in app"].end_ns, by_name["outer"].end_ns);
+  EXPECT_EQ(trace.meta.entries["collector.unmatched_ends"], "0");
+  EXPECT_EQ(trace.meta.entries["collector.unfinished_ranges"], "0");
+}
+
 TEST(Recorder, OpenRangesAreWrittenAsUnfinished) {
   TempDir dir;
   Recorder recorder(Options(dir, 0));
@@ -145,7 +181,7 @@ TEST(Recorder, FullBuffersAreCountedAsDrops) {
   options.config.buffer_bytes = ThreadBuffer::kChunkBytes + 1024;  // one chunk
   options.drain_interval = std::chrono::hours(1);                  // no drain until close
   Recorder recorder(std::move(options));
-  const int marks = 20000;  // 64+ bytes each: more than one chunk holds
+  const int marks = 20000;  // 24 bytes each: more than one chunk holds
   for (int i = 0; i < marks; ++i) recorder.Mark(Named(recorder.registry().DefaultDomain(), "m"));
   ASSERT_TRUE(recorder.Close(Recorder::EndReason::kExit).ok());
   trace::RankTrace trace = Load(dir / "rank-0.sqlite");

@@ -1,6 +1,7 @@
 #include "collector/thread_buffer.h"
 
 #include <cstring>
+#include <atomic>
 #include <thread>
 #include <vector>
 
@@ -9,10 +10,10 @@
 namespace rankscope::collector {
 namespace {
 
-// A record the buffer accepts: a leading uint32 size, then a sequence number.
+// A record the buffer accepts: a leading uint16 size, then a sequence number.
 struct TestRecord {
-  uint32_t size = sizeof(TestRecord);
-  uint32_t pad = 0;
+  uint16_t size = sizeof(TestRecord);
+  uint16_t pad[3] = {};
   uint64_t sequence = 0;
   char filler[48] = {};
 };
@@ -34,58 +35,144 @@ std::vector<uint64_t> DrainSequences(ThreadBuffer& buffer) {
   return out;
 }
 
+// Records of TestRecord's size that one chunk holds (its first 64 bytes are the chunk's own).
+constexpr uint64_t kPerChunk = (ThreadBuffer::kChunkBytes - 64) / sizeof(TestRecord);
+
 TEST(ThreadBuffer, KeepsOrderAcrossChunks) {
-  ChunkBudget budget(64 << 20);
-  ThreadBuffer buffer(&budget, 1, "t", 1);
-  const uint64_t count = 3 * ThreadBuffer::kChunkBytes / sizeof(TestRecord) + 17;
+  ChunkPool pool(64 << 20);
+  pool.Prepare(8);
+  ThreadBuffer buffer(&pool, 1, "t", 1);
+  const uint64_t count = 3 * kPerChunk + 17;
   for (uint64_t i = 0; i < count; ++i) ASSERT_TRUE(AppendRecord(buffer, i));
   std::vector<uint64_t> seen = DrainSequences(buffer);
   ASSERT_EQ(seen.size(), count);
   for (uint64_t i = 0; i < count; ++i) ASSERT_EQ(seen[i], i);
   EXPECT_TRUE(DrainSequences(buffer).empty());
-  EXPECT_EQ(buffer.TakeDrops(), 0u);
-  // Fully read chunks were returned to the budget; at most the chunk being written remains.
-  EXPECT_LE(budget.in_use(), ThreadBuffer::kChunkBytes + 4096);
+  const ThreadBuffer::Drops drops = buffer.TakeDrops();
+  EXPECT_EQ(drops.budget_spent + drops.not_ready, 0u);
+  // Fully read chunks went back to the pool, ready; only the chunk being written is held.
+  EXPECT_EQ(pool.held_count(), 1u);
+  EXPECT_EQ(pool.ready_count(), 7u);
 }
 
 TEST(ThreadBuffer, DropsAndCountsWhenTheBudgetIsSpent) {
-  ChunkBudget budget(ThreadBuffer::kChunkBytes + 4096);  // room for one chunk only
-  ThreadBuffer buffer(&budget, 1, "t", 1);
-  const uint64_t per_chunk = ThreadBuffer::kChunkBytes / sizeof(TestRecord);
+  ChunkPool pool(ThreadBuffer::kChunkBytes + 4096);  // room for one chunk only
+  ASSERT_EQ(pool.chunk_count(), 1u);
+  ThreadBuffer buffer(&pool, 1, "t", 1);
   uint64_t accepted = 0;
-  for (uint64_t i = 0; i < per_chunk + 100; ++i) accepted += AppendRecord(buffer, i) ? 1 : 0;
-  EXPECT_EQ(accepted, per_chunk);
-  EXPECT_EQ(buffer.TakeDrops(), 100u);
-  EXPECT_EQ(buffer.TakeDrops(), 0u);  // taken once
-  EXPECT_EQ(DrainSequences(buffer).size(), per_chunk);
+  for (uint64_t i = 0; i < kPerChunk + 100; ++i) accepted += AppendRecord(buffer, i) ? 1 : 0;
+  EXPECT_EQ(accepted, kPerChunk);
+  const ThreadBuffer::Drops drops = buffer.TakeDrops();
+  EXPECT_EQ(drops.budget_spent, 100u);
+  EXPECT_EQ(drops.not_ready, 0u);
+  EXPECT_EQ(buffer.TakeDrops().budget_spent, 0u);  // taken once
+  EXPECT_EQ(DrainSequences(buffer).size(), kPerChunk);
+}
+
+TEST(ThreadBuffer, ThreadsNeverFaultInMemoryBeyondTheirFirstChunk) {
+  ChunkPool pool(8 * ThreadBuffer::kChunkBytes);
+  ThreadBuffer buffer(&pool, 1, "t", 1);
+  // Nothing prepared: the first chunk is taken cold, the next records find nothing ready.
+  uint64_t accepted = 0;
+  for (uint64_t i = 0; i < kPerChunk + 10; ++i) accepted += AppendRecord(buffer, i) ? 1 : 0;
+  EXPECT_EQ(accepted, kPerChunk);
+  ThreadBuffer::Drops drops = buffer.TakeDrops();
+  EXPECT_EQ(drops.not_ready, 10u);
+  EXPECT_EQ(drops.budget_spent, 0u);
+  EXPECT_TRUE(pool.TakeStarved());
+  EXPECT_FALSE(pool.TakeStarved());  // taken once
+  // Once the drain thread prepared chunks, recording goes on.
+  EXPECT_EQ(pool.Prepare(2), 2u);
+  EXPECT_TRUE(AppendRecord(buffer, kPerChunk + 10));
+  EXPECT_EQ(pool.ready_count(), 1u);
+  EXPECT_EQ(pool.held_count(), 2u);
+  const std::vector<uint64_t> seen = DrainSequences(buffer);
+  ASSERT_EQ(seen.size(), kPerChunk + 1);
+  EXPECT_EQ(seen.back(), kPerChunk + 10);
 }
 
 TEST(ThreadBuffer, RefusesOversizedRecords) {
-  ChunkBudget budget(64 << 20);
-  ThreadBuffer buffer(&budget, 1, "t", 1);
-  std::vector<std::byte> huge(ThreadBuffer::kChunkBytes + 8);
-  std::span<const std::byte> part(huge);
-  EXPECT_FALSE(buffer.Append(std::span(&part, 1)));
-  EXPECT_EQ(buffer.TakeDrops(), 1u);
+  ChunkPool pool(64 << 20);
+  ThreadBuffer buffer(&pool, 1, "t", 1);
+  for (size_t size : {ThreadBuffer::kMaxRecordBytes + 1, ThreadBuffer::kChunkBytes + 8}) {
+    std::vector<std::byte> huge(size);
+    std::span<const std::byte> part(huge);
+    EXPECT_FALSE(buffer.Append(std::span(&part, 1)));
+  }
+  EXPECT_EQ(buffer.TakeDrops().budget_spent, 2u);
 }
 
 TEST(ThreadBuffer, ConsumerRunsBesideTheProducer) {
-  ChunkBudget budget(256 << 20);
-  ThreadBuffer buffer(&budget, 1, "t", 1);
+  ChunkPool pool(256 << 20);
+  pool.Prepare(4);
+  ThreadBuffer buffer(&pool, 1, "t", 1);
   const uint64_t count = 200000;
   std::thread producer([&] {
-    for (uint64_t i = 0; i < count; ++i) AppendRecord(buffer, i);
+    for (uint64_t i = 0; i < count; ++i) {
+      while (!AppendRecord(buffer, i)) std::this_thread::yield();  // until a chunk is ready
+    }
     buffer.MarkExited();
   });
   std::vector<uint64_t> seen;
   for (;;) {
     bool exited = buffer.exited();
     for (uint64_t s : DrainSequences(buffer)) seen.push_back(s);
+    pool.Prepare(4);
     if (exited) break;
   }
   producer.join();
   ASSERT_EQ(seen.size(), count);
   for (uint64_t i = 0; i < count; ++i) ASSERT_EQ(seen[i], i);
+}
+
+TEST(ChunkPool, PreparesRecyclesAndReleasesWithinItsChunks) {
+  ChunkPool pool(4 * ChunkPool::kChunkBytes + 100);
+  ASSERT_EQ(pool.chunk_count(), 4u);
+  EXPECT_EQ(pool.cold_count(), 4u);
+  EXPECT_EQ(pool.Prepare(3), 3u);
+  EXPECT_EQ(pool.Prepare(3), 0u);  // already there
+  std::vector<void*> held;
+  for (void* chunk = pool.TakeReady(); chunk != nullptr; chunk = pool.TakeReady()) held.push_back(chunk);
+  EXPECT_EQ(held.size(), 3u);
+  EXPECT_TRUE(pool.TakeStarved());
+  void* cold = pool.TakeCold();
+  ASSERT_NE(cold, nullptr);
+  held.push_back(cold);
+  EXPECT_EQ(pool.TakeCold(), nullptr);  // every chunk is held: the budget is spent
+  EXPECT_EQ(pool.held_count(), 4u);
+  EXPECT_EQ(pool.taken(), 4u);
+  for (void* chunk : held) {
+    std::memset(chunk, 0x5A, ChunkPool::kChunkBytes);  // each is a whole, distinct chunk
+    pool.Recycle(chunk);
+  }
+  EXPECT_EQ(pool.ready_count(), 4u);
+  EXPECT_EQ(pool.Release(1), 3u);
+  EXPECT_EQ(pool.ready_count(), 1u);
+  EXPECT_EQ(pool.cold_count(), 3u);
+}
+
+TEST(ChunkPool, ThreadsTakeDistinctChunksWhileTheyAreRecycled) {
+  constexpr size_t kChunks = 16;
+  ChunkPool pool(kChunks * ChunkPool::kChunkBytes);
+  pool.Prepare(kChunks);
+  std::atomic<int> owners[kChunks] = {};
+  std::atomic<bool> overlap{false};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 20000; ++i) {
+        void* chunk = pool.TakeReady();
+        if (chunk == nullptr) continue;
+        const size_t index = reinterpret_cast<uintptr_t>(chunk) / ChunkPool::kChunkBytes % kChunks;
+        if (owners[index].fetch_add(1) != 0) overlap = true;
+        owners[index].fetch_sub(1);
+        pool.Recycle(chunk);
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_FALSE(overlap.load());
+  EXPECT_EQ(pool.ready_count(), kChunks);
 }
 
 TEST(BufferRegistry, RegistersAndRemovesBuffers) {
