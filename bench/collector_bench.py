@@ -147,8 +147,8 @@ def main() -> int:
     parser.add_argument("--rate", type=float, default=2_000_000)
     parser.add_argument("--seconds", type=float, default=10)
     parser.add_argument("--sweep-rates", default="1e6,2e6,4e6,8e6")
-    parser.add_argument("--sweep-seconds", type=float, default=3)
-    parser.add_argument("--sweep-buffer-mb", type=int, default=64)
+    parser.add_argument("--sweep-seconds", type=float, default=5)
+    parser.add_argument("--sweep-buffer-mb", type=int, default=16)
     parser.add_argument("--smoke", action="store_true")
     args = parser.parse_args()
     try:
