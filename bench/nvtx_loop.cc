@@ -1,12 +1,25 @@
 // The NVTX workload of the collector benchmarks, run by collector_bench.py under three
 // injections (none, empty, the collector):
-//   nvtx_loop pairs N          N push+pop pairs on one thread, in timed bursts; prints ns
-//                              per pair
-//   nvtx_loop rate T R S       T threads together making R NVTX calls per second for S
-//                              seconds (a push and a pop are one call each); prints the
-//                              calls made and the seconds it took
+//   nvtx_loop pairs N [T]       the process makes N push+pop pairs, split evenly over T
+//                               threads (default 1), in timed bursts of 20K pairs (each
+//                               thread 20K/T) with untimed 40 ms pauses between them
+//   nvtx_loop continuous N [T]  two threads first record 300 ranges each and exit (the
+//                               collector's file and threads are then up), then T threads
+//                               (default 1) each make N pairs in one tight loop, no pauses
+//   nvtx_loop rate T R S        T threads together making R NVTX calls per second for S
+//                               seconds (a push and a pop are one call each); prints the
+//                               calls made and the seconds it took
+// pairs and continuous print, for each timed thread, its CPU time per pair
+// (CLOCK_THREAD_CPUTIME_ID: what the pairs cost the thread itself, page faults and kernel
+// time included, not the time it waited for a core) and its wall time per pair; then every
+// NVTX call the process made (warm-ups included) and its peak RSS so far: ru_maxrss, and
+// VmHWM, which leaves out what exec inherited from the parent.
 #include <nvtx3/nvToolsExt.h>
+#include <sys/resource.h>
+#include <time.h>
 
+#include <algorithm>
+#include <barrier>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -18,27 +31,112 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Times bursts of pairs and pauses between them (untimed) so the collector's threads can
-// drain: the cost measured is the application thread's, not a backlog the writer (about
-// 1M events/s) could never clear at this loop's 7M+ ranges/s.
-int Pairs(long pairs) {
-  constexpr long kBurst = 20000;
-  for (long i = 0; i < kBurst; ++i) {  // warm up: NVTX init, first-event setup
-    nvtxRangePushA("warm");
+constexpr long kProcessBurst = 20000;           // pairs per burst, all threads together
+constexpr auto kPause = std::chrono::milliseconds(40);
+constexpr int kWarmThreads = 2;                  // continuous: threads recording first
+constexpr long kWarmRanges = 300;                // ... this many ranges each
+
+double ThreadCpuNs() {
+  timespec now{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+  return static_cast<double>(now.tv_sec) * 1e9 + static_cast<double>(now.tv_nsec);
+}
+
+// This program image's own peak RSS (VmHWM). ru_maxrss also counts what exec inherited: a
+// process started by a big parent (Python) reports at least the parent's size.
+long OwnPeakRssKib() {
+  std::FILE* status = std::fopen("/proc/self/status", "r");
+  if (status == nullptr) return -1;
+  char line[256];
+  long kib = -1;
+  while (std::fgets(line, sizeof line, status) != nullptr) {
+    if (std::sscanf(line, "VmHWM: %ld kB", &kib) == 1) break;
+  }
+  std::fclose(status);
+  return kib;
+}
+
+void RecordPairs(long pairs, const char* name) {
+  for (long i = 0; i < pairs; ++i) {
+    nvtxRangePushA(name);
     nvtxRangePop();
   }
-  double ns = 0;
-  for (long done = 0; done < pairs; done += kBurst) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(40));
-    auto start = Clock::now();
-    for (long i = 0; i < kBurst; ++i) {
-      nvtxRangePushA("pair");
-      nvtxRangePop();
-    }
-    ns += std::chrono::duration<double, std::nano>(Clock::now() - start).count();
+}
+
+// What one timed thread measured.
+struct ThreadCost {
+  long pairs = 0;
+  double cpu_ns = 0;
+  double wall_ns = 0;
+};
+
+void PrintCosts(const std::vector<ThreadCost>& costs, long calls) {
+  for (size_t t = 0; t < costs.size(); ++t) {
+    const double pairs = static_cast<double>(costs[t].pairs);
+    std::printf("thread %zu pairs %ld cpu_ns_per_pair %.2f wall_ns_per_pair %.2f\n", t, costs[t].pairs,
+                costs[t].cpu_ns / pairs, costs[t].wall_ns / pairs);
   }
-  long timed = (pairs + kBurst - 1) / kBurst * kBurst;
-  std::printf("ns_per_pair %.2f\n", ns / static_cast<double>(timed));
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  std::printf("calls %ld\npeak_rss_kib %ld\nvm_hwm_kib %ld\n", calls, usage.ru_maxrss, OwnPeakRssKib());
+}
+
+// Times bursts of pairs and pauses between them (untimed) so the collector's threads can
+// drain: the cost measured is the application thread's while the writer keeps up. Every
+// thread starts each burst together (after a barrier), so T threads contend as they would.
+int Pairs(long pairs, int threads) {
+  const long burst = kProcessBurst / threads;
+  const long bursts = std::max(1L, (pairs / threads + burst - 1) / burst);
+  std::vector<ThreadCost> costs(static_cast<size_t>(threads));
+  std::barrier sync(threads);
+  std::vector<std::thread> workers;
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back([&, t] {
+      RecordPairs(burst, "warm");  // NVTX init, the thread's first-event setup
+      ThreadCost& cost = costs[static_cast<size_t>(t)];
+      for (long b = 0; b < bursts; ++b) {
+        std::this_thread::sleep_for(kPause);
+        sync.arrive_and_wait();
+        const double cpu_start = ThreadCpuNs();
+        const auto wall_start = Clock::now();
+        RecordPairs(burst, "pair");
+        cost.wall_ns += std::chrono::duration<double, std::nano>(Clock::now() - wall_start).count();
+        cost.cpu_ns += ThreadCpuNs() - cpu_start;
+      }
+      cost.pairs = bursts * burst;
+    });
+  }
+  for (auto& worker : workers) worker.join();
+  PrintCosts(costs, 2 * threads * (bursts + 1) * burst);
+  return 0;
+}
+
+// A program recording ranges nonstop: once the buffers are full the collector must drop
+// (and count) rather than slow the thread down or grow without bound.
+int Continuous(long pairs, int threads) {
+  std::vector<std::thread> warm;
+  for (int t = 0; t < kWarmThreads; ++t) warm.emplace_back([] { RecordPairs(kWarmRanges, "warm"); });
+  for (auto& thread : warm) thread.join();
+  // Untimed: lets a collector's drain thread create its file, as in a running program.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+
+  std::vector<ThreadCost> costs(static_cast<size_t>(threads));
+  std::barrier sync(threads);
+  std::vector<std::thread> workers;
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back([&, t] {
+      sync.arrive_and_wait();
+      const double cpu_start = ThreadCpuNs();
+      const auto wall_start = Clock::now();
+      RecordPairs(pairs, "pair");
+      ThreadCost& cost = costs[static_cast<size_t>(t)];
+      cost.wall_ns = std::chrono::duration<double, std::nano>(Clock::now() - wall_start).count();
+      cost.cpu_ns = ThreadCpuNs() - cpu_start;
+      cost.pairs = pairs;
+    });
+  }
+  for (auto& worker : workers) worker.join();
+  PrintCosts(costs, 2 * (kWarmThreads * kWarmRanges + threads * pairs));
   return 0;
 }
 
@@ -55,10 +153,7 @@ int Rate(int threads, double calls_per_second, double seconds) {
     workers.emplace_back([&] {
       auto next = Clock::now();
       for (long s = 0; s < slices; ++s) {
-        for (long i = 0; i < pairs_per_slice; ++i) {
-          nvtxRangePushA("event");
-          nvtxRangePop();
-        }
+        RecordPairs(pairs_per_slice, "event");
         next += slice;
         std::this_thread::sleep_until(next);
       }
@@ -70,13 +165,31 @@ int Rate(int threads, double calls_per_second, double seconds) {
   return 0;
 }
 
+// A count from the command line: a whole number in [1, max], or 0 when it is not one.
+long Count(const char* text, long max) {
+  char* end = nullptr;
+  const long value = std::strtol(text, &end, 10);
+  return end != text && *end == '\0' && value >= 1 && value <= max ? value : 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc == 3 && std::string_view(argv[1]) == "pairs") return Pairs(std::atol(argv[2]));
-  if (argc == 5 && std::string_view(argv[1]) == "rate") {
+  const std::string_view mode = argc >= 2 ? argv[1] : "";
+  if ((mode == "pairs" || mode == "continuous") && (argc == 3 || argc == 4)) {
+    const long pairs = Count(argv[2], 1L << 40);
+    const long threads = argc == 4 ? Count(argv[3], 256) : 1;
+    if (pairs == 0 || threads == 0) {
+      std::fprintf(stderr, "nvtx_loop: pairs and threads must be positive whole numbers (threads at most 256)\n");
+      return 2;
+    }
+    return mode == "pairs" ? Pairs(pairs, static_cast<int>(threads)) : Continuous(pairs, static_cast<int>(threads));
+  }
+  if (argc == 5 && mode == "rate") {
     return Rate(std::atoi(argv[2]), std::atof(argv[3]), std::atof(argv[4]));
   }
-  std::fprintf(stderr, "usage: nvtx_loop pairs N | nvtx_loop rate THREADS CALLS_PER_S SECONDS\n");
+  std::fprintf(stderr,
+               "usage: nvtx_loop pairs N [THREADS] | nvtx_loop continuous N [THREADS] | "
+               "nvtx_loop rate THREADS CALLS_PER_S SECONDS\n");
   return 2;
 }
