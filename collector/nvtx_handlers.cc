@@ -165,9 +165,26 @@ void DomainRangeEnd(nvtxDomainHandle_t handle, nvtxRangeId_t id) {
 }
 void RangeEnd(nvtxRangeId_t id) { DomainRangeEnd(nullptr, id); }
 
+// Attributes the recorder's fast push takes: no payload, a message that needs no conversion.
+bool ArePlain(const nvtxEventAttributes_t* attributes, Recorder::PlainAttributes& plain) {
+  if (attributes == nullptr) return true;
+  if (attributes->payloadType != NVTX_PAYLOAD_UNKNOWN) return false;
+  if (attributes->messageType == NVTX_MESSAGE_TYPE_ASCII) {
+    plain.message = attributes->message.ascii;
+  } else if (attributes->messageType == NVTX_MESSAGE_TYPE_REGISTERED) {
+    plain.registered = reinterpret_cast<const NvtxString*>(attributes->message.registered);
+  } else if (attributes->messageType != NVTX_MESSAGE_UNKNOWN) {
+    return false;
+  }
+  plain.category = attributes->category;
+  if (attributes->colorType == NVTX_COLOR_ARGB) plain.color = attributes->color;
+  return true;
+}
+
 int DomainRangePushEx(nvtxDomainHandle_t handle, const nvtxEventAttributes_t* attributes) {
   const NvtxDomain* domain = AsDomain(handle);
   if (!Enabled(domain)) return NVTX_NO_PUSH_POP_TRACKING;
+  if (Recorder::PlainAttributes plain; ArePlain(attributes, plain)) return g_recorder->PushPlain(domain, plain);
   EventDraft draft;
   std::string wide;
   std::array<PayloadPiece, kMaxPieces> pieces;
@@ -177,7 +194,7 @@ int DomainRangePushEx(nvtxDomainHandle_t handle, const nvtxEventAttributes_t* at
 int RangePushEx(const nvtxEventAttributes_t* attributes) { return DomainRangePushEx(nullptr, attributes); }
 int RangePushA(const char* message) {
   const NvtxDomain* domain = AsDomain(nullptr);
-  return Enabled(domain) ? g_recorder->PushMessage(domain, message) : NVTX_NO_PUSH_POP_TRACKING;
+  return Enabled(domain) ? g_recorder->PushPlain(domain, {.message = message}) : NVTX_NO_PUSH_POP_TRACKING;
 }
 int RangePushW(const wchar_t* message) {
   const NvtxDomain* domain = AsDomain(nullptr);

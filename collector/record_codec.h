@@ -200,25 +200,40 @@ inline void EncodeRecordWithBody(std::byte* out, const RecordHeader& header, std
   std::memcpy(out + body_offset, &body, sizeof(Body));
 }
 
-// The most common records, with fewer instructions: a push with a plain message and a pop,
-// in `domain` (nullptr: the default domain). The same bytes as FrameRecord + EncodeRecord
-// of a header with only kind, depth, domain and ticks set (record_codec_test checks it).
-constexpr size_t PlainRecordSize(const NvtxDomain* domain, size_t text_size) {
-  return sizeof(record_codec_detail::FixedPart) + (domain != nullptr ? 8 : 0) + text_size;
+// The most common records, with fewer instructions: pushes and pops whose only attributes
+// are a message (text or registered string), a category and a colour, in `domain` (nullptr:
+// the default domain). The same bytes as FrameRecord + EncodeRecord of a header with only
+// these fields, the kind, the depth and the ticks set (record_codec_test checks it).
+struct PlainRecord {
+  RecordKind kind = RecordKind::kPush;
+  uint32_t depth = 0;
+  const NvtxDomain* domain = nullptr;
+  const NvtxString* registered = nullptr;
+  uint32_t category = 0;
+  uint32_t color = 0;
+};
+constexpr size_t PlainRecordSize(const PlainRecord& record, size_t text_size) {
+  return sizeof(record_codec_detail::FixedPart) + (record.domain != nullptr ? 8 : 0) +
+         (record.registered != nullptr ? 8 : 0) + ((record.category | record.color) != 0 ? 8 : 0) + text_size;
 }
-inline void EncodePlainRecord(std::byte* out, size_t size, RecordKind kind, const NvtxDomain* domain, uint32_t depth,
-                              uint64_t ticks, const char* text, size_t text_size) {
+inline void EncodePlainRecord(std::byte* out, size_t size, const PlainRecord& record, uint64_t ticks, const char* text,
+                              size_t text_size) {
   using namespace record_codec_detail;
-  const FixedPart fixed{static_cast<uint16_t>(size), kind, domain != nullptr ? kDomainWord : uint8_t{0},
-                        static_cast<uint16_t>(text_size), static_cast<uint16_t>(std::min(depth, kMaxRecordDepth)),
-                        ticks};
+  const bool styled = (record.category | record.color) != 0;
+  const auto fields = static_cast<uint8_t>((record.domain != nullptr ? kDomainWord : 0) |
+                                           (record.registered != nullptr ? kRegisteredWord : 0) |
+                                           (styled ? kStyleWord : 0));
+  const FixedPart fixed{static_cast<uint16_t>(size), record.kind, fields, static_cast<uint16_t>(text_size),
+                        static_cast<uint16_t>(std::min(record.depth, kMaxRecordDepth)), ticks};
   std::memcpy(out, &fixed, sizeof(fixed));
   out += sizeof(fixed);
-  if (domain != nullptr) {
-    const auto word = reinterpret_cast<uintptr_t>(domain);
+  auto put = [&](uint64_t word) {
     std::memcpy(out, &word, sizeof(word));
     out += sizeof(word);
-  }
+  };
+  if (record.domain != nullptr) put(reinterpret_cast<uintptr_t>(record.domain));
+  if (record.registered != nullptr) put(reinterpret_cast<uintptr_t>(record.registered));
+  if (styled) put(uint64_t{record.category} | uint64_t{record.color} << 32);
   if (text_size > 0) std::memcpy(out, text, text_size);
 }
 

@@ -51,6 +51,7 @@ constexpr size_t kMaxRecordsPerPass = 256 * 1024;
 // The pool's reserve of ready chunks: at least this many, looked at this often.
 constexpr size_t kMinReadyChunks = 4;
 constexpr std::chrono::milliseconds kReserveInterval{10};
+constexpr size_t kIdleLooksBeforeRelease = 100;  // a second
 
 struct DomainDepth {
   const NvtxDomain* domain;
@@ -193,6 +194,7 @@ struct Recorder::DrainState {
   // taken when it last looked.
   size_t reserve_target = 0;
   uint64_t chunks_taken_seen = 0;
+  size_t idle_looks = 0;  // looks in a row that found no chunk taken
 
   // ---- stages of one record; the writer exists ----
   // An NCCL plugin callback: NCCL's threads (its proxy) get no thread lane, what they
@@ -615,23 +617,27 @@ int Recorder::Pop(const NvtxDomain* domain, std::span<const PayloadPiece> pieces
   return static_cast<int>(--depth);
 }
 
-int Recorder::PushMessage(const NvtxDomain* domain, const char* message) {
+int Recorder::PushPlain(const NvtxDomain* domain, const PlainAttributes& attributes) {
   const ThreadSlot& slot = tls_slot;
-  if (slot.generation != generation_ || slot.buffer == nullptr || message == nullptr ||
-      correlating_.load(std::memory_order_relaxed)) [[unlikely]] {
+  if (slot.generation != generation_ || slot.buffer == nullptr || correlating_.load(std::memory_order_relaxed))
+      [[unlikely]] {
     EventDraft draft;
     draft.domain = domain;
-    if (message != nullptr) draft.text = message;
+    if (attributes.message != nullptr) draft.text = attributes.message;
+    draft.registered = attributes.registered;
+    draft.category = attributes.category;
+    draft.color = attributes.color;
     return Push(draft);
   }
   if (!recording()) return -1;
   uint32_t& depth = DepthOf(domain);
   const uint32_t level = depth++;
-  const size_t text_size = strnlen(message, kMaxTextBytes);
-  const NvtxDomain* stored = domain != default_domain_ ? domain : nullptr;
-  const size_t size = PlainRecordSize(stored, text_size);
+  const size_t text_size = attributes.message != nullptr ? strnlen(attributes.message, kMaxTextBytes) : 0;
+  const PlainRecord record{RecordKind::kPush, depth, domain != default_domain_ ? domain : nullptr,
+                           attributes.registered, attributes.category, attributes.color};
+  const size_t size = PlainRecordSize(record, text_size);
   if (std::byte* out = slot.buffer->Reserve(size); out != nullptr) [[likely]] {
-    EncodePlainRecord(out, size, RecordKind::kPush, stored, depth, ReadTicks(clock_source_), message, text_size);
+    EncodePlainRecord(out, size, record, ReadTicks(clock_source_), attributes.message, text_size);
     slot.buffer->Commit(size);
   }
   return static_cast<int>(level);
@@ -646,10 +652,13 @@ int Recorder::PopPlain(const NvtxDomain* domain) {
   if (!recording()) return -1;
   uint32_t& depth = DepthOf(domain);
   if (depth == 0) return -1;
-  const NvtxDomain* stored = domain != default_domain_ ? domain : nullptr;
-  const size_t size = PlainRecordSize(stored, 0);
+  PlainRecord record;
+  record.kind = RecordKind::kPop;
+  record.depth = depth;
+  record.domain = domain != default_domain_ ? domain : nullptr;
+  const size_t size = PlainRecordSize(record, 0);
   if (std::byte* out = slot.buffer->Reserve(size); out != nullptr) [[likely]] {
-    EncodePlainRecord(out, size, RecordKind::kPop, stored, depth, ReadTicks(clock_source_), nullptr, 0);
+    EncodePlainRecord(out, size, record, ReadTicks(clock_source_), nullptr, 0);
     slot.buffer->Commit(size);
   }
   return static_cast<int>(--depth);
@@ -735,13 +744,17 @@ void Recorder::TopUpReserve() {
   const uint64_t taken = pool.taken();
   const auto recently = static_cast<size_t>(taken - d.chunks_taken_seen);
   d.chunks_taken_seen = taken;
-  // Twice what the threads took since the last look; doubled when one found nothing ready;
-  // decaying slowly (a sixteenth per look) after a burst, so periodic bursts find memory.
-  size_t target = std::max({minimum, 2 * recently, d.reserve_target - d.reserve_target / 16});
+  d.idle_looks = recently > 0 ? 0 : d.idle_looks + 1;
+  // Twice what the threads took since the last look, doubled when one found nothing ready;
+  // it shrinks, and memory goes back to the kernel, only after a second without any taken,
+  // so that periodic bursts (training steps) find their memory ready.
+  size_t target = std::max({minimum, 2 * recently, d.reserve_target});
   if (pool.TakeStarved()) target = std::max(target, 2 * d.reserve_target);
+  const bool idle = d.idle_looks >= kIdleLooksBeforeRelease;
+  if (idle) target = minimum;
   d.reserve_target = std::min(target, std::max<size_t>(minimum, pool.chunk_count() / 2));
   pool.Prepare(d.reserve_target);
-  if (pool.ready_count() > 2 * d.reserve_target) pool.Release(d.reserve_target);
+  if (idle) pool.Release(d.reserve_target);
 }
 
 void Recorder::DrainLoop() {

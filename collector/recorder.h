@@ -97,11 +97,18 @@ class Recorder {
   uint64_t Start(const EventDraft& draft);  // returns the range id
   void End(const NvtxDomain* domain, uint64_t range_id, std::span<const PayloadPiece> pieces);
   void Mark(const EventDraft& draft);
-  // The common NVTX ranges, fast: a push whose only attribute is an ASCII message, and a
-  // pop without payload. The same records as Push and Pop of the equivalent draft; in
-  // steady state (not the thread's first event, no device tracer tagging ranges) they
-  // take no lock, allocate nothing and make no system call.
-  int PushMessage(const NvtxDomain* domain, const char* message);
+  // The common NVTX ranges, fast: a push whose only attributes are a message (ASCII text
+  // or a registered string), a category and a colour, and a pop without payload. The same
+  // records as Push and Pop of the equivalent draft; in steady state (not the thread's
+  // first event, no device tracer tagging ranges) they take no lock, allocate nothing and
+  // make no system call.
+  struct PlainAttributes {
+    const char* message = nullptr;
+    const NvtxString* registered = nullptr;
+    uint32_t category = 0;
+    uint32_t color = 0;
+  };
+  int PushPlain(const NvtxDomain* domain, const PlainAttributes& attributes);
   int PopPlain(const NvtxDomain* domain);
   void NameThread(int64_t tid, std::string_view name);
   // An NCCL profiler-plugin callback. False when it was not recorded (off, or the buffer

@@ -198,23 +198,32 @@ TEST(RecordCodec, CommonRangesStoreOnlyWhatTheyCarry) {
 
 TEST(RecordCodec, PlainRecordsAreTheGeneralEncoding) {
   static const NvtxDomain domain{"mine", true};
+  static const NvtxString registered{&domain, "registered"};
   for (const NvtxDomain* in : {static_cast<const NvtxDomain*>(nullptr), &domain}) {
-    for (std::string_view text : {std::string_view(""), std::string_view("pair"), std::string_view("eight!!!")}) {
-      for (RecordKind kind : {RecordKind::kPush, RecordKind::kPop}) {
-        RecordHeader header;
-        header.kind = kind;
-        header.depth = 70000;  // beyond the stored range: both cut it the same way
-        header.domain = in;
-        header.ticks = 123456789;
-        const std::vector<std::byte> general = EncodeWithPieces(header, text, {});
-        const size_t size = PlainRecordSize(in, text.size());
-        ASSERT_EQ(size, general.size());
-        std::vector<std::byte> plain(size, std::byte{0xAB});
-        if (std::byte* data = plain.data(); data != nullptr) {
-          EncodePlainRecord(data, size, kind, in, header.depth, header.ticks, text.data(), text.size());
+    for (const NvtxString* name : {static_cast<const NvtxString*>(nullptr), &registered}) {
+      for (uint32_t category : {0u, 7u}) {
+        for (std::string_view text : {std::string_view(""), std::string_view("pair"), std::string_view("eight!!!")}) {
+          for (RecordKind kind : {RecordKind::kPush, RecordKind::kPop}) {
+            RecordHeader header;
+            header.kind = kind;
+            header.depth = 70000;  // beyond the stored range: both cut it the same way
+            header.domain = in;
+            header.registered = name;
+            header.category = category;
+            header.color = category != 0 ? 0xFF112233u : 0;
+            header.ticks = 123456789;
+            const std::vector<std::byte> general = EncodeWithPieces(header, text, {});
+            const PlainRecord record{kind, header.depth, in, name, header.category, header.color};
+            const size_t size = PlainRecordSize(record, text.size());
+            ASSERT_EQ(size, general.size());
+            std::vector<std::byte> plain(size, std::byte{0xAB});
+            if (std::byte* data = plain.data(); data != nullptr) {
+              EncodePlainRecord(data, size, record, header.ticks, text.data(), text.size());
+            }
+            EXPECT_EQ(plain, general) << text;
+            EXPECT_EQ(RecordReader::Open(plain)->header().depth, kMaxRecordDepth);
+          }
         }
-        EXPECT_EQ(plain, general) << text;
-        EXPECT_EQ(RecordReader::Open(plain)->header().depth, kMaxRecordDepth);
       }
     }
   }

@@ -71,16 +71,16 @@ TEST(Recorder, FastRangesRecordWhatTheGeneralPathRecords) {
   const NvtxDomain* plain = recorder.registry().DefaultDomain();
   std::thread([&] {
     // A thread's first event takes the general path (it registers the thread's buffer).
-    EXPECT_EQ(recorder.PushMessage(plain, "outer"), 0);
-    EXPECT_EQ(recorder.PushMessage(app, "in app"), 0);
-    EXPECT_EQ(recorder.PushMessage(plain, "inner"), 1);
+    EXPECT_EQ(recorder.PushPlain(plain, {.message = "outer"}), 0);
+    EXPECT_EQ(recorder.PushPlain(app, {.message = "in app", .category = 4, .color = 0xFF0000FFu}), 0);
+    EXPECT_EQ(recorder.PushPlain(plain, {.message = "inner"}), 1);
     EXPECT_EQ(recorder.Push(Named(plain, "general")), 2);
     EXPECT_EQ(recorder.PopPlain(plain), 2);
     EXPECT_EQ(recorder.PopPlain(plain), 1);
     EXPECT_EQ(recorder.PopPlain(app), 0);
     EXPECT_EQ(recorder.Pop(plain, {}), 0);
     EXPECT_EQ(recorder.PopPlain(plain), -1);  // nothing open
-    EXPECT_EQ(recorder.PushMessage(plain, nullptr), 0);
+    EXPECT_EQ(recorder.PushPlain(plain, {.registered = recorder.registry().RegisterString(plain, "registered")}), 0);
     EXPECT_EQ(recorder.PopPlain(plain), 0);
   }).join();
   ASSERT_TRUE(recorder.Close(Recorder::EndReason::kExit).ok());
@@ -88,8 +88,11 @@ TEST(Recorder, FastRangesRecordWhatTheGeneralPathRecords) {
   ASSERT_EQ(trace.events.nvtx_ranges.size(), 5u);
   std::map<std::string, trace::NvtxRangeEvent> by_name;
   for (const auto& range : trace.events.nvtx_ranges) by_name[trace.str(range.name)] = range;
-  ASSERT_EQ(by_name.size(), 5u);  // "" is the unnamed one
+  ASSERT_EQ(by_name.size(), 5u);
   EXPECT_EQ(trace.str(by_name["in app"].domain), "app");
+  EXPECT_EQ(by_name["in app"].category, 4u);
+  EXPECT_EQ(by_name["in app"].color, 0xFF0000FFu);
+  EXPECT_EQ(by_name.count("registered"), 1u);
   EXPECT_EQ(trace.str(by_name["outer"].domain), "");
   EXPECT_LE(by_name["outer"].start_ns, by_name["inner"].start_ns);
   EXPECT_LE(by_name["inner"].start_ns, by_name["general"].start_ns);
