@@ -95,6 +95,9 @@ std::string vformat(string_view, format_args) {
 }  // namespace fmt
 
 int main() {
+  // NVTX loads the collector at its first call: on one thread, before the second starts
+  // (NVTX's own lazy start is not thread-safe).
+  nvtxInitialize(nullptr);
   std::thread worker(RecordRanges, "worker-outer", "worker-inner");
   RecordRanges("main-outer", "main-inner");
   worker.join();
