@@ -206,7 +206,10 @@ int DomainRangePop(nvtxDomainHandle_t handle) {
   const NvtxDomain* domain = AsDomain(handle);
   return Enabled(domain) ? g_recorder->PopPlain(domain) : NVTX_NO_PUSH_POP_TRACKING;
 }
-int RangePop() { return DomainRangePop(nullptr); }
+int RangePop() {
+  const NvtxDomain* domain = AsDomain(nullptr);
+  return Enabled(domain) ? g_recorder->PopPlain(domain) : NVTX_NO_PUSH_POP_TRACKING;
+}
 
 void DomainNameCategoryA(nvtxDomainHandle_t handle, uint32_t category, const char* name) {
   if (name != nullptr) g_recorder->registry().NameCategory(AsDomain(handle), category, name);

@@ -23,12 +23,16 @@
 #include "collector/proc_files.h"
 #include "collector/record_codec.h"
 #include "collector/stderr_line.h"
+#include "collector/thread_slot.h"
 #include "trace/rank_meta.h"
 #include "trace/recording_lock.h"
 #include "trace/run_dir.h"
 #include "trace/writer.h"
 
 namespace rankscope::collector {
+
+__thread ThreadSlot tls_slot __attribute__((tls_model("initial-exec")));
+
 namespace {
 
 // Why CUPTI never started in a process that allowed it. The driver loads CUPTI from cuInit
@@ -43,57 +47,23 @@ const char* CudaNotStartedReason() {
   return "not started: the process loaded the CUDA driver but did not initialize CUDA";
 }
 
-constexpr size_t kDomainSlots = 8;
 // Events handed to the writer but not yet committed, beyond which the drain thread leaves
-// records in the thread buffers; half the writer's default queue, so Submit never refuses.
-constexpr uint64_t kMaxWriterBacklog = 512 * 1024;
-constexpr size_t kMaxRecordsPerPass = 256 * 1024;
+// records in the thread buffers (whose memory is budgeted); a tenth of a second of the
+// writer's work, well within its queue, so Submit never refuses.
+constexpr uint64_t kMaxWriterBacklog = 128 * 1024;
+// Records converted per batch: bounds the drain's own memory.
+constexpr size_t kMaxRecordsPerPass = 64 * 1024;
+// The drain thread looks at the chunk reserve this often while it converts records.
+constexpr size_t kRecordsBetweenReserveLooks = 16 * 1024;
 // The pool's reserve of ready chunks: at least this many, looked at this often.
 constexpr size_t kMinReadyChunks = 4;
 constexpr std::chrono::milliseconds kReserveInterval{10};
 constexpr size_t kIdleLooksBeforeRelease = 100;  // a second
 
-struct DomainDepth {
-  const NvtxDomain* domain;
-  uint32_t depth;
-};
-
-// A push/pop range whose id this thread pushed on CUPTI's external-correlation stack.
-struct CorrelatedRange {
-  const NvtxDomain* domain;
-  uint32_t depth;  // the range's level + 1, as its push and pop records carry it
-  uint64_t id;
-};
-// Deeper ranges are recorded, but tag no device work of their own.
-constexpr size_t kMaxCorrelatedRanges = 16;
 // A range id: the thread's buffer serial above, a per-thread count below.
 constexpr int kRangeSerialShift = 40;
 
-// Per-thread slot. Trivial, so access needs no TLS guard; initial-exec keeps it one
-// instruction away (the library is preloaded, so static TLS is available).
-struct ThreadSlot {
-  uint64_t generation;
-  ThreadBuffer* buffer;
-  DomainDepth depths[kDomainSlots];
-  uint64_t ranges_started;
-  uint32_t correlated_count;
-  CorrelatedRange correlated[kMaxCorrelatedRanges];
-};
-thread_local ThreadSlot tls_slot __attribute__((tls_model("initial-exec")));
-
 std::atomic<uint64_t> g_recorder_generation{0};
-
-uint32_t& DepthOf(const NvtxDomain* domain) {
-  for (DomainDepth& slot : tls_slot.depths) {
-    if (slot.domain == domain) return slot.depth;
-    if (slot.domain == nullptr) {
-      slot.domain = domain;
-      slot.depth = 0;
-      return slot.depth;
-    }
-  }
-  return tls_slot.depths[kDomainSlots - 1].depth;  // shared by domains beyond the slots
-}
 
 pthread_key_t g_exit_key;
 pthread_once_t g_exit_key_once = PTHREAD_ONCE_INIT;
@@ -189,7 +159,7 @@ struct Recorder::DrainState {
   std::unordered_map<const NvtxDomain*, trace::StringId> domain_ids;
   std::unordered_map<uint64_t, trace::LaneId> hook_comm_lanes;  // by communicator hash
   RecorderStats stats;
-  uint64_t reported_drops = 0, reported_not_ready = 0;
+  uint64_t reported_drops = 0;
   // The pool's reserve of ready chunks (TopUpReserve): what it aims at, and the chunks
   // taken when it last looked.
   size_t reserve_target = 0;
@@ -617,52 +587,17 @@ int Recorder::Pop(const NvtxDomain* domain, std::span<const PayloadPiece> pieces
   return static_cast<int>(--depth);
 }
 
-int Recorder::PushPlain(const NvtxDomain* domain, const PlainAttributes& attributes) {
-  const ThreadSlot& slot = tls_slot;
-  if (slot.generation != generation_ || slot.buffer == nullptr || correlating_.load(std::memory_order_relaxed))
-      [[unlikely]] {
-    EventDraft draft;
-    draft.domain = domain;
-    if (attributes.message != nullptr) draft.text = attributes.message;
-    draft.registered = attributes.registered;
-    draft.category = attributes.category;
-    draft.color = attributes.color;
-    return Push(draft);
-  }
-  if (!recording()) return -1;
-  uint32_t& depth = DepthOf(domain);
-  const uint32_t level = depth++;
-  const size_t text_size = attributes.message != nullptr ? strnlen(attributes.message, kMaxTextBytes) : 0;
-  const PlainRecord record{RecordKind::kPush, depth, domain != default_domain_ ? domain : nullptr,
-                           attributes.registered, attributes.category, attributes.color};
-  const size_t size = PlainRecordSize(record, text_size);
-  if (std::byte* out = slot.buffer->Reserve(size); out != nullptr) [[likely]] {
-    EncodePlainRecord(out, size, record, ReadTicks(clock_source_), attributes.message, text_size);
-    slot.buffer->Commit(size);
-  }
-  return static_cast<int>(level);
+int Recorder::PushAsDraft(const NvtxDomain* domain, const PlainAttributes& attributes) {
+  EventDraft draft;
+  draft.domain = domain;
+  if (attributes.message != nullptr) draft.text = attributes.message;
+  draft.registered = attributes.registered;
+  draft.category = attributes.category;
+  draft.color = attributes.color;
+  return Push(draft);
 }
 
-int Recorder::PopPlain(const NvtxDomain* domain) {
-  const ThreadSlot& slot = tls_slot;
-  if (slot.generation != generation_ || slot.buffer == nullptr || correlating_.load(std::memory_order_relaxed))
-      [[unlikely]] {
-    return Pop(domain, {});
-  }
-  if (!recording()) return -1;
-  uint32_t& depth = DepthOf(domain);
-  if (depth == 0) return -1;
-  PlainRecord record;
-  record.kind = RecordKind::kPop;
-  record.depth = depth;
-  record.domain = domain != default_domain_ ? domain : nullptr;
-  const size_t size = PlainRecordSize(record, 0);
-  if (std::byte* out = slot.buffer->Reserve(size); out != nullptr) [[likely]] {
-    EncodePlainRecord(out, size, record, ReadTicks(clock_source_), nullptr, 0);
-    slot.buffer->Commit(size);
-  }
-  return static_cast<int>(--depth);
-}
+int Recorder::PopWithoutPayload(const NvtxDomain* domain) { return Pop(domain, {}); }
 
 uint64_t Recorder::Start(const EventDraft& draft) {
   uint64_t id = next_range_id_.fetch_add(1, std::memory_order_relaxed);
@@ -887,7 +822,7 @@ void Recorder::DrainPass(bool final) {
   for (;;) {
     if (!WriterCanTake(/*wait=*/final)) return;
     size_t drained = DrainOnce(kMaxRecordsPerPass);
-    if (!final || drained < kMaxRecordsPerPass) return;
+    if (drained < kMaxRecordsPerPass) return;
   }
 }
 
@@ -981,13 +916,11 @@ size_t Recorder::DrainOnce(size_t max_records) {
   std::vector<ThreadBuffer*> exited;
   for (ThreadBuffer* buffer : buffers_.Snapshot()) {
     bool was_exited = buffer->exited();
-    const ThreadBuffer::Drops drops = buffer->TakeDrops();
-    d.stats.buffer_drops += drops.budget_spent;
-    d.stats.not_ready_drops += drops.not_ready;
+    d.stats.buffer_drops += buffer->TakeDrops();
     DrainState::ThreadState* thread = nullptr;  // looked up at the buffer's first thread record
     if (drained == max_records) break;
     drained += buffer->Drain([&](std::span<const std::byte> bytes) {
-      ++d.stats.records;
+      if (++d.stats.records % kRecordsBetweenReserveLooks == 0) TopUpReserve();
       const std::optional<RecordReader> record = RecordReader::Open(bytes);
       if (!record) return;
       EnsureWriter(/*has_events=*/true);
@@ -1017,11 +950,7 @@ void Recorder::SubmitDrained() {
                                          d.stats.buffer_drops - d.reported_drops});
     d.reported_drops = d.stats.buffer_drops;
   }
-  if (d.stats.not_ready_drops > d.reported_not_ready) {
-    d.writer->AddDrops(trace::DropRecord{"collector", "recorded faster than buffer memory was prepared", -1, 0, 0,
-                                         d.stats.not_ready_drops - d.reported_not_ready});
-    d.reported_not_ready = d.stats.not_ready_drops;
-  }
+
   if (!d.batch.empty()) {
     d.writer->Submit(std::move(d.batch));
     d.batch = trace::EventTables{};
@@ -1095,6 +1024,9 @@ Status Recorder::Finish(EndReason reason, int signal_number) {
     }
     d.writer->SetMeta("collector.unmatched_ends", std::to_string(d.stats.unmatched_ends));
     d.writer->SetMeta("collector.unfinished_ranges", std::to_string(d.stats.unfinished));
+    // Buffer chunks application threads faulted in because they outran the prepared reserve:
+    // none in steady state.
+    d.writer->SetMeta("collector.chunks_faulted_by_threads", std::to_string(buffers_.pool().faulted_by_threads()));
     if (d.stats.hook_refused > 0) d.writer->SetMeta("collector.hook_refused", std::to_string(d.stats.hook_refused));
     d.writer->SetMeta("collector.tsc_hz", fmt::format("{:.0f}", d.clock.TicksPerSecond()));
     const NcclAssemblerStats& nccl = d.nccl.stats();

@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <condition_variable>
 #include <cstdint>
 #include <filesystem>
@@ -34,6 +35,7 @@
 #include "collector/rank_env.h"
 #include "collector/record_codec.h"
 #include "collector/thread_buffer.h"
+#include "collector/thread_slot.h"
 #include "trace/events.h"
 
 namespace rankscope::trace {
@@ -72,7 +74,6 @@ struct RecorderOptions {
 struct RecorderStats {
   uint64_t records = 0;         // records drained
   uint64_t buffer_drops = 0;    // records refused: the buffer budget was spent
-  uint64_t not_ready_drops = 0; // records refused: no chunk was ready yet
   uint64_t unmatched_ends = 0;  // pops/ends without their push/start
   uint64_t unfinished = 0;      // ranges still open at close
   uint64_t hook_refused = 0;    // hook records that ended before they started
@@ -164,6 +165,10 @@ class Recorder {
  private:
   struct DrainState;
   ThreadBuffer* BufferForThisThread();
+  // The general paths of PushPlain and PopPlain, out of line so that their fast paths stay
+  // small leaf code.
+  [[gnu::noinline]] int PushAsDraft(const NvtxDomain* domain, const PlainAttributes& attributes);
+  [[gnu::noinline]] int PopWithoutPayload(const NvtxDomain* domain);
   bool Append(const EventDraft& draft, RecordKind kind, uint32_t depth);
   // Appends a record with a fixed-size body (record_codec.h) to this thread's buffer.
   template <typename Body>
@@ -245,5 +250,49 @@ class Recorder {
   std::unique_ptr<DrainState> drain_;  // drain thread only
   std::thread drain_thread_;
 };
+
+// ---- the fast paths, inline so an NVTX handler records with no call but ReserveInNextChunk
+// (once per chunk) and the text's length ----
+
+[[gnu::always_inline]] inline int Recorder::PushPlain(const NvtxDomain* domain, const PlainAttributes& attributes) {
+  const ThreadSlot& slot = tls_slot;
+  if (slot.generation != generation_ || slot.buffer == nullptr || correlating_.load(std::memory_order_relaxed))
+      [[unlikely]] {
+    return PushAsDraft(domain, attributes);
+  }
+  if (!recording()) return -1;
+  uint32_t& depth = DepthOf(domain);
+  const uint32_t level = depth++;
+  const size_t text_size = attributes.message != nullptr ? strnlen(attributes.message, kMaxTextBytes) : 0;
+  const PlainRecord record{RecordKind::kPush, depth, domain != default_domain_ ? domain : nullptr,
+                           attributes.registered, attributes.category, attributes.color};
+  const size_t size = PlainRecordSize(record, text_size);
+  if (std::byte* out = slot.buffer->Reserve(size); out != nullptr) [[likely]] {
+    EncodePlainRecord(out, size, record, ReadTicks(clock_source_), attributes.message, text_size);
+    slot.buffer->Commit(size);
+  }
+  return static_cast<int>(level);
+}
+
+[[gnu::always_inline]] inline int Recorder::PopPlain(const NvtxDomain* domain) {
+  const ThreadSlot& slot = tls_slot;
+  if (slot.generation != generation_ || slot.buffer == nullptr || correlating_.load(std::memory_order_relaxed))
+      [[unlikely]] {
+    return PopWithoutPayload(domain);
+  }
+  if (!recording()) return -1;
+  uint32_t& depth = DepthOf(domain);
+  if (depth == 0) return -1;
+  PlainRecord record;
+  record.kind = RecordKind::kPop;
+  record.depth = depth;
+  record.domain = domain != default_domain_ ? domain : nullptr;
+  const size_t size = PlainRecordSize(record, 0);
+  if (std::byte* out = slot.buffer->Reserve(size); out != nullptr) [[likely]] {
+    EncodePlainRecord(out, size, record, ReadTicks(clock_source_), nullptr, 0);
+    slot.buffer->Commit(size);
+  }
+  return static_cast<int>(--depth);
+}
 
 }  // namespace rankscope::collector

@@ -37,8 +37,8 @@ bool ChunkPool::IndexStack::Pop(uint32_t& index, std::atomic<uint32_t>* next) {
 
 ChunkPool::ChunkPool(size_t max_bytes) {
   const size_t count = std::clamp<size_t>(max_bytes / kChunkBytes, 1, UINT32_MAX - 1);
-  // Address space only: pages become resident when Prepare (or a first chunk's writer)
-  // touches them.
+  // Address space only: pages become resident when Prepare (or a thread that outran the
+  // reserve) touches them.
   void* base = mmap(nullptr, count * kChunkBytes, PROT_READ | PROT_WRITE,
                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (base == MAP_FAILED) return;  // no chunks: every record is dropped and counted
@@ -62,21 +62,17 @@ uint32_t ChunkPool::IndexOf(const void* chunk) const {
   return static_cast<uint32_t>((static_cast<const std::byte*>(chunk) - base_) / kChunkBytes);
 }
 
-void* ChunkPool::TakeReady() {
+void* ChunkPool::Take() {
+  if (chunk_count_ == 0) return nullptr;
   uint32_t index = 0;
-  if (chunk_count_ == 0 || !ready_.Pop(index, next_.get())) {
+  if (ready_.Pop(index, next_.get())) {
+    ready_count_.fetch_sub(1, std::memory_order_relaxed);
+  } else {
     if (!starved_.load(std::memory_order_relaxed)) starved_.store(true, std::memory_order_relaxed);
-    return nullptr;
+    if (!cold_.Pop(index, next_.get())) return nullptr;
+    cold_count_.fetch_sub(1, std::memory_order_relaxed);
+    faulted_by_threads_.fetch_add(1, std::memory_order_relaxed);
   }
-  ready_count_.fetch_sub(1, std::memory_order_relaxed);
-  taken_.fetch_add(1, std::memory_order_relaxed);
-  return ChunkAt(index);
-}
-
-void* ChunkPool::TakeCold() {
-  uint32_t index = 0;
-  if (chunk_count_ == 0 || !cold_.Pop(index, next_.get())) return nullptr;
-  cold_count_.fetch_sub(1, std::memory_order_relaxed);
   taken_.fetch_add(1, std::memory_order_relaxed);
   return ChunkAt(index);
 }
@@ -84,6 +80,7 @@ void* ChunkPool::TakeCold() {
 void ChunkPool::Recycle(void* chunk) {
   ready_.Push(IndexOf(chunk), next_.get());
   ready_count_.fetch_add(1, std::memory_order_relaxed);
+  returns_.fetch_add(1, std::memory_order_release);
 }
 
 namespace {
@@ -123,6 +120,7 @@ size_t ChunkPool::Release(size_t keep) {
     cold_count_.fetch_add(1, std::memory_order_relaxed);
     ++released;
   }
+  if (released > 0) returns_.fetch_add(1, std::memory_order_release);
   return released;
 }
 
@@ -163,18 +161,24 @@ void ThreadBuffer::GiveBack(Chunk* chunk) {
 
 std::byte* ThreadBuffer::ReserveInNextChunk(size_t size) {
   if (size == 0 || size > kMaxRecordBytes) {
-    Bump(dropped_full_);
+    Bump(dropped_);
     return nullptr;
   }
-  const bool first = write_chunk_ == nullptr;
-  void* memory = pool_->TakeReady();
-  if (memory == nullptr && first) memory = pool_->TakeCold();
+  // While the budget is spent, ask the pool again only once a chunk came back.
+  if (refused_ && pool_->returns() == returns_when_refused_) {
+    Bump(dropped_);
+    return nullptr;
+  }
+  const uint64_t returns = pool_->returns();
+  void* memory = pool_->Take();
+  refused_ = memory == nullptr;
   if (memory == nullptr) {
-    Bump(pool_->cold_count() > 0 ? dropped_not_ready_ : dropped_full_);
+    returns_when_refused_ = returns;
+    Bump(dropped_);
     return nullptr;
   }
   auto* fresh = new (memory) Chunk;
-  if (first) {
+  if (write_chunk_ == nullptr) {
     first_chunk_.store(fresh, std::memory_order_release);  // the consumer starts here
   } else {
     write_chunk_->next.store(fresh, std::memory_order_release);
@@ -202,13 +206,11 @@ bool ThreadBuffer::Append(std::span<const std::span<const std::byte>> parts) {
   return true;
 }
 
-ThreadBuffer::Drops ThreadBuffer::TakeDrops() {
-  const uint64_t full = dropped_full_.load(std::memory_order_relaxed);
-  const uint64_t not_ready = dropped_not_ready_.load(std::memory_order_relaxed);
-  Drops drops{full - taken_full_, not_ready - taken_not_ready_};
-  taken_full_ = full;
-  taken_not_ready_ = not_ready;
-  return drops;
+uint64_t ThreadBuffer::TakeDrops() {
+  const uint64_t dropped = dropped_.load(std::memory_order_relaxed);
+  const uint64_t since = dropped - drops_taken_;
+  drops_taken_ = dropped;
+  return since;
 }
 
 size_t ThreadBuffer::Drain(const std::function<void(std::span<const std::byte>)>& visit, size_t max_records) {

@@ -20,8 +20,10 @@ namespace rankscope::collector {
 // The memory of every buffer of the process: one reserved address range of the budget's
 // size, cut into chunks. A chunk is cold (never touched, or given back to the kernel),
 // ready (faulted in and free) or held by a buffer. The drain thread keeps a reserve of ready
-// chunks (Prepare), so an application thread takes neither a page fault nor a lock for a
-// new chunk; one that finds none ready drops its record instead of waiting.
+// chunks (Prepare), growing it whenever a thread found none, so an application thread
+// takes neither a page fault nor a lock for a new chunk in steady state. A thread that
+// outruns the reserve faults a cold chunk in itself (counted: faulted_by_threads); one that
+// finds every chunk held (the budget spent) drops its record instead of waiting.
 class ChunkPool {
  public:
   static constexpr size_t kChunkBytes = 256 * 1024;
@@ -34,11 +36,9 @@ class ChunkPool {
   ChunkPool& operator=(const ChunkPool&) = delete;
 
   // ---- any thread, lock-free (one compare-and-swap per chunk) ----
-  // A ready chunk; nullptr when none is, which the pool remembers (TakeStarved).
-  void* TakeReady();
-  // A cold chunk that the caller faults in as it writes: for a thread's first chunk, when
-  // none is ready, so a thread's first events are not lost to a reserve not yet prepared.
-  void* TakeCold();
+  // A ready chunk, else a cold one that the caller faults in as it writes (which the pool
+  // remembers: TakeStarved, faulted_by_threads); nullptr when every chunk is held.
+  void* Take();
   // A chunk a buffer no longer holds (the consumer read it): ready again, still resident
   // and warm.
   void Recycle(void* chunk);
@@ -47,14 +47,18 @@ class ChunkPool {
   size_t Prepare(size_t target);
   // Gives ready chunks beyond `keep` back to the kernel (cold again); returns how many.
   size_t Release(size_t keep);
-  // Whether TakeReady found nothing since the last call.
+  // Whether Take found nothing ready since the last call.
   bool TakeStarved() { return starved_.exchange(false, std::memory_order_relaxed); }
+  // Changes whenever a chunk may have become free: a thread that found every chunk held
+  // tries again only then, so dropping costs it one read of a line rarely written.
+  uint64_t returns() const { return returns_.load(std::memory_order_acquire); }
 
   size_t chunk_count() const { return chunk_count_; }
   size_t ready_count() const { return ready_count_.load(std::memory_order_relaxed); }
   size_t cold_count() const { return cold_count_.load(std::memory_order_relaxed); }
   size_t held_count() const { return chunk_count_ - ready_count() - cold_count(); }
   uint64_t taken() const { return taken_.load(std::memory_order_relaxed); }
+  uint64_t faulted_by_threads() const { return faulted_by_threads_.load(std::memory_order_relaxed); }
 
  private:
   // A lock-free stack of chunk indexes; the head carries a tag against ABA.
@@ -72,10 +76,14 @@ class ChunkPool {
   std::byte* base_ = nullptr;
   size_t chunk_count_ = 0;
   std::unique_ptr<std::atomic<uint32_t>[]> next_;  // each chunk's successor in its stack
-  IndexStack ready_, cold_;
+  // Written per chunk by threads and the drain thread alike.
+  alignas(64) IndexStack ready_;
+  IndexStack cold_;
   std::atomic<size_t> ready_count_{0}, cold_count_{0};
-  std::atomic<uint64_t> taken_{0};
+  std::atomic<uint64_t> taken_{0}, faulted_by_threads_{0};
   std::atomic<bool> starved_{false};
+  // Read by dropping threads, written by the drain thread: a line of its own.
+  alignas(64) std::atomic<uint64_t> returns_{0};
 };
 
 class ThreadBuffer {
@@ -107,7 +115,7 @@ class ThreadBuffer {
   // Reserve + copy `parts` back to back + Commit. Returns false on a drop.
   bool Append(std::span<const std::span<const std::byte>> parts);
   // A record the producer gave up on before reserving room for it.
-  void CountDrop() { Bump(dropped_full_); }
+  void CountDrop() { Bump(dropped_); }
 
   // Consumer side: calls `visit` for published records, in order, at most `max_records`,
   // and gives back the chunks it finished. Returns the number of records visited.
@@ -117,14 +125,9 @@ class ThreadBuffer {
   // The owning thread exited; the consumer may free the buffer once drained.
   void MarkExited() { exited_.store(true, std::memory_order_release); }
   bool exited() const { return exited_.load(std::memory_order_acquire); }
-  // Records dropped since the last call: because the pool's memory was all held (the
-  // budget is spent), or because no chunk was ready yet (recording faster than the drain
-  // thread prepares memory).
-  struct Drops {
-    uint64_t budget_spent = 0;
-    uint64_t not_ready = 0;
-  };
-  Drops TakeDrops();
+  // Records dropped since the last call: the pool's chunks were all held (the budget was
+  // spent), or a record was larger than kMaxRecordBytes.
+  uint64_t TakeDrops();
 
   int64_t tid() const { return tid_; }
   const std::string& name() const { return name_; }
@@ -151,12 +154,14 @@ class ThreadBuffer {
   uint32_t write_end_ = 0;
   std::atomic<uint32_t>* write_committed_ = nullptr;
   Chunk* write_chunk_ = nullptr;
-  std::atomic<uint64_t> dropped_full_{0}, dropped_not_ready_{0};
+  std::atomic<uint64_t> dropped_{0};
+  uint64_t returns_when_refused_ = 0;  // the pool's returns() when it last had no chunk
+  bool refused_ = false;
   std::atomic<Chunk*> first_chunk_{nullptr};  // hands the chain to the consumer
   // Consumer state.
   Chunk* read_chunk_ = nullptr;
   uint32_t read_pos_ = 0;
-  uint64_t taken_full_ = 0, taken_not_ready_ = 0;
+  uint64_t drops_taken_ = 0;
 };
 
 // All buffers of the process and the pool they share. Registration takes a lock (once per

@@ -48,11 +48,11 @@ TEST(ThreadBuffer, KeepsOrderAcrossChunks) {
   ASSERT_EQ(seen.size(), count);
   for (uint64_t i = 0; i < count; ++i) ASSERT_EQ(seen[i], i);
   EXPECT_TRUE(DrainSequences(buffer).empty());
-  const ThreadBuffer::Drops drops = buffer.TakeDrops();
-  EXPECT_EQ(drops.budget_spent + drops.not_ready, 0u);
+  EXPECT_EQ(buffer.TakeDrops(), 0u);
   // Fully read chunks went back to the pool, ready; only the chunk being written is held.
   EXPECT_EQ(pool.held_count(), 1u);
   EXPECT_EQ(pool.ready_count(), 7u);
+  EXPECT_EQ(pool.faulted_by_threads(), 0u);  // every chunk was prepared
 }
 
 TEST(ThreadBuffer, DropsAndCountsWhenTheBudgetIsSpent) {
@@ -62,33 +62,39 @@ TEST(ThreadBuffer, DropsAndCountsWhenTheBudgetIsSpent) {
   uint64_t accepted = 0;
   for (uint64_t i = 0; i < kPerChunk + 100; ++i) accepted += AppendRecord(buffer, i) ? 1 : 0;
   EXPECT_EQ(accepted, kPerChunk);
-  const ThreadBuffer::Drops drops = buffer.TakeDrops();
-  EXPECT_EQ(drops.budget_spent, 100u);
-  EXPECT_EQ(drops.not_ready, 0u);
-  EXPECT_EQ(buffer.TakeDrops().budget_spent, 0u);  // taken once
+  EXPECT_EQ(buffer.TakeDrops(), 100u);
+  EXPECT_EQ(buffer.TakeDrops(), 0u);  // taken once
   EXPECT_EQ(DrainSequences(buffer).size(), kPerChunk);
 }
 
-TEST(ThreadBuffer, ThreadsNeverFaultInMemoryBeyondTheirFirstChunk) {
+TEST(ThreadBuffer, RecordsAgainOnceADrainedChunkCameBack) {
+  ChunkPool pool(2 * ThreadBuffer::kChunkBytes);
+  ThreadBuffer buffer(&pool, 1, "t", 1);
+  uint64_t accepted = 0;
+  for (uint64_t i = 0; i < 2 * kPerChunk + 5; ++i) accepted += AppendRecord(buffer, i) ? 1 : 0;
+  EXPECT_EQ(accepted, 2 * kPerChunk);
+  EXPECT_EQ(buffer.TakeDrops(), 5u);
+  // The first chunk, sealed and read, goes back to the pool; the next record takes it.
+  EXPECT_EQ(DrainSequences(buffer).size(), 2 * kPerChunk);
+  EXPECT_EQ(pool.ready_count(), 1u);
+  EXPECT_TRUE(AppendRecord(buffer, 7));
+  EXPECT_EQ(buffer.TakeDrops(), 0u);
+  EXPECT_EQ(DrainSequences(buffer), std::vector<uint64_t>{7});
+}
+
+TEST(ThreadBuffer, AThreadThatOutrunsTheReserveFaultsInAColdChunk) {
   ChunkPool pool(8 * ThreadBuffer::kChunkBytes);
   ThreadBuffer buffer(&pool, 1, "t", 1);
-  // Nothing prepared: the first chunk is taken cold, the next records find nothing ready.
-  uint64_t accepted = 0;
-  for (uint64_t i = 0; i < kPerChunk + 10; ++i) accepted += AppendRecord(buffer, i) ? 1 : 0;
-  EXPECT_EQ(accepted, kPerChunk);
-  ThreadBuffer::Drops drops = buffer.TakeDrops();
-  EXPECT_EQ(drops.not_ready, 10u);
-  EXPECT_EQ(drops.budget_spent, 0u);
+  pool.Prepare(1);
+  for (uint64_t i = 0; i < kPerChunk + 10; ++i) ASSERT_TRUE(AppendRecord(buffer, i));
+  // The first chunk was ready; the second was cold: faulted in by the thread, and the pool
+  // says so, so the drain thread prepares more.
+  EXPECT_EQ(pool.faulted_by_threads(), 1u);
   EXPECT_TRUE(pool.TakeStarved());
   EXPECT_FALSE(pool.TakeStarved());  // taken once
-  // Once the drain thread prepared chunks, recording goes on.
-  EXPECT_EQ(pool.Prepare(2), 2u);
-  EXPECT_TRUE(AppendRecord(buffer, kPerChunk + 10));
-  EXPECT_EQ(pool.ready_count(), 1u);
   EXPECT_EQ(pool.held_count(), 2u);
-  const std::vector<uint64_t> seen = DrainSequences(buffer);
-  ASSERT_EQ(seen.size(), kPerChunk + 1);
-  EXPECT_EQ(seen.back(), kPerChunk + 10);
+  EXPECT_EQ(buffer.TakeDrops(), 0u);
+  EXPECT_EQ(DrainSequences(buffer).size(), kPerChunk + 10);
 }
 
 TEST(ThreadBuffer, RefusesOversizedRecords) {
@@ -99,7 +105,7 @@ TEST(ThreadBuffer, RefusesOversizedRecords) {
     std::span<const std::byte> part(huge);
     EXPECT_FALSE(buffer.Append(std::span(&part, 1)));
   }
-  EXPECT_EQ(buffer.TakeDrops().budget_spent, 2u);
+  EXPECT_EQ(buffer.TakeDrops(), 2u);
 }
 
 TEST(ThreadBuffer, ConsumerRunsBesideTheProducer) {
@@ -108,9 +114,7 @@ TEST(ThreadBuffer, ConsumerRunsBesideTheProducer) {
   ThreadBuffer buffer(&pool, 1, "t", 1);
   const uint64_t count = 200000;
   std::thread producer([&] {
-    for (uint64_t i = 0; i < count; ++i) {
-      while (!AppendRecord(buffer, i)) std::this_thread::yield();  // until a chunk is ready
-    }
+    for (uint64_t i = 0; i < count; ++i) ASSERT_TRUE(AppendRecord(buffer, i));
     buffer.MarkExited();
   });
   std::vector<uint64_t> seen;
@@ -132,19 +136,18 @@ TEST(ChunkPool, PreparesRecyclesAndReleasesWithinItsChunks) {
   EXPECT_EQ(pool.Prepare(3), 3u);
   EXPECT_EQ(pool.Prepare(3), 0u);  // already there
   std::vector<void*> held;
-  for (void* chunk = pool.TakeReady(); chunk != nullptr; chunk = pool.TakeReady()) held.push_back(chunk);
-  EXPECT_EQ(held.size(), 3u);
+  for (void* chunk = pool.Take(); chunk != nullptr; chunk = pool.Take()) held.push_back(chunk);
+  ASSERT_EQ(held.size(), 4u);  // three ready, then the cold one
+  EXPECT_EQ(pool.faulted_by_threads(), 1u);
   EXPECT_TRUE(pool.TakeStarved());
-  void* cold = pool.TakeCold();
-  ASSERT_NE(cold, nullptr);
-  held.push_back(cold);
-  EXPECT_EQ(pool.TakeCold(), nullptr);  // every chunk is held: the budget is spent
   EXPECT_EQ(pool.held_count(), 4u);
   EXPECT_EQ(pool.taken(), 4u);
+  const uint64_t returns = pool.returns();
   for (void* chunk : held) {
     std::memset(chunk, 0x5A, ChunkPool::kChunkBytes);  // each is a whole, distinct chunk
     pool.Recycle(chunk);
   }
+  EXPECT_NE(pool.returns(), returns);
   EXPECT_EQ(pool.ready_count(), 4u);
   EXPECT_EQ(pool.Release(1), 3u);
   EXPECT_EQ(pool.ready_count(), 1u);
@@ -161,7 +164,7 @@ TEST(ChunkPool, ThreadsTakeDistinctChunksWhileTheyAreRecycled) {
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&] {
       for (int i = 0; i < 20000; ++i) {
-        void* chunk = pool.TakeReady();
+        void* chunk = pool.Take();
         if (chunk == nullptr) continue;
         const size_t index = reinterpret_cast<uintptr_t>(chunk) / ChunkPool::kChunkBytes % kChunks;
         if (owners[index].fetch_add(1) != 0) overlap = true;
