@@ -1,5 +1,6 @@
-// The cost of CUPTI correlation on the NVTX push/pop path, without a GPU: Recorder::Push
-// and Recorder::Pop pairs (default domain, a short text) timed with no device tracer and
+// The cost of CUPTI correlation on the NVTX push/pop path, without a GPU: the pairs NVTX's
+// nvtxRangePushA/nvtxRangePop handlers record (Recorder::PushPlain and PopPlain, default
+// domain, a short text) timed with no device tracer (the fast path) and
 // with a tracer whose PushCorrelation/PopCorrelation only count, attached through
 // Recorder::AttachDeviceTracer, which switches correlation on. Each run is a fresh
 // recorder writing its own rank file in a temporary directory; runs alternate (off, on,
@@ -38,7 +39,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using collector::DeviceTracer;
-using collector::EventDraft;
 using collector::Recorder;
 using collector::RecorderOptions;
 
@@ -85,10 +85,10 @@ double ThreadCpuNs() {
   return static_cast<double>(now.tv_sec) * 1e9 + static_cast<double>(now.tv_nsec);
 }
 
-void RecordPairs(Recorder& recorder, const EventDraft& draft, long pairs) {
+void RecordPairs(Recorder& recorder, const collector::NvtxDomain* domain, long pairs) {
   for (long i = 0; i < pairs; ++i) {
-    recorder.Push(draft);
-    recorder.Pop(draft.domain, {});
+    recorder.PushPlain(domain, {.message = "pair"});
+    recorder.PopPlain(domain);
   }
 }
 
@@ -121,18 +121,16 @@ bool MeasureRun(const fs::path& dir, bool correlate, long pairs, RunCost& cost) 
     tracer = owned.get();
     recorder.AttachDeviceTracer(std::move(owned));
   }
-  EventDraft draft;
-  draft.domain = recorder.registry().DefaultDomain();
-  draft.text = "pair";
+  const collector::NvtxDomain* domain = recorder.registry().DefaultDomain();
 
-  RecordPairs(recorder, draft, kBurst);  // warm-up: the thread's buffer, the drain thread's file
+  RecordPairs(recorder, domain, kBurst);  // warm-up: the thread's buffer, the drain thread's file
   const long bursts = std::max(1L, (pairs + kBurst - 1) / kBurst);
   double cpu_ns = 0, wall_ns = 0;
   for (long b = 0; b < bursts; ++b) {
     std::this_thread::sleep_for(kPause);
     const double cpu_start = ThreadCpuNs();
     const auto wall_start = std::chrono::steady_clock::now();
-    RecordPairs(recorder, draft, kBurst);
+    RecordPairs(recorder, domain, kBurst);
     wall_ns += std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - wall_start).count();
     cpu_ns += ThreadCpuNs() - cpu_start;
   }

@@ -202,8 +202,9 @@ inline void EncodeRecordWithBody(std::byte* out, const RecordHeader& header, std
 
 // The most common records, with fewer instructions: pushes and pops whose only attributes
 // are a message (text or registered string), a category and a colour, in `domain` (nullptr:
-// the default domain). The same bytes as FrameRecord + EncodeRecord of a header with only
-// these fields, the kind, the depth and the ticks set (record_codec_test checks it).
+// the default domain), and the range id that tags device work (0: none). The same bytes as
+// FrameRecord + EncodeRecord of a header with only these fields, the kind, the depth and
+// the ticks set (record_codec_test checks it).
 struct PlainRecord {
   RecordKind kind = RecordKind::kPush;
   uint32_t depth = 0;
@@ -211,10 +212,12 @@ struct PlainRecord {
   const NvtxString* registered = nullptr;
   uint32_t category = 0;
   uint32_t color = 0;
+  uint64_t value = 0;
 };
 constexpr size_t PlainRecordSize(const PlainRecord& record, size_t text_size) {
   return sizeof(record_codec_detail::FixedPart) + (record.domain != nullptr ? 8 : 0) +
-         (record.registered != nullptr ? 8 : 0) + ((record.category | record.color) != 0 ? 8 : 0) + text_size;
+         (record.registered != nullptr ? 8 : 0) + ((record.category | record.color) != 0 ? 8 : 0) +
+         (record.value != 0 ? 8 : 0) + text_size;
 }
 inline void EncodePlainRecord(std::byte* out, size_t size, const PlainRecord& record, uint64_t ticks, const char* text,
                               size_t text_size) {
@@ -222,7 +225,7 @@ inline void EncodePlainRecord(std::byte* out, size_t size, const PlainRecord& re
   const bool styled = (record.category | record.color) != 0;
   const auto fields = static_cast<uint8_t>((record.domain != nullptr ? kDomainWord : 0) |
                                            (record.registered != nullptr ? kRegisteredWord : 0) |
-                                           (styled ? kStyleWord : 0));
+                                           (styled ? kStyleWord : 0) | (record.value != 0 ? kValueWord : 0));
   const FixedPart fixed{static_cast<uint16_t>(size), record.kind, fields, static_cast<uint16_t>(text_size),
                         static_cast<uint16_t>(std::min(record.depth, kMaxRecordDepth)), ticks};
   std::memcpy(out, &fixed, sizeof(fixed));
@@ -234,6 +237,7 @@ inline void EncodePlainRecord(std::byte* out, size_t size, const PlainRecord& re
   if (record.domain != nullptr) put(reinterpret_cast<uintptr_t>(record.domain));
   if (record.registered != nullptr) put(reinterpret_cast<uintptr_t>(record.registered));
   if (styled) put(uint64_t{record.category} | uint64_t{record.color} << 32);
+  if (record.value != 0) put(record.value);
   if (text_size > 0) std::memcpy(out, text, text_size);
 }
 

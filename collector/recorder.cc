@@ -535,18 +535,25 @@ int Recorder::Push(const EventDraft& draft) {
   ThreadBuffer* buffer = BufferForThisThread();  // a thread's first event resets its slot
   uint32_t& depth = DepthOf(draft.domain);
   uint32_t level = depth++;
-  DeviceTracer* tracer = correlating_.load(std::memory_order_acquire) ? device_tracer_.load() : nullptr;
-  if (tracer == nullptr || buffer == nullptr || tls_slot.correlated_count == kMaxCorrelatedRanges) {
+  if (buffer == nullptr || !correlating_.load(std::memory_order_acquire)) {
     Append(draft, RecordKind::kPush, depth);
     return static_cast<int>(level);
   }
-  // The range's id goes on CUPTI's stack for this thread: API calls until the pop carry it.
   EventDraft tagged = draft;
-  tagged.value = (buffer->serial() << kRangeSerialShift) | ++tls_slot.ranges_started;
-  tracer->PushCorrelation(tagged.value);
-  tls_slot.correlated[tls_slot.correlated_count++] = {draft.domain, depth, tagged.value};
+  tagged.value = TagDeviceWork(draft.domain, depth);
   Append(tagged, RecordKind::kPush, depth);
   return static_cast<int>(level);
+}
+
+uint64_t Recorder::TagDeviceWork(const NvtxDomain* domain, uint32_t depth) {
+  DeviceTracer* tracer = correlating_.load(std::memory_order_acquire) ? device_tracer_.load() : nullptr;
+  ThreadSlot& slot = tls_slot;
+  if (tracer == nullptr || slot.buffer == nullptr || slot.correlated_count == kMaxCorrelatedRanges) return 0;
+  // The range's id goes on CUPTI's stack for this thread: API calls until the pop carry it.
+  const uint64_t id = (slot.buffer->serial() << kRangeSerialShift) | ++slot.ranges_started;
+  tracer->PushCorrelation(id);
+  slot.correlated[slot.correlated_count++] = {domain, depth, id};
+  return id;
 }
 
 void Recorder::PopCorrelation(const NvtxDomain* domain, uint32_t depth) {

@@ -175,6 +175,11 @@ class Recorder {
   bool AppendWithBody(RecordKind kind, const Body& body, std::string_view text);
   // Names the hook domain's categories, once, at the first hook record.
   void NameHookCategories();
+  // While a device tracer records: puts a new range id on its correlation stack for this
+  // thread, so the device work launched until the pop carries it; returns the id (0 when
+  // there is no tracer, or the range is nested too deep to tag).
+  uint64_t TagDeviceWork(const NvtxDomain* domain, uint32_t depth);
+  // Takes the range (and deeper ranges of its domain) off the correlation stack.
   void PopCorrelation(const NvtxDomain* domain, uint32_t depth);
   void DrainLoop();
   // Keeps the pool's reserve of ready chunks ahead of what the threads take (drain thread).
@@ -256,16 +261,15 @@ class Recorder {
 
 [[gnu::always_inline]] inline int Recorder::PushPlain(const NvtxDomain* domain, const PlainAttributes& attributes) {
   const ThreadSlot& slot = tls_slot;
-  if (slot.generation != generation_ || slot.buffer == nullptr || correlating_.load(std::memory_order_relaxed))
-      [[unlikely]] {
-    return PushAsDraft(domain, attributes);
-  }
+  if (slot.generation != generation_ || slot.buffer == nullptr) [[unlikely]] return PushAsDraft(domain, attributes);
   if (!recording()) return -1;
   uint32_t& depth = DepthOf(domain);
   const uint32_t level = depth++;
   const size_t text_size = attributes.message != nullptr ? strnlen(attributes.message, kMaxTextBytes) : 0;
-  const PlainRecord record{RecordKind::kPush, depth, domain != default_domain_ ? domain : nullptr,
-                           attributes.registered, attributes.category, attributes.color};
+  PlainRecord record{RecordKind::kPush, depth, domain != default_domain_ ? domain : nullptr,
+                     attributes.registered, attributes.category, attributes.color, 0};
+  // CUPTI's correlation: one flag read when no device tracer runs.
+  if (correlating_.load(std::memory_order_relaxed)) [[unlikely]] record.value = TagDeviceWork(domain, depth);
   const size_t size = PlainRecordSize(record, text_size);
   if (std::byte* out = slot.buffer->Reserve(size); out != nullptr) [[likely]] {
     EncodePlainRecord(out, size, record, ReadTicks(clock_source_), attributes.message, text_size);
@@ -276,13 +280,11 @@ class Recorder {
 
 [[gnu::always_inline]] inline int Recorder::PopPlain(const NvtxDomain* domain) {
   const ThreadSlot& slot = tls_slot;
-  if (slot.generation != generation_ || slot.buffer == nullptr || correlating_.load(std::memory_order_relaxed))
-      [[unlikely]] {
-    return PopWithoutPayload(domain);
-  }
+  if (slot.generation != generation_ || slot.buffer == nullptr) [[unlikely]] return PopWithoutPayload(domain);
   if (!recording()) return -1;
   uint32_t& depth = DepthOf(domain);
   if (depth == 0) return -1;
+  if (correlating_.load(std::memory_order_relaxed)) [[unlikely]] PopCorrelation(domain, depth);
   PlainRecord record;
   record.kind = RecordKind::kPop;
   record.depth = depth;

@@ -560,6 +560,27 @@ TEST_F(CuptiTracerTest, FailingConcurrentKernelTurnsCuptiOffAndNvtxGoesOn) {
   EXPECT_TRUE(trace.events.kernels.empty());
 }
 
+TEST_F(CuptiTracerTest, FastNvtxRangesTagDeviceWorkToo) {
+  Recorder recorder(Options());
+  ASSERT_TRUE(StartCuptiTracing(recorder, &api_));
+  const NvtxDomain* domain = recorder.registry().CreateDomain("app");
+  recorder.Push(Named(domain, "step"));  // the thread's first event takes the general path
+  // What nvtxRangePushA / nvtxDomainRangePushEx with plain attributes record.
+  EXPECT_EQ(recorder.PushPlain(domain, {.message = "forward", .category = 2}), 1);
+  const std::vector<uint64_t> open = fake_.Stack();
+  ASSERT_EQ(open.size(), 2u);
+  EXPECT_EQ(recorder.PopPlain(domain), 1);
+  EXPECT_EQ(fake_.Stack().size(), 1u);
+  EXPECT_EQ(recorder.PopPlain(domain), 0);
+  EXPECT_TRUE(fake_.Stack().empty());
+  trace::RankTrace trace = CloseAndLoad(recorder);
+  std::map<std::string, trace::NvtxRangeEvent> ranges = RangesByName(trace);
+  ASSERT_EQ(ranges.size(), 2u);
+  EXPECT_EQ(ranges["step"].correlation_id, open.front());
+  EXPECT_EQ(ranges["forward"].correlation_id, open.back());
+  EXPECT_EQ(ranges["forward"].category, 2u);
+}
+
 TEST_F(CuptiTracerTest, AnotherProfilerAttachedIsNamedInTheStatus) {
   fake_.subscribe_result = CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
   fake_.old_subscriber = "Nsight Systems";

@@ -205,6 +205,7 @@ TEST(RecordCodec, PlainRecordsAreTheGeneralEncoding) {
         for (std::string_view text : {std::string_view(""), std::string_view("pair"), std::string_view("eight!!!")}) {
           for (RecordKind kind : {RecordKind::kPush, RecordKind::kPop}) {
             RecordHeader header;
+            header.value = category != 0 && kind == RecordKind::kPush ? (uint64_t{3} << 40 | 9) : 0;
             header.kind = kind;
             header.depth = 70000;  // beyond the stored range: both cut it the same way
             header.domain = in;
@@ -213,7 +214,7 @@ TEST(RecordCodec, PlainRecordsAreTheGeneralEncoding) {
             header.color = category != 0 ? 0xFF112233u : 0;
             header.ticks = 123456789;
             const std::vector<std::byte> general = EncodeWithPieces(header, text, {});
-            const PlainRecord record{kind, header.depth, in, name, header.category, header.color};
+            const PlainRecord record{kind, header.depth, in, name, header.category, header.color, header.value};
             const size_t size = PlainRecordSize(record, text.size());
             ASSERT_EQ(size, general.size());
             std::vector<std::byte> plain(size, std::byte{0xAB});
