@@ -48,11 +48,12 @@ const char* CudaNotStartedReason() {
 }
 
 // Events handed to the writer but not yet committed, beyond which the drain thread leaves
-// records in the thread buffers (whose memory is budgeted); a tenth of a second of the
-// writer's work, well within its queue, so Submit never refuses.
+// records in the thread buffers (whose memory is budgeted); some 50 ms of the writer's
+// work, well within its queue, so Submit never refuses.
 constexpr uint64_t kMaxWriterBacklog = 128 * 1024;
 // Records converted per batch: bounds the drain's own memory.
 constexpr size_t kMaxRecordsPerPass = 64 * 1024;
+constexpr int kWriterPageCacheKib = 8 * 1024;
 // The drain thread looks at the chunk reserve this often while it converts records.
 constexpr size_t kRecordsBetweenReserveLooks = 16 * 1024;
 // The pool's reserve of ready chunks: at least this many, looked at this often.
@@ -769,6 +770,9 @@ void Recorder::EnsureWriter(bool has_events) {
   // A file created at exit only to be closed at once (has_events false) needs no lock.
   if (has_events) HoldRecordingLock();
   trace::WriterOptions writer_options;
+  // The injected writer's own memory beside the buffer budget: a small page cache (rows
+  // arrive in time order, so inserts touch few pages) and a queue the drain keeps short.
+  writer_options.page_cache_kib = kWriterPageCacheKib;
   // Once, on the writer thread, when recording stops for good (a full disk, a removed
   // file): the handlers stop buffering what can no longer be kept, and the job goes on.
   writer_options.on_failure = [this, who = describe_process()](const Status& status) {

@@ -243,8 +243,9 @@ Status TraceWriter::Impl::Open(const RankIdentity& identity) {
   if (rc != SQLITE_OK) return sql::FromSqlite(raw, rc, "cannot create the rank file");
   // page_size must precede WAL and the first table. synchronous=NORMAL in WAL mode keeps
   // every commit across a process crash; only a power loss can cost the last commits.
-  RS_RETURN_IF_ERROR(Sql(fmt::format("PRAGMA page_size={}; {} PRAGMA wal_autocheckpoint={};", kPageSize,
-                                     kWriterPragmas, options_.wal_checkpoint_pages),
+  RS_RETURN_IF_ERROR(Sql(fmt::format("PRAGMA page_size={}; {} PRAGMA wal_autocheckpoint={}; PRAGMA cache_size=-{};",
+                                     kPageSize, kWriterPragmas, options_.wal_checkpoint_pages,
+                                     options_.page_cache_kib),
                          "setting up the file"));
   RS_RETURN_IF_ERROR(Sql("BEGIN", "starting a transaction"));
   RS_RETURN_IF_ERROR(Sql(SchemaDdl(), "creating the tables"));
@@ -758,8 +759,9 @@ Result<std::unique_ptr<TraceWriter>> TraceWriter::Create(const fs::path& path,
                                                          const RankIdentity& identity,
                                                          WriterOptions options) {
   if (Status s = Validate(identity); !s.ok()) return s.WithContext(path.string());
-  if (options.commit_max_events == 0 || options.queue_capacity_events == 0 || options.wal_checkpoint_pages <= 0) {
-    return InvalidArgument(fmt::format("{}: commit, queue and checkpoint sizes must be positive", path.string()));
+  if (options.commit_max_events == 0 || options.queue_capacity_events == 0 || options.wal_checkpoint_pages <= 0 ||
+      options.page_cache_kib <= 0) {
+    return InvalidArgument(fmt::format("{}: commit, queue, checkpoint and cache sizes must be positive", path.string()));
   }
   std::error_code ec;
   const fs::path parent = path.has_parent_path() ? path.parent_path() : fs::path(".");

@@ -31,6 +31,9 @@ struct WriterOptions {
   // bounds the -wal file while recording. Readers of a live file copy again when a
   // checkpoint lands during their copy (trace/schema.h, kWriterPragmas).
   int wal_checkpoint_pages = 4096;
+  // SQLite's page cache for the file, in KiB (kWriterPragmas' 32 MiB by default): inserts
+  // in time order touch few pages, so an injected writer can keep its memory small.
+  int page_cache_kib = 32768;
   bool overwrite = false;  // replace an existing file instead of refusing
   // Test seam: runs on the writer thread before each batch of work is inserted.
   std::function<void()> writer_thread_hook;
