@@ -595,13 +595,14 @@ int Recorder::Pop(const NvtxDomain* domain, std::span<const PayloadPiece> pieces
   return static_cast<int>(--depth);
 }
 
-int Recorder::PushAsDraft(const NvtxDomain* domain, const PlainAttributes& attributes) {
+int Recorder::PushAsDraft(const NvtxDomain* domain, const char* message, const NvtxString* registered,
+                          uint32_t category, uint32_t color) {
   EventDraft draft;
   draft.domain = domain;
-  if (attributes.message != nullptr) draft.text = attributes.message;
-  draft.registered = attributes.registered;
-  draft.category = attributes.category;
-  draft.color = attributes.color;
+  if (message != nullptr) draft.text = message;
+  draft.registered = registered;
+  draft.category = category;
+  draft.color = color;
   return Push(draft);
 }
 

@@ -167,7 +167,9 @@ class Recorder {
   ThreadBuffer* BufferForThisThread();
   // The general paths of PushPlain and PopPlain, out of line so that their fast paths stay
   // small leaf code.
-  [[gnu::noinline]] int PushAsDraft(const NvtxDomain* domain, const PlainAttributes& attributes);
+  // (Scalars, not the struct: nothing of the caller's escapes, so constants fold.)
+  [[gnu::noinline]] int PushAsDraft(const NvtxDomain* domain, const char* message, const NvtxString* registered,
+                                    uint32_t category, uint32_t color);
   [[gnu::noinline]] int PopWithoutPayload(const NvtxDomain* domain);
   bool Append(const EventDraft& draft, RecordKind kind, uint32_t depth);
   // Appends a record with a fixed-size body (record_codec.h) to this thread's buffer.
@@ -260,19 +262,25 @@ class Recorder {
 // (once per chunk) and the text's length ----
 
 [[gnu::always_inline]] inline int Recorder::PushPlain(const NvtxDomain* domain, const PlainAttributes& attributes) {
+  const char* const message = attributes.message;
+  const NvtxString* const registered = attributes.registered;
+  const uint32_t category = attributes.category;
+  const uint32_t color = attributes.color;
   const ThreadSlot& slot = tls_slot;
-  if (slot.generation != generation_ || slot.buffer == nullptr) [[unlikely]] return PushAsDraft(domain, attributes);
+  if (slot.generation != generation_ || slot.buffer == nullptr) [[unlikely]] {
+    return PushAsDraft(domain, message, registered, category, color);
+  }
   if (!recording()) return -1;
   uint32_t& depth = DepthOf(domain);
   const uint32_t level = depth++;
-  const size_t text_size = attributes.message != nullptr ? strnlen(attributes.message, kMaxTextBytes) : 0;
-  PlainRecord record{RecordKind::kPush, depth, domain != default_domain_ ? domain : nullptr,
-                     attributes.registered, attributes.category, attributes.color, 0};
+  const size_t text_size = message != nullptr ? strnlen(message, kMaxTextBytes) : 0;
+  PlainRecord record{RecordKind::kPush, depth, domain != default_domain_ ? domain : nullptr, registered, category,
+                     color, 0};
   // CUPTI's correlation: one flag read when no device tracer runs.
   if (correlating_.load(std::memory_order_relaxed)) [[unlikely]] record.value = TagDeviceWork(domain, depth);
   const size_t size = PlainRecordSize(record, text_size);
   if (std::byte* out = slot.buffer->Reserve(size); out != nullptr) [[likely]] {
-    EncodePlainRecord(out, size, record, ReadTicks(clock_source_), attributes.message, text_size);
+    EncodePlainRecord(out, size, record, ReadTicks(clock_source_), message, text_size);
     slot.buffer->Commit(size);
   }
   return static_cast<int>(level);
