@@ -948,6 +948,8 @@ size_t Recorder::DrainOnce(size_t max_records) {
     if (was_exited && drained < max_records) exited.push_back(buffer);
   }
   buffers_.Remove(exited);
+  // Records dropped before any was kept still make the file: the drops say what was lost.
+  if (d.stats.buffer_drops > d.reported_drops) EnsureWriter(/*has_events=*/true);
   WritePendingMeta();
   SubmitDrained();
   return drained;

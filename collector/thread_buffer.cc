@@ -107,6 +107,8 @@ size_t ChunkPool::Prepare(size_t target) {
     ready_count_.fetch_add(1, std::memory_order_relaxed);
     ++prepared;
   }
+  // A thread that found nothing while this chunk was being faulted in may take it now.
+  if (prepared > 0) returns_.fetch_add(1, std::memory_order_release);
   return prepared;
 }
 

@@ -49,8 +49,9 @@ class ChunkPool {
   size_t Release(size_t keep);
   // Whether Take found nothing ready since the last call.
   bool TakeStarved() { return starved_.exchange(false, std::memory_order_relaxed); }
-  // Changes whenever a chunk may have become free: a thread that found every chunk held
-  // tries again only then, so dropping costs it one read of a line rarely written.
+  // Changes whenever a chunk may have become free (recycled, prepared or released): a thread
+  // that found none tries again only then, so dropping costs it one read of a line rarely
+  // written.
   uint64_t returns() const { return returns_.load(std::memory_order_acquire); }
 
   size_t chunk_count() const { return chunk_count_; }

@@ -196,6 +196,37 @@ TEST(Recorder, FullBuffersAreCountedAsDrops) {
   EXPECT_EQ(trace.events.nvtx_marks.size() + dropped, static_cast<size_t>(marks));
 }
 
+TEST(Recorder, ARangeWhosePopWasDroppedEndsAtTheNextPushOfItsLevel) {
+  TempDir dir;
+  RecorderOptions options = Options(dir, 0);
+  options.config.buffer_bytes = 2 * ThreadBuffer::kChunkBytes;  // two chunks
+  options.drain_interval = std::chrono::hours(1);               // drained only when asked
+  Recorder recorder(std::move(options));
+  const NvtxDomain* plain = recorder.registry().DefaultDomain();
+  EXPECT_EQ(recorder.Push(Named(plain, "outer")), 0);
+  const int marks = 30000;  // 24 bytes each: more than the two chunks hold
+  for (int i = 0; i < marks; ++i) recorder.Mark(Named(plain, "m"));
+  EXPECT_EQ(recorder.PopPlain(plain), 0);  // the buffers are full: this pop is dropped
+  // The drain frees the first chunk; the thread records into it again.
+  ASSERT_TRUE(recorder.Flush(std::chrono::seconds(30)).ok());
+  EXPECT_EQ(recorder.PushPlain(plain, {.message = "next"}), 0);
+  EXPECT_EQ(recorder.PopPlain(plain), 0);
+  ASSERT_TRUE(recorder.Close(Recorder::EndReason::kExit).ok());
+
+  trace::RankTrace trace = Load(dir / "rank-0.sqlite");
+  std::map<std::string, trace::NvtxRangeEvent> by_name;
+  for (const auto& range : trace.events.nvtx_ranges) by_name[trace.str(range.name)] = range;
+  ASSERT_EQ(by_name.size(), 2u);
+  EXPECT_EQ(trace.str(by_name["outer"].args), R"({"rankscope.unfinished":true})");
+  EXPECT_EQ(by_name["outer"].end_ns, by_name["next"].start_ns);
+  EXPECT_EQ(trace.str(by_name["next"].args), "");
+  uint64_t dropped = 0;
+  for (const auto& drop : trace.drops) dropped += drop.count;
+  EXPECT_EQ(trace.events.nvtx_marks.size() + dropped, static_cast<size_t>(marks) + 1);  // the pop too
+  EXPECT_EQ(trace.meta.entries["collector.unfinished_ranges"], "1");
+  EXPECT_EQ(trace.meta.entries["collector.unmatched_ends"], "0");
+}
+
 TEST(Recorder, UnwritableRunDirTurnsRecordingOff) {
   TempDir dir;
   RecorderOptions options = Options(dir, 0);

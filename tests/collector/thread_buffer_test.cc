@@ -97,6 +97,24 @@ TEST(ThreadBuffer, AThreadThatOutrunsTheReserveFaultsInAColdChunk) {
   EXPECT_EQ(DrainSequences(buffer).size(), kPerChunk + 10);
 }
 
+TEST(ThreadBuffer, ARefusedThreadTriesAgainOnceTheDrainThreadPreparedMemory) {
+  ChunkPool pool(ThreadBuffer::kChunkBytes);
+  ThreadBuffer buffer(&pool, 1, "t", 1);
+  // Another holder has the only chunk: the thread drops, and keeps dropping cheaply.
+  void* elsewhere = pool.Take();
+  ASSERT_NE(elsewhere, nullptr);
+  EXPECT_FALSE(AppendRecord(buffer, 1));
+  EXPECT_FALSE(AppendRecord(buffer, 2));
+  EXPECT_EQ(buffer.TakeDrops(), 2u);
+  // It comes back and is given back to the kernel, then prepared again: the thread takes it.
+  pool.Recycle(elsewhere);
+  pool.Release(0);
+  EXPECT_EQ(pool.cold_count(), 1u);
+  EXPECT_EQ(pool.Prepare(1), 1u);
+  EXPECT_TRUE(AppendRecord(buffer, 3));
+  EXPECT_EQ(DrainSequences(buffer), std::vector<uint64_t>{3});
+}
+
 TEST(ThreadBuffer, RefusesOversizedRecords) {
   ChunkPool pool(64 << 20);
   ThreadBuffer buffer(&pool, 1, "t", 1);
