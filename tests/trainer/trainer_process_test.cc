@@ -200,6 +200,61 @@ std::map<int64_t, StepTimes> AllReducesPerStep(const trace::RankTrace& trace) {
   return per_step;
 }
 
+// One Gloo collective as the collector recorded it: its range's name and decoded payload.
+struct RecordedCollective {
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+  std::string op;
+  nlohmann::json args;
+};
+
+// The "rankscope collective" convention (trainer/README.md), per rank in call order: the
+// initial broadcast is number 0, every all-reduce after it the next number; the same call
+// has the same number, op, size and communicator on every rank.
+void ExpectTheCollectiveConvention(const std::vector<std::vector<RecordedCollective>>& per_rank, int steps) {
+  ASSERT_EQ(per_rank.size(), 2u);
+  ASSERT_FALSE(per_rank[0].empty());
+  const nlohmann::json comm = per_rank[0][0].args.value("comm", nlohmann::json());
+  EXPECT_TRUE(comm.is_number_unsigned()) << per_rank[0][0].args.dump();
+  const std::vector<std::string> fields = {"bucket", "bytes", "comm", "comm_rank", "comm_size", "peer", "root",
+                                           "sequence"};  // sorted, as the JSON object lists them
+  for (size_t rank = 0; rank < per_rank.size(); ++rank) {
+    const std::vector<RecordedCollective>& calls = per_rank[rank];
+    ASSERT_EQ(calls.size(), per_rank[0].size()) << "rank " << rank;
+    uint64_t allreduce_bytes = 0;
+    for (size_t i = 0; i < calls.size(); ++i) {
+      const nlohmann::json& args = calls[i].args;
+      SCOPED_TRACE("rank " + std::to_string(rank) + ", collective " + std::to_string(i) + ": " + args.dump());
+      std::vector<std::string> keys;
+      for (const auto& item : args.items()) keys.push_back(item.key());
+      ASSERT_EQ(keys, fields);
+      EXPECT_EQ(args.at("sequence"), i);
+      EXPECT_EQ(args.at("comm"), comm);
+      EXPECT_EQ(args.at("comm_rank"), rank);
+      EXPECT_EQ(args.at("comm_size"), 2);
+      EXPECT_EQ(args.at("peer"), -1);
+      if (i == 0) {
+        EXPECT_EQ(calls[i].op, "broadcast");
+        EXPECT_EQ(args.at("root"), 0);
+        EXPECT_EQ(args.at("bucket"), -1);
+      } else {
+        EXPECT_EQ(calls[i].op, "allreduce");
+        EXPECT_EQ(args.at("root"), -1);
+        EXPECT_GE(args.at("bucket").get<int64_t>(), 0);
+        allreduce_bytes += args.at("bytes").get<uint64_t>();
+      }
+      if (i > 0) {
+        EXPECT_GE(calls[i].start_ns, calls[i - 1].end_ns);  // one at a time, in order
+      }
+      EXPECT_EQ(calls[i].op, per_rank[0][i].op);
+      EXPECT_EQ(args.at("bytes"), per_rank[0][i].args.at("bytes"));
+      EXPECT_EQ(args.at("bucket"), per_rank[0][i].args.at("bucket"));
+    }
+    // The broadcast sends every parameter once; each step's buckets all-reduce them all.
+    EXPECT_EQ(allreduce_bytes, static_cast<uint64_t>(steps) * calls[0].args.at("bytes").get<uint64_t>());
+  }
+}
+
 // How many all-reduces started while their step's backward pass was still running.
 int AllReducesStartedDuringBackward(bool overlap) {
   TempDir dir;
@@ -225,6 +280,7 @@ int AllReducesStartedDuringBackward(bool overlap) {
   EXPECT_EQ(run->ranks.size(), 2u);
   int started_during_backward = 0;
   int allreduces = 0;
+  std::vector<std::vector<RecordedCollective>> collectives;
   for (const trace::RunFile& file : run->ranks) {
     auto reader = trace::TraceReader::Open(file.path);
     EXPECT_TRUE(reader.ok()) << reader.status().ToString();
@@ -245,13 +301,18 @@ int AllReducesStartedDuringBackward(bool overlap) {
     EXPECT_TRUE(workload_seen);
     // A compute lane and a communication lane, as CUDA streams would be on a GPU.
     std::set<trace::LaneId> compute_lanes, comm_lanes;
+    std::vector<RecordedCollective>& calls = collectives.emplace_back();
     for (const trace::NvtxRangeEvent& range : trace->events.nvtx_ranges) {
       if (range.category == 1) compute_lanes.insert(range.lane);
       if (range.category == 2) {
         comm_lanes.insert(range.lane);
-        EXPECT_EQ(trace->str(range.name), "allreduce");
+        calls.push_back({range.start_ns, range.end_ns, trace->str(range.name),
+                         nlohmann::json::parse(trace->str(range.args), nullptr, /*allow_exceptions=*/false)});
       }
     }
+    std::sort(calls.begin(), calls.end(), [](const RecordedCollective& a, const RecordedCollective& b) {
+      return std::pair(a.start_ns, a.end_ns) < std::pair(b.start_ns, b.end_ns);
+    });
     EXPECT_EQ(compute_lanes.size(), 1u);
     EXPECT_EQ(comm_lanes.size(), 1u);
     EXPECT_TRUE(compute_lanes != comm_lanes);
@@ -269,6 +330,7 @@ int AllReducesStartedDuringBackward(bool overlap) {
     }
   }
   EXPECT_GT(allreduces, 0);
+  ExpectTheCollectiveConvention(collectives, 6);
   return started_during_backward;
 }
 
