@@ -9,6 +9,7 @@
 #include <fstream>
 #include <memory>
 #include <set>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -355,6 +356,54 @@ TEST(TrainerProcess, ADeadRankStopsTheOthersWithAnErrorNamingIt) {
   EXPECT_NE(results[0].err.find("rankscope-trainer: error:"), std::string::npos) << results[0].err;
 }
 
+// --mismatch-rank: rank 1 broadcasts (root 0) where rank 0 all-reduces the first bucket.
+// Gloo matches neither call's messages to the other's, so both wait until --timeout (3 s)
+// and then end with the trainer's one error line and exit 1: no crash, no endless wait.
+TEST(TrainerProcess, AMismatchedCollectiveEndsEveryRankWithAnErrorAtTheTimeout) {
+  TempDir dir;
+  const auto results =
+      RunRanks(2, {"--steps", "3", "--batch", "8", "--timeout", "3", "--mismatch-rank", "1:1"}, dir, "mismatch");
+  for (size_t rank = 0; rank < results.size(); ++rank) {
+    SCOPED_TRACE("rank " + std::to_string(rank) + " stderr:\n" + results[rank].err);
+    EXPECT_FALSE(results[rank].timed_out);
+    EXPECT_EQ(results[rank].exit_code, 1);
+    EXPECT_NE(results[rank].err.find("rankscope-trainer: error: rank " + std::to_string(rank) + ": step 1: "),
+              std::string::npos);
+  }
+  EXPECT_EQ(results[1].err.rfind("rankscope-trainer: rank 1 broadcasts where the others all-reduce at step 1 "
+                                 "(--mismatch-rank)\n", 0), 0u);
+  EXPECT_NE(results[1].err.find("broadcast"), std::string::npos);
+  EXPECT_NE(results[0].err.find("all-reduce"), std::string::npos);
+}
+
+// --hang-rank: the rank says where it stops, stops there (step 0 finished, step 1 never
+// does), and SIGTERM still ends it by its default action. One rank, so nobody waits on it.
+TEST(TrainerProcess, AHangingRankSaysWhereAndASignalStillEndsIt) {
+  TempDir dir;
+  ChildProcess trainer(TrainerArgv({"--steps", "3", "--batch", "8", "--log-every", "1", "--hang-rank", "0:1",
+                                    "--rdzv=file:" + (dir / "rdzv").string()}),
+                       RankEnvironment(0, 1));
+  // The trainer's stderr is a file, which /proc reopens while the trainer runs (once it is
+  // a file: right after the fork it is still this test's stderr, maybe a pipe).
+  const std::filesystem::path stderr_path = "/proc/" + std::to_string(trainer.pid()) + "/fd/2";
+  const std::string line = "rankscope-trainer: rank 0 hangs at step 1 (--hang-rank)\n";
+  const auto said_it = [&] {
+    std::error_code error;
+    return std::filesystem::is_regular_file(stderr_path, error) &&
+           ReadFile(stderr_path).find(line) != std::string::npos;
+  };
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);  // only "it got there"
+  while (!said_it() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(::kill(trainer.pid(), SIGTERM), 0);
+  const ProcessResult result = trainer.Wait();
+  EXPECT_EQ(result.exit_code, 128 + SIGTERM) << result.err;
+  EXPECT_EQ(result.err, line);
+  EXPECT_NE(result.out.find("step 1/3"), std::string::npos) << result.out;
+  EXPECT_EQ(result.out.find("step 2/3"), std::string::npos) << result.out;
+}
+
 size_t LineCount(const std::string& text) { return static_cast<size_t>(std::count(text.begin(), text.end(), '\n')); }
 
 TEST(TrainerProcess, BadArgumentsGiveOneLineAndExitTwo) {
@@ -362,7 +411,8 @@ TEST(TrainerProcess, BadArgumentsGiveOneLineAndExitTwo) {
        std::vector<std::vector<std::string>>{{"--batch", "0"}, {"--backend", "mpi"}, {"--steps", "many"},
                                              {"--rdzv", "tcp://host:1"}, {"--resume", "/nonexistent/ckpt"},
                                              {"--checkpoint", "/nonexistent/dir/x.ckpt"},
-                                             {"--metrics-out", "/nonexistent/m.json"}}) {
+                                             {"--metrics-out", "/nonexistent/m.json"},
+                                             {"--hang-rank", "1:0"}, {"--mismatch-rank", "x:0"}}) {
     ChildProcess trainer(TrainerArgv(args), RankEnvironment(0, 1));
     const ProcessResult result = trainer.Wait();
     EXPECT_EQ(result.exit_code, 2) << args[0] << ": " << result.err;
