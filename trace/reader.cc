@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <charconv>
 #include <atomic>
 #include <cstdint>
 #include <cstring>
@@ -262,6 +263,66 @@ Result<std::vector<DropRecord>> TraceReader::ReadDrops() const {
   }
   if (rc != SQLITE_DONE) return impl_->Fail(sql::FromSqlite(impl_->db_.get(), rc, "reading drops"));
   return drops;
+}
+
+Result<InFlightState> TraceReader::ReadInFlight() const {
+  InFlightState state;
+  if (!impl_->HasTable("flight_collectives")) return state;
+  const auto& entries = meta().entries;
+  const auto number = [&entries](std::string_view key) -> int64_t {
+    const auto found = entries.find(std::string(key));
+    if (found == entries.end()) return 0;
+    int64_t value = 0;
+    const auto [end, error] = std::from_chars(found->second.data(), found->second.data() + found->second.size(), value);
+    return error == std::errc() && end == found->second.data() + found->second.size() ? value : 0;
+  };
+  state.as_of_ns = number(meta_key::kInFlightAsOfNs);
+  state.completed_collectives = static_cast<uint64_t>(std::max<int64_t>(0, number(meta_key::kInFlightCompletedCollectives)));
+  state.completed_steps = static_cast<uint64_t>(std::max<int64_t>(0, number(meta_key::kInFlightCompletedSteps)));
+  state.last_progress_ns = number(meta_key::kInFlightLastProgressNs);
+  sqlite3* db = impl_->db_.get();
+  {
+    auto stmt = sql::Statement::Prepare(
+        db, "SELECT " + FindTable("flight_collectives")->DataColumnList() + " FROM flight_collectives ORDER BY id");
+    if (!stmt.ok()) return impl_->Fail(stmt.status());
+    int rc;
+    while ((rc = sqlite3_step(stmt->get())) == SQLITE_ROW) {
+      FlightCollective c;
+      c.comm_hash = stmt->ColumnUint(0);
+      c.sequence = stmt->ColumnUint(1);
+      const int64_t op = stmt->ColumnInt(2);
+      c.op = op >= 0 && op <= static_cast<int64_t>(CollectiveOp::kScatter) ? static_cast<CollectiveOp>(op)
+                                                                             : CollectiveOp::kUnknown;
+      c.name = stmt->ColumnText(3);
+      c.bytes = stmt->ColumnUint(4);
+      c.root = static_cast<int32_t>(stmt->ColumnInt(5));
+      c.peer = static_cast<int32_t>(stmt->ColumnInt(6));
+      c.comm_rank = static_cast<int32_t>(stmt->ColumnInt(7));
+      c.comm_size = static_cast<int32_t>(stmt->ColumnInt(8));
+      c.lane = IdFromColumn(stmt->ColumnInt(9));
+      c.start_ns = stmt->ColumnInt(10);
+      if (sqlite3_column_type(stmt->get(), 11) != SQLITE_NULL) c.end_ns = stmt->ColumnInt(11);
+      state.collectives.push_back(std::move(c));
+    }
+    if (rc != SQLITE_DONE) return impl_->Fail(sql::FromSqlite(db, rc, "reading flight_collectives"));
+  }
+  auto stmt = sql::Statement::Prepare(
+      db, "SELECT " + FindTable("open_ranges")->DataColumnList() + " FROM open_ranges ORDER BY id");
+  if (!stmt.ok()) return impl_->Fail(stmt.status());
+  int rc;
+  while ((rc = sqlite3_step(stmt->get())) == SQLITE_ROW) {
+    OpenRange r;
+    r.lane = IdFromColumn(stmt->ColumnInt(0));
+    r.depth = static_cast<uint32_t>(std::clamp<int64_t>(stmt->ColumnInt(1), 0, UINT32_MAX));
+    r.start_ns = stmt->ColumnInt(2);
+    r.name = stmt->ColumnText(3);
+    r.domain = stmt->ColumnText(4);
+    r.category = static_cast<uint32_t>(stmt->ColumnInt(5));
+    r.args = stmt->ColumnText(6);
+    state.open_ranges.push_back(std::move(r));
+  }
+  if (rc != SQLITE_DONE) return impl_->Fail(sql::FromSqlite(db, rc, "reading open_ranges"));
+  return state;
 }
 
 Result<EventTables> TraceReader::ReadLaneRange(LaneId lane, TimestampNs t0, TimestampNs t1) const {

@@ -11,6 +11,7 @@
 
 #include "base/status.h"
 #include "trace/events.h"
+#include "trace/in_flight.h"
 #include "trace/rank_meta.h"
 
 namespace rankscope::trace {
@@ -104,6 +105,10 @@ class TraceReader {
   Result<std::vector<std::string>> ReadStrings() const;
   Result<std::vector<Lane>> ReadLanes() const;
   Result<std::vector<DropRecord>> ReadDrops() const;
+
+  // What the rank was inside when the file was last committed (trace/in_flight.h); empty
+  // (as_of_ns 0) for files of schema < 3 and files whose collector never drained.
+  Result<InFlightState> ReadInFlight() const;
 
   // Events of `lane` that overlap [t0, t1): start < t1 and end > t0, plus instants (marks,
   // counter samples) with t0 <= start < t1. Served by the (lane, start) indexes; sorted by

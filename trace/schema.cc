@@ -139,6 +139,32 @@ std::vector<TableDef> BuildTables() {
   t.push_back({"overheads",
                EventColumns({{"overhead_kind", "INTEGER NOT NULL"}}),
                "", "lane, start_ns", true, 2});
+  // The in-flight state (trace/in_flight.h): replaced as a whole with each drain.
+  t.push_back({"flight_collectives",
+               {{"id", "INTEGER PRIMARY KEY"},
+                {"comm_hash", "INTEGER NOT NULL"},
+                {"sequence", "INTEGER NOT NULL"},
+                {"op", "INTEGER NOT NULL"},
+                {"name", "TEXT NOT NULL"},
+                {"bytes", "INTEGER NOT NULL"},
+                {"root", "INTEGER NOT NULL"},
+                {"peer", "INTEGER NOT NULL"},
+                {"comm_rank", "INTEGER NOT NULL"},
+                {"comm_size", "INTEGER NOT NULL"},
+                {"lane", "INTEGER NOT NULL"},
+                {"start_ns", "INTEGER NOT NULL"},
+                {"end_ns", "INTEGER"}},
+               "", "", false, 3});
+  t.push_back({"open_ranges",
+               {{"id", "INTEGER PRIMARY KEY"},
+                {"lane", "INTEGER NOT NULL"},
+                {"depth", "INTEGER NOT NULL"},
+                {"start_ns", "INTEGER NOT NULL"},
+                {"name", "TEXT NOT NULL"},
+                {"domain", "TEXT NOT NULL"},
+                {"category", "INTEGER NOT NULL"},
+                {"args", "TEXT NOT NULL"}},
+               "", "", false, 3});
   return t;
 }
 

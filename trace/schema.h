@@ -10,7 +10,7 @@
 
 namespace rankscope::trace {
 
-inline constexpr int kSchemaVersion = 2;            // PRAGMA user_version
+inline constexpr int kSchemaVersion = 3;            // PRAGMA user_version
 inline constexpr int32_t kApplicationId = 0x524b5343;  // PRAGMA application_id: "RKSC"
 
 // Rows of an event table are grouped in blocks of consecutive row ids; `lane_blocks`
@@ -103,6 +103,11 @@ inline constexpr std::string_view kClosedCleanly = "closed_cleanly";
 // absent when it recorded to the end. Best effort: a disk too full for this row too leaves
 // the file without it (then not closed cleanly either).
 inline constexpr std::string_view kRecordingStopped = "recording_stopped";
+// The in-flight state's moment and progress counters (trace/in_flight.h).
+inline constexpr std::string_view kInFlightAsOfNs = "in_flight.as_of_ns";
+inline constexpr std::string_view kInFlightCompletedCollectives = "in_flight.completed_collectives";
+inline constexpr std::string_view kInFlightCompletedSteps = "in_flight.completed_steps";
+inline constexpr std::string_view kInFlightLastProgressNs = "in_flight.last_progress_ns";
 // Calibration pairs: "clock.<start|end>.<realtime_ns|monotonic_ns|tsc>".
 inline constexpr std::string_view kClockPrefix = "clock.";
 }  // namespace meta_key

@@ -125,6 +125,7 @@ class TraceWriter::Impl {
   LaneId AddLane(const Lane& lane);
   void SetMeta(std::string_view key, std::string_view value);
   bool Submit(EventTables&& batch);
+  void ReplaceInFlight(InFlightState state);
   void AddDrops(const DropRecord& drop, bool wake);
   WriterStats Stats() const;
   const fs::path& path() const { return path_; }
@@ -143,6 +144,7 @@ class TraceWriter::Impl {
   void WriteStopRecord();
   void WriteAux();
   void InsertBatch(const EventTables& batch);
+  void WriteInFlight(const InFlightState& state);
   template <typename Record>
   bool InsertRecord(int table, const Record& record);
   void WriteBlock(int table);
@@ -160,6 +162,10 @@ class TraceWriter::Impl {
   size_t queued_events_ = 0;
   bool stop_ = false;
   bool aux_pending_ = false;
+  // The latest in-flight state, written after the first `in_flight_after_` queued batches
+  // (those submitted before it), so the file never shows a state older than its events.
+  std::optional<InFlightState> in_flight_;
+  size_t in_flight_after_ = 0;
   uint64_t flush_requested_ = 0;  // Flush tickets handed out
   uint64_t flush_done_ = 0;       // tickets whose events are committed
   std::condition_variable flush_cv_;
@@ -183,7 +189,7 @@ class TraceWriter::Impl {
   std::thread thread_;
   sql::Statement insert_[codec::kEventTableCount];
   sql::Statement insert_string_, insert_lane_, rename_lane_, update_lane_max_, upsert_meta_,
-      upsert_drop_;
+      upsert_drop_, insert_flight_, insert_open_range_;
   bool txn_open_ = false;
   Clock::time_point txn_started_;
   size_t uncommitted_ = 0;
@@ -299,6 +305,10 @@ Status TraceWriter::Impl::Open(const RankIdentity& identity) {
   RS_ASSIGN_OR_RETURN(update_lane_max_,
                       sql::Statement::Prepare(db_.get(),
                                               "UPDATE lanes SET max_duration_ns=? WHERE id=?"));
+  RS_ASSIGN_OR_RETURN(insert_flight_,
+                      sql::Statement::Prepare(db_.get(), FindTable("flight_collectives")->InsertSql()));
+  RS_ASSIGN_OR_RETURN(insert_open_range_,
+                      sql::Statement::Prepare(db_.get(), FindTable("open_ranges")->InsertSql()));
   RS_ASSIGN_OR_RETURN(
       upsert_drop_,
       sql::Statement::Prepare(db_.get(),
@@ -379,6 +389,16 @@ bool TraceWriter::Impl::Submit(EventTables&& batch) {
   return false;
 }
 
+void TraceWriter::Impl::ReplaceInFlight(InFlightState state) {
+  {
+    std::lock_guard lock(queue_mu_);
+    if (stop_ || failed_.load(std::memory_order_relaxed)) return;
+    in_flight_ = std::move(state);
+    in_flight_after_ = queue_.size();
+  }
+  queue_cv_.notify_one();
+}
+
 void TraceWriter::Impl::AddDrops(const DropRecord& drop, bool wake) {
   if (drop.count == 0) return;
   {
@@ -405,11 +425,14 @@ void TraceWriter::Impl::Run() {
   for (;;) {
     bool stopping = false;
     bool aux = false;
+    std::optional<InFlightState> in_flight;
+    size_t in_flight_after = 0;
     uint64_t flush_ticket = 0;
     {
       std::unique_lock lock(queue_mu_);
       auto ready = [this] {
-        return stop_ || aux_pending_ || !queue_.empty() || flush_requested_ > flush_done_;
+        return stop_ || aux_pending_ || !queue_.empty() || in_flight_.has_value() ||
+               flush_requested_ > flush_done_;
       };
       if (txn_open_) {
         queue_cv_.wait_until(lock, txn_started_ + options_.commit_interval, ready);
@@ -418,6 +441,9 @@ void TraceWriter::Impl::Run() {
       }
       work.swap(queue_);
       queued_events_ = 0;
+      in_flight.swap(in_flight_);
+      in_flight_.reset();
+      in_flight_after = in_flight_after_;
       aux = aux_pending_;
       aux_pending_ = false;
       stopping = stop_;
@@ -428,7 +454,11 @@ void TraceWriter::Impl::Run() {
       Begin();
       WriteAux();
     }
-    for (const EventTables& batch : work) InsertBatch(batch);
+    for (size_t i = 0; i < work.size(); ++i) {
+      if (in_flight && i == in_flight_after) WriteInFlight(*in_flight);
+      InsertBatch(work[i]);
+    }
+    if (in_flight && in_flight_after >= work.size()) WriteInFlight(*in_flight);
     work.clear();
     if (txn_open_ && (stopping || flush_ticket != 0 ||
                       ShouldCommit(uncommitted_, Clock::now() - txn_started_, options_))) {
@@ -606,6 +636,56 @@ void TraceWriter::Impl::WriteAux() {
   }
 }
 
+void TraceWriter::Impl::WriteInFlight(const InFlightState& state) {
+  if (!error_.ok()) return;
+  Begin();
+  auto check = [this](Status s) {
+    if (!s.ok()) Fail(s);
+    return error_.ok();
+  };
+  if (!check(Sql("DELETE FROM flight_collectives; DELETE FROM open_ranges;", "replacing the in-flight state"))) return;
+  for (const FlightCollective& c : state.collectives) {
+    sql::Statement& s = insert_flight_;
+    s.BindUint(1, c.comm_hash);
+    s.BindUint(2, c.sequence);
+    s.BindInt(3, static_cast<int>(c.op));
+    s.BindText(4, c.name);
+    s.BindUint(5, c.bytes);
+    s.BindInt(6, c.root);
+    s.BindInt(7, c.peer);
+    s.BindInt(8, c.comm_rank);
+    s.BindInt(9, c.comm_size);
+    s.BindInt(10, c.lane);
+    s.BindInt(11, c.start_ns);
+    if (c.end_ns) s.BindInt(12, *c.end_ns);
+    else sqlite3_bind_null(s.get(), 12);
+    if (!check(s.StepDone("writing the in-flight collectives"))) return;
+  }
+  for (const OpenRange& r : state.open_ranges) {
+    sql::Statement& s = insert_open_range_;
+    s.BindInt(1, r.lane);
+    s.BindInt(2, r.depth);
+    s.BindInt(3, r.start_ns);
+    s.BindText(4, r.name);
+    s.BindText(5, r.domain);
+    s.BindInt(6, r.category);
+    s.BindText(7, r.args);
+    if (!check(s.StepDone("writing the open ranges"))) return;
+  }
+  const std::pair<std::string_view, int64_t> meta[] = {
+      {meta_key::kInFlightAsOfNs, state.as_of_ns},
+      {meta_key::kInFlightCompletedCollectives, static_cast<int64_t>(state.completed_collectives)},
+      {meta_key::kInFlightCompletedSteps, static_cast<int64_t>(state.completed_steps)},
+      {meta_key::kInFlightLastProgressNs, state.last_progress_ns},
+  };
+  for (const auto& [key, value] : meta) {
+    upsert_meta_.BindText(1, key);
+    upsert_meta_.BindText(2, std::to_string(value));
+    if (!check(upsert_meta_.StepDone("writing meta"))) return;
+  }
+  uncommitted_ += state.collectives.size() + state.open_ranges.size() + 1;
+}
+
 template <typename Record>
 bool TraceWriter::Impl::InsertRecord(int table, const Record& record) {
   sql::Statement& stmt = insert_[table];
@@ -732,7 +812,7 @@ Status TraceWriter::Impl::Close() {
     sqlite3_db_config(db_.get(), SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, nullptr);
   }
   for (sql::Statement* s : {&upsert_block_, &insert_string_, &insert_lane_, &rename_lane_, &update_lane_max_,
-                           &upsert_meta_, &upsert_drop_}) {
+                           &upsert_meta_, &upsert_drop_, &insert_flight_, &insert_open_range_}) {
     *s = sql::Statement();
   }
   for (sql::Statement& s : insert_) s = sql::Statement();
@@ -801,6 +881,7 @@ StringId TraceWriter::Intern(std::string_view text) { return impl_->Intern(text)
 LaneId TraceWriter::AddLane(const Lane& lane) { return impl_->AddLane(lane); }
 void TraceWriter::SetMeta(std::string_view key, std::string_view value) { impl_->SetMeta(key, value); }
 bool TraceWriter::Submit(EventTables&& batch) { return impl_->Submit(std::move(batch)); }
+void TraceWriter::ReplaceInFlight(InFlightState state) { impl_->ReplaceInFlight(std::move(state)); }
 void TraceWriter::AddDrops(const DropRecord& drop) { impl_->AddDrops(drop, true); }
 Status TraceWriter::Close() { return impl_->Close(); }
 

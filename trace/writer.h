@@ -17,6 +17,7 @@
 
 #include "base/status.h"
 #include "trace/events.h"
+#include "trace/in_flight.h"
 #include "trace/rank_meta.h"
 
 namespace rankscope::trace {
@@ -79,6 +80,11 @@ class TraceWriter {
   // Thread-safe and non-blocking. Returns false when the batch was dropped; its events
   // are then counted in `drops`.
   bool Submit(EventTables&& batch);
+
+  // Thread-safe and non-blocking: the rank's in-flight state now (trace/in_flight.h),
+  // replacing the one in the file. Written after every batch submitted before the call and
+  // before any submitted after it; when several wait, only the latest is written.
+  void ReplaceInFlight(InFlightState state);
 
   // Thread-safe: adds `drop.count` lost events of an outside source (e.g. CUPTI).
   void AddDrops(const DropRecord& drop);

@@ -302,7 +302,7 @@ TEST_P(EditedRankFile, IsRefusedWithOneLine) {
 INSTANTIATE_TEST_SUITE_P(
     ReaderBadInput, EditedRankFile,
     ::testing::Values(
-        EditCase{"NewerSchema", "PRAGMA user_version=3", StatusCode::kUnsupported, "schema version 3 is newer"},
+        EditCase{"NewerSchema", "PRAGMA user_version=4", StatusCode::kUnsupported, "schema version 4 is newer"},
         EditCase{"SchemaVersionZero", "PRAGMA user_version=0", StatusCode::kCorrupt,
                  "invalid trace schema version 0"},
         EditCase{"MissingTable", "DROP TABLE memsets", StatusCode::kCorrupt,

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "trace/reader.h"
+#include "trace/schema.h"
 #include "trace/run_dir.h"
 #include "trace_test_util.h"
 
@@ -380,7 +381,7 @@ TEST(RoundTrip, EveryEventKindAndField) {
   EXPECT_EQ(meta.pid, getpid());
   EXPECT_EQ(meta.command_line, "trainer --steps 3");
   EXPECT_EQ(meta.backend, "gloo");
-  EXPECT_EQ(meta.schema_version, 2);
+  EXPECT_EQ(meta.schema_version, kSchemaVersion);
   EXPECT_FALSE(meta.tool_version.empty());
   EXPECT_TRUE(meta.closed_cleanly);
   ASSERT_TRUE(meta.clock_start.has_value());

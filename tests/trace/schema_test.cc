@@ -39,8 +39,8 @@ TEST(Schema, DdlCreatesEveryTableAndIndex) {
   sqlite3_close(db);
 }
 
-TEST(Schema, Version2AddsExternalIdAndTwoTables) {
-  EXPECT_EQ(kSchemaVersion, 2);
+TEST(Schema, Version2AddsExternalIdAndTwoTablesVersion3TheInFlightState) {
+  EXPECT_EQ(kSchemaVersion, 3);
   std::vector<std::string> added;  // "table" or "table.column", with the version that added it
   for (const TableDef& table : SchemaTables()) {
     if (table.since != 1) added.push_back(fmt::format("{} {}", table.name, table.since));
@@ -48,7 +48,15 @@ TEST(Schema, Version2AddsExternalIdAndTwoTables) {
       if (column.since != 1) added.push_back(fmt::format("{}.{} {}", table.name, column.name, column.since));
     }
   }
-  EXPECT_EQ(added, (std::vector<std::string>{"api_calls.external_id 2", "collective_parts 2", "overheads 2"}));
+  EXPECT_EQ(added, (std::vector<std::string>{"api_calls.external_id 2", "collective_parts 2", "overheads 2",
+                                             "flight_collectives 3", "open_ranges 3"}));
+  for (std::string_view name : {"flight_collectives", "open_ranges"}) {
+    const TableDef* table = FindTable(name);
+    ASSERT_NE(table, nullptr) << name;
+    EXPECT_FALSE(table->is_event_table) << name;
+    EXPECT_TRUE(table->lane_time_index.empty()) << name;
+    EXPECT_FALSE(table->ExistsIn(2)) << name;
+  }
   for (std::string_view name : {"collective_parts", "overheads"}) {
     const TableDef* table = FindTable(name);
     ASSERT_NE(table, nullptr) << name;

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "trace/reader.h"
+#include "trace/schema.h"
 #include "trace_test_util.h"
 
 namespace rankscope::trace {
@@ -181,7 +182,7 @@ TEST(SchemaVersion1, LoadAllReadsTheOldRowsWithDefaults) {
     ASSERT_NE(reader, nullptr);
     auto v2 = reader->LoadAll();
     ASSERT_TRUE(v2.ok()) << v2.status().message();
-    EXPECT_EQ(v2->meta.schema_version, 2);
+    EXPECT_EQ(v2->meta.schema_version, kSchemaVersion);
     ASSERT_EQ(v2->events.api_calls.size(), 2u);
     EXPECT_EQ(v2->events.api_calls[0].external_id, 55u);
     EXPECT_EQ(v2->events.collective_parts.size(), 2u);

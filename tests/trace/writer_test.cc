@@ -336,3 +336,99 @@ TEST(Writer, SubmitAfterCloseIsDroppedAndCloseIsIdempotent) {
 
 }  // namespace
 }  // namespace rankscope::trace
+
+namespace rankscope::trace {
+namespace {
+
+FlightCollective Entered(uint64_t sequence, TimestampNs start, std::optional<TimestampNs> end) {
+  FlightCollective c;
+  c.comm_hash = 0xfeedf00ddeadbeefULL;  // above INT64_MAX: stored by bit pattern
+  c.sequence = sequence;
+  c.op = CollectiveOp::kAllReduce;
+  c.name = "allreduce";
+  c.bytes = 4096;
+  c.comm_rank = 1;
+  c.comm_size = 4;
+  c.lane = 1;
+  c.start_ns = start;
+  c.end_ns = end;
+  return c;
+}
+
+// The latest state replaces the earlier one, lands after the events submitted before it,
+// and reads back field for field; a file of schema 2 reads as having none.
+TEST(Writer, InFlightStateIsReplacedAsAWholeAndReadBack) {
+  TempDir dir;
+  const auto path = dir / "rank-0.sqlite";
+  auto writer = MustCreate(path, MakeIdentity("r", 0, 1));
+  ASSERT_NE(writer, nullptr);
+  const LaneId stream = AddStream(*writer);
+  InFlightState first;
+  first.as_of_ns = 1000;
+  first.collectives = {Entered(7, 100, std::nullopt)};
+  writer->ReplaceInFlight(first);
+  ASSERT_TRUE(writer->Submit(Kernels(stream, 3)));
+  InFlightState second;
+  second.as_of_ns = 2000;
+  second.completed_collectives = 8;
+  second.completed_steps = 2;
+  second.last_progress_ns = 1900;
+  second.collectives = {Entered(7, 100, 1900), Entered(8, 1950, std::nullopt)};
+  OpenRange range;
+  range.lane = stream;
+  range.depth = 1;
+  range.start_ns = 1500;
+  range.name = "backward";
+  range.domain = "rankscope";
+  range.category = 2;
+  range.args = R"({"step":5})";
+  second.open_ranges = {range};
+  writer->ReplaceInFlight(second);
+  ASSERT_TRUE(writer->Close().ok());
+  EXPECT_EQ(CommittedRows(path, "flight_collectives"), 2);
+  EXPECT_EQ(CommittedRows(path, "kernels"), 3);
+
+  auto reader = TraceReader::Open(path);
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  auto state = (*reader)->ReadInFlight();
+  ASSERT_TRUE(state.ok()) << state.status().message();
+  EXPECT_EQ(state->as_of_ns, 2000);
+  EXPECT_EQ(state->completed_collectives, 8u);
+  EXPECT_EQ(state->completed_steps, 2u);
+  EXPECT_EQ(state->last_progress_ns, 1900);
+  ASSERT_EQ(state->collectives.size(), 2u);
+  const FlightCollective& done = state->collectives[0];
+  EXPECT_EQ(done.comm_hash, 0xfeedf00ddeadbeefULL);
+  EXPECT_EQ(done.sequence, 7u);
+  EXPECT_EQ(done.op, CollectiveOp::kAllReduce);
+  EXPECT_EQ(done.name, "allreduce");
+  EXPECT_EQ(done.bytes, 4096u);
+  EXPECT_EQ(done.root, -1);
+  EXPECT_EQ(done.comm_rank, 1);
+  EXPECT_EQ(done.comm_size, 4);
+  EXPECT_EQ(done.end_ns, std::optional<TimestampNs>(1900));
+  EXPECT_TRUE(state->collectives[1].in_flight());
+  ASSERT_EQ(state->open_ranges.size(), 1u);
+  EXPECT_EQ(state->open_ranges[0].name, "backward");
+  EXPECT_EQ(state->open_ranges[0].domain, "rankscope");
+  EXPECT_EQ(state->open_ranges[0].depth, 1u);
+  EXPECT_EQ(state->open_ranges[0].args, R"({"step":5})");
+  reader->reset();
+
+  // What the previous schema version wrote.
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "DROP TABLE flight_collectives; DROP TABLE open_ranges; PRAGMA user_version = 2;",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  auto old = TraceReader::Open(path);
+  ASSERT_TRUE(old.ok()) << old.status().message();
+  auto none = (*old)->ReadInFlight();
+  ASSERT_TRUE(none.ok()) << none.status().message();
+  EXPECT_TRUE(none->empty());
+  EXPECT_TRUE(none->collectives.empty());
+}
+
+}  // namespace
+}  // namespace rankscope::trace
