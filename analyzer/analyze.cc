@@ -8,6 +8,7 @@
 
 #include "analyzer/analyze_stages.h"
 #include "analyzer/cross_rank.h"
+#include "analyzer/hang.h"
 #include "analyzer/metrics.h"
 #include "analyzer/parallel_internal.h"
 #include "analyzer/rank_scan.h"
@@ -470,7 +471,15 @@ Result<Report> AnalyzeRun(const std::filesystem::path& path, const AnalyzeOption
   std::vector<std::filesystem::path> files;
   for (const trace::RunFile& file : run.ranks) files.push_back(file.path);
   RS_ASSIGN_OR_RETURN(std::vector<RankResult> ranks, MeasureAll(files, options, &warnings));
-  return BuildReport(std::move(ranks), std::move(info), std::move(warnings), options);
+  RS_ASSIGN_OR_RETURN(Report report, BuildReport(std::move(ranks), std::move(info), std::move(warnings), options));
+  // Why the run did not finish, when it did not: from the files' in-flight state.
+  Result<std::vector<RankEnd>> ends = ReadRunEnd(run);
+  if (!ends.ok()) {
+    report.warnings.push_back("the ranks' in-flight state could not be read: " + ends.status().message());
+  } else if (HangReport end = DiagnoseRunEnd(*ends, run.world_size); end.verdict != RunEndVerdict::kFinished) {
+    report.did_not_finish = std::move(end);
+  }
+  return report;
 }
 
 Result<Report> AnalyzeTraces(const std::vector<trace::RankTrace>& traces, const AnalyzeOptions& options) {

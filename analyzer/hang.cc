@@ -5,12 +5,14 @@
 #include <algorithm>
 #include <cctype>
 #include <map>
+#include <memory>
 #include <set>
 #include <utility>
 
 #include "analyzer/rank_scan.h"
 #include "base/format.h"
 #include "base/launch_env.h"
+#include "trace/reader.h"
 
 namespace rankscope::analyzer {
 
@@ -731,6 +733,37 @@ class Diagnosis {
 
 HangReport DiagnoseRunEnd(const std::vector<RankEnd>& ranks, std::optional<int> world_size) {
   return Diagnosis(ranks, world_size).Run();
+}
+
+Result<std::vector<RankEnd>> ReadRunEnd(const trace::Run& run) {
+  std::vector<RankEnd> ends;
+  for (const trace::RunFile& file : run.ranks) {
+    // Meta, lanes and the in-flight tables only: never the events, however large.
+    RS_ASSIGN_OR_RETURN(std::unique_ptr<trace::TraceReader> reader, trace::TraceReader::Open(file.path));
+    const trace::RankMeta& meta = reader->meta();
+    if (!meta.rank) continue;  // OpenRun lists only ranked files here; a file replaced since may not be
+    RankEnd end;
+    end.rank = *meta.rank;
+    end.host = meta.host;
+    end.pid = meta.pid;
+    end.closed_cleanly = meta.closed_cleanly;
+    if (auto ended_by = meta.entries.find("collector.ended_by"); ended_by != meta.entries.end()) {
+      end.ended_by = ended_by->second;
+    }
+    RS_ASSIGN_OR_RETURN(std::vector<trace::Lane> lanes, reader->ReadLanes());
+    for (trace::Lane& lane : lanes) end.lane_names.push_back(std::move(lane.name));
+    RS_ASSIGN_OR_RETURN(end.state, reader->ReadInFlight());
+    ends.push_back(std::move(end));
+  }
+  return ends;
+}
+
+Result<std::optional<HangReport>> DiagnoseRun(const std::filesystem::path& path) {
+  RS_ASSIGN_OR_RETURN(trace::Run run, trace::OpenRun(path));
+  RS_ASSIGN_OR_RETURN(std::vector<RankEnd> ends, ReadRunEnd(run));
+  HangReport report = DiagnoseRunEnd(ends, run.world_size);
+  if (report.verdict == RunEndVerdict::kFinished) return std::optional<HangReport>();
+  return std::optional<HangReport>(std::move(report));
 }
 
 }  // namespace rankscope::analyzer

@@ -3,11 +3,19 @@
 #include "analyzer/hang.h"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <chrono>
+#include <filesystem>
 #include <string>
 #include <vector>
 
+#include "analyzer/analyze.h"
 #include "tests/run_end_builder.h"
+#include "tests/temp_dir.h"
+#include "trace/run_dir.h"
+#include "trace/writer.h"
 
 namespace rankscope::analyzer {
 namespace {
@@ -444,6 +452,120 @@ TEST(DiagnoseRunEnd, ARankThatEnteredNothingOnTheWorldCommunicatorIsMissing) {
   EXPECT_EQ(report.communicators[0].stalled->missing, (std::vector<int>{2}));
   ExpectContains(report.summary, "Rank 2 never entered AllReduce #0 on communicator 3f2a11c09e4b7d21 (it entered "
                                  "none on it); ranks 0, 1 have waited in it for 9.00 s.");
+}
+
+// ---- From rank files on disk ------------------------------------------------------------
+
+// Writes `end` as rank file `end.rank` of run "hung" in `dir`: its thread lanes (named as in
+// `end`, so lane ids agree), one kernel (so AnalyzeRun has something to measure), the
+// in-flight state and meta collector.ended_by. Not `closed`: written and flushed by a child
+// process that exits without closing, as a killed rank leaves it.
+void WriteRankEnd(const std::filesystem::path& dir, const RankEnd& end, int world_size, bool closed) {
+  auto write = [&]() -> bool {
+    trace::RankIdentity who;
+    who.run_id = "hung";
+    who.rank = end.rank;
+    who.world_size = world_size;
+    who.host = end.host;
+    who.pid = end.pid;
+    auto created = trace::TraceWriter::Create(dir / trace::RankFileName(end.rank), who);
+    if (!created.ok()) return false;
+    trace::TraceWriter& writer = **created;
+    for (size_t i = 0; i < end.lane_names.size(); ++i) {
+      trace::Lane thread;
+      thread.kind = trace::LaneKind::kCpuThread;
+      thread.pid = end.pid;
+      thread.tid = end.pid + static_cast<int64_t>(i);
+      thread.name = end.lane_names[i];
+      writer.AddLane(thread);
+    }
+    trace::Lane stream;
+    stream.kind = trace::LaneKind::kGpuStream;
+    stream.device = 0;
+    stream.stream = 7;
+    stream.pid = end.pid;
+    trace::EventTables events;
+    trace::KernelEvent kernel;
+    kernel.lane = writer.AddLane(stream);
+    kernel.name = writer.Intern("gemm");
+    kernel.start_ns = At(1.0);
+    kernel.end_ns = At(1.5);
+    events.kernels.push_back(kernel);
+    if (!writer.Submit(std::move(events))) return false;
+    if (!end.ended_by.empty()) writer.SetMeta("collector.ended_by", end.ended_by);
+    writer.ReplaceInFlight(end.state);
+    if (closed) return writer.Close().ok();
+    if (!writer.Flush(std::chrono::seconds(10)).ok()) return false;
+    [[maybe_unused]] trace::TraceWriter* leaked = created->release();  // never closed, as after a kill
+    return true;
+  };
+  if (closed) {
+    ASSERT_TRUE(write());
+    return;
+  }
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(write() ? 0 : 1);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+// The hang of tests/run_end_builder.h from files, rank 2 killed (its file never closed):
+// read from meta, lanes and in-flight tables, and the same in AnalyzeRun's report.
+TEST(DiagnoseRun, ReadsTheRankFilesOfAHungRun) {
+  rankscope::testing::TempDir dir;
+  for (RankEnd end : HangRun()) {
+    const bool killed = end.rank == 2;
+    if (killed) end.ended_by = "";
+    WriteRankEnd(dir.path(), end, 4, !killed);
+  }
+  Result<trace::Run> run = trace::OpenRun(dir.path());
+  ASSERT_TRUE(run.ok()) << run.status().message();
+  Result<std::vector<RankEnd>> ends = ReadRunEnd(*run);
+  ASSERT_TRUE(ends.ok()) << ends.status().message();
+  ASSERT_EQ(ends->size(), 4u);
+  EXPECT_FALSE((*ends)[2].closed_cleanly);
+  EXPECT_EQ((*ends)[2].ended_by, "");
+  EXPECT_EQ((*ends)[2].lane_names, (std::vector<std::string>{"main", "pin_memory", ""}));
+  EXPECT_EQ((*ends)[0].ended_by, "signal 15");
+
+  Result<std::optional<HangReport>> diagnosed = DiagnoseRun(dir.path());
+  ASSERT_TRUE(diagnosed.ok()) << diagnosed.status().message();
+  ASSERT_TRUE(diagnosed->has_value());
+  const HangReport& report = **diagnosed;
+  EXPECT_EQ(report.verdict, RunEndVerdict::kHang);
+  EXPECT_EQ(report.world_size, 4);
+  ASSERT_EQ(report.culprits.size(), 1u);
+  EXPECT_EQ(report.culprits[0].reasons, (std::vector<std::string>{"missing", "not closed"}));
+  EXPECT_EQ(report.summary,
+            "Rank 2 never entered AllReduce #5 on communicator 3f2a11c09e4b7d21 (its last entered was #4); "
+            "ranks 0, 1, 3 have waited in it for 12.4 s. The file of rank 2 was never closed (killed or crashed). "
+            "Rank 2 was inside step \u203a backward on thread main (open 12.5 s) and fetch on thread pin_memory "
+            "(open 400 ms). Ranks 0, 1, 3 ended by signal 15.");
+
+  AnalyzeOptions options;
+  options.threads = 1;
+  Result<Report> analyzed = AnalyzeRun(dir.path(), options);
+  ASSERT_TRUE(analyzed.ok()) << analyzed.status().message();
+  ASSERT_TRUE(analyzed->did_not_finish.has_value());
+  EXPECT_EQ(analyzed->did_not_finish->summary, report.summary);
+}
+
+TEST(DiagnoseRun, SaysNothingOfARunThatFinished) {
+  rankscope::testing::TempDir dir;
+  for (int rank = 0; rank < 2; ++rank) {
+    RankEndBuilder b(rank, 8.0);
+    b.Completed(kHangComm, rank, 2, 0, 5).Ended(true, "exit");
+    WriteRankEnd(dir.path(), b.Build(), 2, true);
+  }
+  Result<std::optional<HangReport>> diagnosed = DiagnoseRun(dir.path());
+  ASSERT_TRUE(diagnosed.ok()) << diagnosed.status().message();
+  EXPECT_FALSE(diagnosed->has_value());
+  Result<Report> analyzed = AnalyzeRun(dir.path(), AnalyzeOptions{});
+  ASSERT_TRUE(analyzed.ok()) << analyzed.status().message();
+  EXPECT_FALSE(analyzed->did_not_finish.has_value());
+
+  EXPECT_FALSE(DiagnoseRun(dir / "no-such-run").ok());
 }
 
 }  // namespace
