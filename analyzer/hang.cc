@@ -454,6 +454,7 @@ class Diagnosis {
         if (auto it = input.rank_of_comm_rank.find(peer); it != input.rank_of_comm_rank.end()) {
           stream.peer_rank = it->second;
         }
+        stream.peer_has_state = stream.peer_rank && HasState(*stream.peer_rank);
         const Position position = PositionOf(entries);
         stream.last_entered = position.last_entered;
         stream.last_completed = position.last_completed;
@@ -463,7 +464,6 @@ class Diagnosis {
           stream.in_flight_since_ns = oldest.start_ns;
           stream.waited_ns = WaitedSince(on_comm.rank->state, oldest.start_ns);
           // The match: the peer's receives from (or sends to) this rank's communicator rank.
-          stream.peer_has_state = stream.peer_rank && HasState(*stream.peer_rank);
           if (stream.peer_has_state && on_comm.comm_rank >= 0) {
             const RankOnComm& peer_on_comm = input.ranks.at(*stream.peer_rank);
             const CollectiveOp match = op == CollectiveOp::kSend ? CollectiveOp::kRecv : CollectiveOp::kSend;
@@ -650,7 +650,9 @@ class Diagnosis {
     if (report_.verdict == RunEndVerdict::kFinished) {
       return "The run finished: every rank closed its file and nothing was in flight.";
     }
-    std::vector<std::string> sentences;
+    // The findings, the clearest first: ranks that never entered what others wait in,
+    // sends and receives never matched, mismatches, then stalls whose cause is unknown.
+    std::vector<std::string> missing, unmatched, mismatches, other_stalls;
     bool waits_said = false;
     for (const CommunicatorEnd& comm : report_.communicators) {
       if (comm.stalled) {
@@ -658,15 +660,23 @@ class Diagnosis {
         const bool everyone_in = stalled.missing.empty() && stalled.no_state_ranks.empty() &&
                                  stalled.no_state_comm_ranks.empty();
         // When every member entered and they disagree, the mismatch sentence says it all.
-        if (!(everyone_in && !comm.mismatches.empty())) sentences.push_back(StalledSentence(comm));
+        if (!stalled.missing.empty()) {
+          missing.push_back(StalledSentence(comm));
+        } else if (!(everyone_in && !comm.mismatches.empty())) {
+          other_stalls.push_back(StalledSentence(comm));
+        }
         waits_said = true;
       }
-      for (const CollectiveMismatch& mismatch : comm.mismatches) sentences.push_back(MismatchSentence(comm, mismatch));
+      for (const CollectiveMismatch& mismatch : comm.mismatches) mismatches.push_back(MismatchSentence(comm, mismatch));
       for (const PeerStream& stream : comm.peer_streams) {
         if (!stream.in_flight_sequence || (!stream.unmatched && stream.peer_has_state)) continue;
-        sentences.push_back(PeerSentence(comm, stream));
+        unmatched.push_back(PeerSentence(comm, stream));
         waits_said = true;
       }
+    }
+    std::vector<std::string> sentences;
+    for (const auto* group : {&missing, &unmatched, &mismatches, &other_stalls}) {
+      sentences.insert(sentences.end(), group->begin(), group->end());
     }
     const std::vector<int> unclosed = UnclosedRanks();
     if (!unclosed.empty()) {

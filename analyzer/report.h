@@ -287,7 +287,7 @@ struct PeerStream {
   // For one in flight: how far the peer got on the matching stream (its receives from, or
   // sends to, this rank); nullopt when it entered none there, or has no state.
   std::optional<uint64_t> peer_last_entered;
-  bool peer_has_state = false;
+  bool peer_has_state = false;  // the peer is known (peer_rank) and its file holds a state
   bool unmatched = false;  // in flight, and the peer has state and never entered the match
 };
 

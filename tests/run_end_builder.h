@@ -61,12 +61,15 @@ class RankEndBuilder {
     return *this;
   }
 
-  // Collectives `first`..`last` on `comm`, each entered at `first + k` seconds and
-  // completed 100 ms later.
+  // Collectives `first`..`last` on `comm`, sequence k entered at k seconds and completed
+  // 100 ms later.
   RankEndBuilder& Completed(uint64_t comm, int comm_rank, int comm_size, uint64_t first, uint64_t last,
-                            uint64_t bytes = 8 << 20) {
+                            uint64_t bytes = 8 << 20, trace::CollectiveOp op = trace::CollectiveOp::kAllReduce,
+                            std::string name = "AllReduce") {
     for (uint64_t sequence = first; sequence <= last; ++sequence) {
       trace::FlightCollective c = Collective(comm, comm_rank, comm_size, sequence, static_cast<double>(sequence));
+      c.op = op;
+      c.name = name;
       c.bytes = bytes;
       c.end_ns = c.start_ns + 100 * kMillisecondNs;
       end_.state.collectives.push_back(std::move(c));
@@ -125,8 +128,9 @@ class RankEndBuilder {
 // Four ranks on one world communicator kHangComm. Each completed AllReduce #0..#4 (8 MiB,
 // entered at k s, done 100 ms later). Ranks 0, 1 and 3 entered #5 at 5.0, 5.1 and 5.2 s;
 // rank 2 never did: it is inside step (since 4.5 s) > backward (since 4.9 s) on thread
-// "main", and inside "fetch" (since 17.0 s) on thread "pin_memory". Every state was taken
-// at 17.4 s, and every file was closed by SIGTERM.
+// "main", and inside "fetch" (since 17.0 s) on thread "pin_memory"; the others are inside
+// step (4.5 s) > backward (4.8 s) on "main". Every state was taken at 17.4 s, and every file
+// was closed by SIGTERM.
 // So: ranks 0, 1, 3 waited 12.4, 12.3, 12.2 s (the longest 12.4 s); rank 2's backward has
 // been open 17.4 - 4.9 = 12.5 s and its fetch 400 ms.
 inline constexpr uint64_t kHangComm = 0x3f2a11c09e4b7d21;
@@ -143,7 +147,7 @@ inline std::vector<analyzer::RankEnd> HangRun() {
       b.Open(main, 0, 4.5, "step").Open(main, 1, 4.9, "backward").Open(pin, 0, 17.0, "fetch");
     } else {
       b.Entered(kHangComm, rank, 4, 5, entered[rank]);
-      b.Open(main, 0, 4.5, "step").Open(main, 1, 4.95, "backward");
+      b.Open(main, 0, 4.5, "step").Open(main, 1, 4.8, "backward");
     }
     ranks.push_back(b.Build());
   }
