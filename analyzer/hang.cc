@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstddef>
 #include <map>
 #include <memory>
 #include <set>
@@ -199,11 +200,26 @@ std::vector<OpenThread> OpenThreadsOf(const RankEnd& rank) {
   return threads;
 }
 
+// The paragraph stays short on a large job: this many sentences per kind of finding, and
+// this many culprits' open ranges; the rest is in the structured report.
+constexpr size_t kFindingsPerKind = 3;
+constexpr size_t kCulpritsInSummary = 3;
+
 class Diagnosis {
  public:
   Diagnosis(const std::vector<RankEnd>& ranks, std::optional<int> world_size) : world_size_(world_size) {
     for (const RankEnd& rank : ranks) by_rank_.emplace(rank.rank, &rank);  // the first of a rank wins
-    world_ = world_size.value_or(by_rank_.empty() ? 0 : by_rank_.rbegin()->first + 1);
+    if (world_size) {
+      world_ = *world_size;
+      return;
+    }
+    // Unknown: ranks up to the highest rank seen, or the largest communicator.
+    world_ = by_rank_.empty() ? 0 : by_rank_.rbegin()->first + 1;
+    for (const auto& [rank, end] : by_rank_) {
+      for (const FlightCollective& c : end->state.collectives) {
+        if (c.comm_size <= kMaxWorldSize) world_ = std::max(world_, c.comm_size);
+      }
+    }
   }
 
   HangReport Run() {
@@ -268,8 +284,10 @@ class Diagnosis {
       if (end->state.empty()) continue;
       for (const FlightCollective& c : end->state.collectives) {
         CommInput& comm = comms_[c.comm_hash];
-        // A size beyond any real job is damage: the communicator's size is then unknown.
-        if (c.comm_size > 0 && c.comm_size <= kMaxWorldSize) comm.comm_size = std::max(comm.comm_size, c.comm_size);
+        // A communicator larger than the world is damage: its size is then unknown.
+        if (c.comm_size > 0 && c.comm_size <= std::min(world_, kMaxWorldSize)) {
+          comm.comm_size = std::max(comm.comm_size, c.comm_size);
+        }
         RankOnComm& on_comm = comm.ranks[rank];
         on_comm.rank = end;
         if (on_comm.comm_rank < 0 && c.comm_rank >= 0) {
@@ -586,11 +604,17 @@ class Diagnosis {
         sentence += fmt::format("; {} in it for {}", HaveWaited(stalled.waiting), Duration(stalled.waited_ns));
       }
       sentence += ".";
+      if (!stalled.passed.empty()) sentence += fmt::format(" {} completed it.", Capitalized(RanksPhrase(stalled.passed)));
     } else {
       sentence = fmt::format("{} {} in {}", Capitalized(HaveWaited(stalled.waiting)), Duration(stalled.waited_ns), title);
-      sentence += unknown ? "; whether the others entered it is unknown." : "; every member entered it and none completed it.";
+      if (unknown) {
+        sentence += "; whether the others entered it is unknown.";
+      } else if (!stalled.passed.empty()) {
+        sentence += fmt::format("; {} completed it.", RanksPhrase(stalled.passed));
+      } else {
+        sentence += "; every member entered it and none completed it.";
+      }
     }
-    if (!stalled.passed.empty()) sentence += fmt::format(" {} completed it.", Capitalized(RanksPhrase(stalled.passed)));
     if (unknown) sentence += " " + Capitalized(UnknownText(stalled.no_state_ranks, stalled.no_state_comm_ranks)) + ".";
     return sentence;
   }
@@ -675,9 +699,13 @@ class Diagnosis {
       }
     }
     std::vector<std::string> sentences;
+    size_t left_out = 0;
     for (const auto* group : {&missing, &unmatched, &mismatches, &other_stalls}) {
-      sentences.insert(sentences.end(), group->begin(), group->end());
+      const size_t shown = std::min(group->size(), kFindingsPerKind);
+      sentences.insert(sentences.end(), group->begin(), group->begin() + static_cast<std::ptrdiff_t>(shown));
+      left_out += group->size() - shown;
     }
+    if (left_out > 0) sentences.push_back(fmt::format("{} more finding(s) of these kinds are in the report.", left_out));
     const std::vector<int> unclosed = UnclosedRanks();
     if (!unclosed.empty()) {
       sentences.push_back(fmt::format("The {} of {} {} never closed (killed or crashed){}.",
@@ -685,11 +713,17 @@ class Diagnosis {
                                       unclosed.size() == 1 ? "was" : "were",
                                       AnyoneWaits() ? "" : ", and no rank waits on another"));
     }
+    size_t culprits_shown = 0;
     for (const Culprit& culprit : report_.culprits) {
-      if (!HasState(culprit.rank)) continue;
+      if (!HasState(culprit.rank) || culprits_shown == kCulpritsInSummary) continue;
+      ++culprits_shown;
       sentences.push_back(culprit.threads.empty() ? fmt::format("Rank {} had no range open.", culprit.rank)
                                                   : fmt::format("Rank {} was inside {}.", culprit.rank,
                                                                 ThreadsText(culprit)));
+    }
+    if (report_.culprits.size() > culprits_shown && culprits_shown == kCulpritsInSummary) {
+      sentences.push_back(fmt::format("What the other {} culprit(s) were inside is in the report.",
+                                      report_.culprits.size() - culprits_shown));
     }
     if (report_.verdict == RunEndVerdict::kUnfinished && !waits_said) {
       std::vector<int> in_flight;

@@ -454,6 +454,53 @@ TEST(DiagnoseRunEnd, ARankThatEnteredNothingOnTheWorldCommunicatorIsMissing) {
                                  "none on it); ranks 0, 1 have waited in it for 9.00 s.");
 }
 
+// Rank 0 still has #3 in flight (say its completion was never recorded) while the others
+// completed it and went on: it waits alone, and the paragraph says the others completed it.
+TEST(DiagnoseRunEnd, SaysWhoCompletedTheCollectiveOneRankStillWaitsIn) {
+  std::vector<RankEnd> ranks;
+  for (int rank = 0; rank < 3; ++rank) {
+    RankEndBuilder b(rank, 10.0);
+    if (rank == 0) {
+      b.Completed(kHangComm, rank, 3, 0, 2).Entered(kHangComm, rank, 3, 3, 3.0);
+    } else {
+      b.Completed(kHangComm, rank, 3, 0, 6);
+    }
+    ranks.push_back(b.Build());
+  }
+  const HangReport report = DiagnoseRunEnd(ranks, 3);
+  EXPECT_EQ(report.verdict, RunEndVerdict::kUnfinished);
+  const StalledCollective& stalled = *report.communicators[0].stalled;
+  EXPECT_EQ(stalled.waiting, (std::vector<int>{0}));
+  EXPECT_EQ(stalled.passed, (std::vector<int>{1, 2}));
+  EXPECT_TRUE(report.culprits.empty());
+  ExpectContains(report.summary, "Rank 0 has waited 7.00 s in AllReduce #3 on communicator 3f2a11c09e4b7d21; "
+                                 "ranks 1, 2 completed it.");
+}
+
+// 64 ranks, 32 of them never entered #0: one sentence names them all, and the paragraph
+// describes only the first three culprits' threads.
+TEST(DiagnoseRunEnd, KeepsTheParagraphShortOnALargeJob) {
+  std::vector<RankEnd> ranks;
+  for (int rank = 0; rank < 64; ++rank) {
+    RankEndBuilder b(rank, 10.0);
+    if (rank < 32) {
+      b.Entered(kHangComm, rank, 64, 0, 1.0);
+    } else {
+      const trace::LaneId main = b.Thread("main");
+      b.Open(main, 0, 2.0, "load_batch");
+    }
+    ranks.push_back(b.Build());
+  }
+  const HangReport report = DiagnoseRunEnd(ranks, 64);
+  EXPECT_EQ(report.culprits.size(), 32u);
+  EXPECT_EQ(report.summary,
+            "Ranks 32-63 never entered AllReduce #0 on communicator 3f2a11c09e4b7d21 (they entered none on it); "
+            "ranks 0-31 have waited in it for 9.00 s. Rank 32 was inside load_batch on thread main (open 8.00 s). "
+            "Rank 33 was inside load_batch on thread main (open 8.00 s). Rank 34 was inside load_batch on thread "
+            "main (open 8.00 s). What the other 29 culprit(s) were inside is in the report. Ranks 0-63 ended by "
+            "signal 15.");
+}
+
 // ---- From rank files on disk ------------------------------------------------------------
 
 // Writes `end` as rank file `end.rank` of run "hung" in `dir`: its thread lanes (named as in
