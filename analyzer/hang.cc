@@ -531,7 +531,7 @@ class Diagnosis {
       if (comm.stalled) {
         in_flight = true;
         missing = missing || !comm.stalled->missing.empty();
-        unknown = unknown || !comm.stalled->no_state_ranks.empty() || !comm.stalled->no_state_comm_ranks.empty();
+        unknown = unknown || MembershipUnknown(comm);
       }
       mismatch = mismatch || !comm.mismatches.empty();
       for (const PeerStream& stream : comm.peer_streams) {
@@ -552,6 +552,13 @@ class Diagnosis {
                                           [](const auto& entry) { return EndedFinished(*entry.second); });
     if (in_flight || !all_finished) return RunEndVerdict::kUnfinished;
     return RunEndVerdict::kFinished;
+  }
+
+  // Whether members of the stalled collective's communicator may be missing unseen: a
+  // member without state, or a communicator of unknown size.
+  static bool MembershipUnknown(const CommunicatorEnd& comm) {
+    return comm.stalled && (!comm.stalled->no_state_ranks.empty() || !comm.stalled->no_state_comm_ranks.empty() ||
+                            comm.comm_size == 0);
   }
 
   // ---- The paragraph ------------------------------------------------------------------
@@ -579,7 +586,7 @@ class Diagnosis {
     const StalledCollective& stalled = *comm.stalled;
     const std::string title = fmt::format("{} #{} on communicator {}", CollectiveTitle(stalled.op, stalled.name),
                                           stalled.sequence, comm.comm);
-    const bool unknown = !stalled.no_state_ranks.empty() || !stalled.no_state_comm_ranks.empty();
+    const bool unknown = MembershipUnknown(comm);
     std::string sentence;
     if (!stalled.missing.empty()) {
       // Where the missing ranks stopped: "its last entered was #4", or each rank's.
@@ -615,7 +622,12 @@ class Diagnosis {
         sentence += "; every member entered it and none completed it.";
       }
     }
-    if (unknown) sentence += " " + Capitalized(UnknownText(stalled.no_state_ranks, stalled.no_state_comm_ranks)) + ".";
+    if (!stalled.no_state_ranks.empty() || !stalled.no_state_comm_ranks.empty()) {
+      sentence += " " + Capitalized(UnknownText(stalled.no_state_ranks, stalled.no_state_comm_ranks)) + ".";
+    }
+    if (comm.comm_size == 0) {
+      sentence += " The communicator's size is unknown: a member that entered none of its collectives does not show.";
+    }
     return sentence;
   }
 
@@ -681,8 +693,7 @@ class Diagnosis {
     for (const CommunicatorEnd& comm : report_.communicators) {
       if (comm.stalled) {
         const StalledCollective& stalled = *comm.stalled;
-        const bool everyone_in = stalled.missing.empty() && stalled.no_state_ranks.empty() &&
-                                 stalled.no_state_comm_ranks.empty();
+        const bool everyone_in = stalled.missing.empty() && !MembershipUnknown(comm);
         // When every member entered and they disagree, the mismatch sentence says it all.
         if (!stalled.missing.empty()) {
           missing.push_back(StalledSentence(comm));

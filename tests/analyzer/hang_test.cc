@@ -438,6 +438,23 @@ TEST(DiagnoseRunEnd, SaysWhichCommunicatorRanksNoFileHolds) {
                                  "communicator rank 2.");
 }
 
+// A source that does not know the communicator's size: the ranks seen all wait, but a
+// member that entered nothing would not show, so "every member entered" is not claimed.
+TEST(DiagnoseRunEnd, DoesNotClaimEveryMemberEnteredWhenTheSizeIsUnknown) {
+  std::vector<RankEnd> ranks;
+  for (int rank = 0; rank < 2; ++rank) {
+    RankEndBuilder b(rank, 5.0);
+    b.Entered(kHangComm, rank, /*comm_size=*/0, 0, 1.0);
+    ranks.push_back(b.Build());
+  }
+  const HangReport report = DiagnoseRunEnd(ranks, 2);
+  EXPECT_EQ(report.verdict, RunEndVerdict::kHang);
+  EXPECT_EQ(report.communicators[0].comm_size, 0);
+  ExpectContains(report.summary, "Ranks 0, 1 have waited 4.00 s in AllReduce #0 on communicator 3f2a11c09e4b7d21; "
+                                 "whether the others entered it is unknown. The communicator's size is unknown: a "
+                                 "member that entered none of its collectives does not show.");
+}
+
 // Rank 2 hung before its first collective: with a communicator as large as the world, it is
 // a member that never entered one.
 TEST(DiagnoseRunEnd, ARankThatEnteredNothingOnTheWorldCommunicatorIsMissing) {
