@@ -13,7 +13,7 @@
 #include "analyzer/rank_scan.h"
 #include "base/format.h"
 #include "base/launch_env.h"
-#include "trace/reader.h"
+#include "base/text.h"
 
 namespace rankscope::analyzer {
 
@@ -790,24 +790,29 @@ HangReport DiagnoseRunEnd(const std::vector<RankEnd>& ranks, std::optional<int> 
   return Diagnosis(ranks, world_size).Run();
 }
 
+Result<RankEnd> ReadRankEnd(const trace::TraceReader& reader) {
+  const trace::RankMeta& meta = reader.meta();
+  if (!meta.rank) return InvalidArgument(fmt::format("{}: the file does not say which rank wrote it", Quoted(reader.path())));
+  RankEnd end;
+  end.rank = *meta.rank;
+  end.host = meta.host;
+  end.pid = meta.pid;
+  end.closed_cleanly = meta.closed_cleanly;
+  if (auto ended_by = meta.entries.find("collector.ended_by"); ended_by != meta.entries.end()) {
+    end.ended_by = ended_by->second;
+  }
+  RS_ASSIGN_OR_RETURN(std::vector<trace::Lane> lanes, reader.ReadLanes());
+  for (trace::Lane& lane : lanes) end.lane_names.push_back(std::move(lane.name));
+  RS_ASSIGN_OR_RETURN(end.state, reader.ReadInFlight());
+  return end;
+}
+
 Result<std::vector<RankEnd>> ReadRunEnd(const trace::Run& run) {
   std::vector<RankEnd> ends;
   for (const trace::RunFile& file : run.ranks) {
     // Meta, lanes and the in-flight tables only: never the events, however large.
     RS_ASSIGN_OR_RETURN(std::unique_ptr<trace::TraceReader> reader, trace::TraceReader::Open(file.path));
-    const trace::RankMeta& meta = reader->meta();
-    if (!meta.rank) continue;  // OpenRun lists only ranked files here; a file replaced since may not be
-    RankEnd end;
-    end.rank = *meta.rank;
-    end.host = meta.host;
-    end.pid = meta.pid;
-    end.closed_cleanly = meta.closed_cleanly;
-    if (auto ended_by = meta.entries.find("collector.ended_by"); ended_by != meta.entries.end()) {
-      end.ended_by = ended_by->second;
-    }
-    RS_ASSIGN_OR_RETURN(std::vector<trace::Lane> lanes, reader->ReadLanes());
-    for (trace::Lane& lane : lanes) end.lane_names.push_back(std::move(lane.name));
-    RS_ASSIGN_OR_RETURN(end.state, reader->ReadInFlight());
+    RS_ASSIGN_OR_RETURN(RankEnd end, ReadRankEnd(*reader));
     ends.push_back(std::move(end));
   }
   return ends;

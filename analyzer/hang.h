@@ -15,6 +15,7 @@
 #include "analyzer/report.h"
 #include "base/status.h"
 #include "trace/in_flight.h"
+#include "trace/reader.h"
 #include "trace/run_dir.h"
 
 namespace rankscope::analyzer {
@@ -39,7 +40,11 @@ struct RankEnd {
 // say how it ended) and nothing was in flight.
 HangReport DiagnoseRunEnd(const std::vector<RankEnd>& ranks, std::optional<int> world_size);
 
-// The rank files of `run` (OpenRun), their meta, lane names and in-flight state.
+// One rank file's meta, lane names and in-flight state. Errors: a file without a rank, and
+// what the reader returns for damaged lane or in-flight tables.
+Result<RankEnd> ReadRankEnd(const trace::TraceReader& reader);
+
+// The rank files of `run` (OpenRun), each opened and read by ReadRankEnd.
 Result<std::vector<RankEnd>> ReadRunEnd(const trace::Run& run);
 
 // OpenRun + ReadRunEnd + DiagnoseRunEnd; nullopt for a run that finished. Independent of
