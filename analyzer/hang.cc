@@ -192,7 +192,9 @@ std::vector<OpenThread> OpenThreadsOf(const RankEnd& rank) {
     OpenThread thread;
     const bool named = lane >= 1 && lane <= rank.lane_names.size() && !rank.lane_names[lane - 1].empty();
     thread.thread = named ? rank.lane_names[lane - 1] : fmt::format("lane {}", lane);
-    for (const trace::OpenRange* range : ranges) thread.ranges.push_back(range->name.empty() ? "(unnamed)" : range->name);
+    for (const trace::OpenRange* range : ranges) {
+      thread.ranges.push_back(range->name.empty() ? "(unnamed)" : range->name);
+    }
     thread.innermost_start_ns = ranges.back()->start_ns;
     thread.innermost_open_ns = WaitedSince(rank.state, thread.innermost_start_ns);
     threads.push_back(std::move(thread));
@@ -271,8 +273,9 @@ class Diagnosis {
         info.completed_steps = end->state.completed_steps;
         info.last_progress_ns = end->state.last_progress_ns;
         if (info.has_state) {
-          info.in_flight = static_cast<int64_t>(std::count_if(end->state.collectives.begin(), end->state.collectives.end(),
-                                                              [](const FlightCollective& c) { return c.in_flight(); }));
+          const std::vector<FlightCollective>& entered = end->state.collectives;
+          info.in_flight = static_cast<int64_t>(
+              std::count_if(entered.begin(), entered.end(), [](const FlightCollective& c) { return c.in_flight(); }));
         }
       }
       report_.ranks.push_back(std::move(info));
@@ -541,8 +544,9 @@ class Diagnosis {
       }
     }
     const bool waits = AnyoneWaits();
-    const bool unclosed_culprit = std::any_of(culprits_.reasons().begin(), culprits_.reasons().end(), [](const auto& c) {
-      return std::find(c.second.begin(), c.second.end(), "not closed") != c.second.end();
+    const auto& culprits = culprits_.reasons();
+    const bool unclosed_culprit = std::any_of(culprits.begin(), culprits.end(), [](const auto& culprit) {
+      return std::find(culprit.second.begin(), culprit.second.end(), "not closed") != culprit.second.end();
     });
     if (missing || unmatched) return RunEndVerdict::kHang;
     if (mismatch) return RunEndVerdict::kMismatch;
@@ -611,9 +615,12 @@ class Diagnosis {
         sentence += fmt::format("; {} in it for {}", HaveWaited(stalled.waiting), Duration(stalled.waited_ns));
       }
       sentence += ".";
-      if (!stalled.passed.empty()) sentence += fmt::format(" {} completed it.", Capitalized(RanksPhrase(stalled.passed)));
+      if (!stalled.passed.empty()) {
+        sentence += fmt::format(" {} completed it.", Capitalized(RanksPhrase(stalled.passed)));
+      }
     } else {
-      sentence = fmt::format("{} {} in {}", Capitalized(HaveWaited(stalled.waiting)), Duration(stalled.waited_ns), title);
+      sentence =
+          fmt::format("{} {} in {}", Capitalized(HaveWaited(stalled.waiting)), Duration(stalled.waited_ns), title);
       if (unknown) {
         sentence += "; whether the others entered it is unknown.";
       } else if (!stalled.passed.empty()) {
@@ -636,8 +643,9 @@ class Diagnosis {
     for (const CollectiveVersion& version : mismatch.versions) {
       versions.push_back(fmt::format("{} entered {}", RanksPhrase(version.ranks), VersionText(version)));
     }
-    std::string sentence = fmt::format("Mismatch in {} at #{} on communicator {}: {}.", fmt::join(mismatch.fields, " and "),
-                                       mismatch.sequence, comm.comm, fmt::join(versions, "; "));
+    std::string sentence = fmt::format("Mismatch in {} at #{} on communicator {}: {}.",
+                                       fmt::join(mismatch.fields, " and "), mismatch.sequence, comm.comm,
+                                       fmt::join(versions, "; "));
     if (comm.stalled && comm.stalled->sequence == mismatch.sequence && !comm.stalled->waiting.empty()) {
       sentence += fmt::format(" {} in it for {}.", Capitalized(HaveWaited(comm.stalled->waiting)),
                               Duration(comm.stalled->waited_ns));
@@ -716,7 +724,9 @@ class Diagnosis {
       sentences.insert(sentences.end(), group->begin(), group->begin() + static_cast<std::ptrdiff_t>(shown));
       left_out += group->size() - shown;
     }
-    if (left_out > 0) sentences.push_back(fmt::format("{} more finding(s) of these kinds are in the report.", left_out));
+    if (left_out > 0) {
+      sentences.push_back(fmt::format("{} more finding(s) of these kinds are in the report.", left_out));
+    }
     const std::vector<int> unclosed = UnclosedRanks();
     if (!unclosed.empty()) {
       sentences.push_back(fmt::format("The {} of {} {} never closed (killed or crashed){}.",
@@ -792,7 +802,9 @@ HangReport DiagnoseRunEnd(const std::vector<RankEnd>& ranks, std::optional<int> 
 
 Result<RankEnd> ReadRankEnd(const trace::TraceReader& reader) {
   const trace::RankMeta& meta = reader.meta();
-  if (!meta.rank) return InvalidArgument(fmt::format("{}: the file does not say which rank wrote it", Quoted(reader.path())));
+  if (!meta.rank) {
+    return InvalidArgument(fmt::format("{}: the file does not say which rank wrote it", Quoted(reader.path())));
+  }
   RankEnd end;
   end.rank = *meta.rank;
   end.host = meta.host;

@@ -418,7 +418,9 @@ Json HangReportToJsonValue(const analyzer::HangReport& report) {
   Json ranks = Json::array();
   for (const analyzer::RankEndInfo& info : report.ranks) ranks.push_back(RankEndToJson(info));
   Json communicators = Json::array();
-  for (const analyzer::CommunicatorEnd& comm : report.communicators) communicators.push_back(CommunicatorEndToJson(comm));
+  for (const analyzer::CommunicatorEnd& comm : report.communicators) {
+    communicators.push_back(CommunicatorEndToJson(comm));
+  }
   Json culprits = Json::array();
   for (const analyzer::Culprit& culprit : report.culprits) culprits.push_back(CulpritToJson(culprit));
   Json object = Json::object();

@@ -173,8 +173,9 @@ std::vector<std::string> CulpritLines(const HangReport& report) {
       threads.push_back(fmt::format("{}: {} ({})", thread.thread, fmt::join(thread.ranges, " \u203a "),
                                     format::FormatDuration(static_cast<double>(thread.innermost_open_ns))));
     }
-    lines.push_back(fmt::format("rank {} ({}): {}", culprit.rank, fmt::join(culprit.reasons, ", "),
-                                threads.empty() ? std::string("no open range") : fmt::format("{}", fmt::join(threads, "; "))));
+    const std::string activity =
+        threads.empty() ? std::string("no open range") : fmt::format("{}", fmt::join(threads, "; "));
+    lines.push_back(fmt::format("rank {} ({}): {}", culprit.rank, fmt::join(culprit.reasons, ", "), activity));
   }
   return lines;
 }
