@@ -8,6 +8,7 @@
 
 #include "analyzer/analyze_stages.h"
 #include "analyzer/cross_rank.h"
+#include "analyzer/hang.h"
 #include "analyzer/metrics.h"
 #include "analyzer/parallel_internal.h"
 #include "analyzer/rank_scan.h"
@@ -87,27 +88,34 @@ RankResult MeasureRank(RankActivity activity, const AnalyzeOptions& options, std
   return result;
 }
 
+// A file's end state (hang.h), read through the reader that streamed it, so that an unclosed
+// file is not recovered a second time; an error only costs the diagnosis.
+using RankEndRead = std::optional<Result<RankEnd>>;
+
 template <typename Source>
-Result<RankActivity> ScanRank(const Source& source, const AnalyzeOptions& options) {
+Result<RankActivity> ScanRank(const Source& source, const AnalyzeOptions& options, RankEndRead* end) {
   RankScanner scanner(ScanOptions{options.classify, options.step_names});
   if constexpr (std::is_same_v<Source, trace::RankTrace>) {
     RS_RETURN_IF_ERROR(FeedRankTrace(source, scanner));
   } else {
     RS_ASSIGN_OR_RETURN(std::unique_ptr<trace::TraceReader> reader, trace::TraceReader::Open(source));
     RS_RETURN_IF_ERROR(reader->Stream(scanner));
+    *end = ReadRankEnd(*reader);
   }
   return scanner.Finish();
 }
 
 // Scans and measures every source on worker threads; reports progress on this thread.
+// `ends` gets each file's end state (none for traces in memory).
 template <typename Source>
 Result<std::vector<RankResult>> MeasureAll(const std::vector<Source>& sources, const AnalyzeOptions& options,
-                                           std::vector<std::string>* warnings) {
+                                           std::vector<std::string>* warnings, std::vector<RankEndRead>* ends) {
   const size_t count = sources.size();
   std::vector<std::optional<RankResult>> results(count);
   std::vector<std::vector<std::string>> rank_warnings(count);
+  ends->assign(count, std::nullopt);
   auto measure = [&](size_t i) -> Status {
-    RS_ASSIGN_OR_RETURN(RankActivity activity, ScanRank(sources[i], options));
+    RS_ASSIGN_OR_RETURN(RankActivity activity, ScanRank(sources[i], options, &(*ends)[i]));
     results[i] = MeasureRank(std::move(activity), options, &rank_warnings[i]);
     return Status::Ok();
   };
@@ -118,6 +126,23 @@ Result<std::vector<RankResult>> MeasureAll(const std::vector<Source>& sources, c
     out.push_back(std::move(*results[i]));
   }
   return out;
+}
+
+// Report::did_not_finish from the files' end states, when the run did not finish; a state
+// that could not be read is a warning.
+void DiagnoseEnd(std::vector<RankEndRead> reads, std::optional<int> world_size, Report& report) {
+  std::vector<RankEnd> ends;
+  for (RankEndRead& read : reads) {
+    if (!read) continue;
+    if (!read->ok()) {
+      report.warnings.push_back("a rank's in-flight state could not be read (" + read->status().message() +
+                                "): the diagnosis of how the run ended leaves it out");
+      continue;
+    }
+    ends.push_back(std::move(**read));
+  }
+  HangReport end = DiagnoseRunEnd(ends, world_size);
+  if (end.verdict != RunEndVerdict::kFinished) report.did_not_finish = std::move(end);
 }
 
 // The communication backend when the rank files do not name one (the collector cannot
@@ -469,8 +494,12 @@ Result<Report> AnalyzeRun(const std::filesystem::path& path, const AnalyzeOption
   }
   std::vector<std::filesystem::path> files;
   for (const trace::RunFile& file : run.ranks) files.push_back(file.path);
-  RS_ASSIGN_OR_RETURN(std::vector<RankResult> ranks, MeasureAll(files, options, &warnings));
-  return BuildReport(std::move(ranks), std::move(info), std::move(warnings), options);
+  std::vector<RankEndRead> ends;
+  RS_ASSIGN_OR_RETURN(std::vector<RankResult> ranks, MeasureAll(files, options, &warnings, &ends));
+  RS_ASSIGN_OR_RETURN(Report report, BuildReport(std::move(ranks), std::move(info), std::move(warnings), options));
+  // Why the run did not finish, when it did not: from the files' in-flight state.
+  DiagnoseEnd(std::move(ends), run.world_size, report);
+  return report;
 }
 
 Result<Report> AnalyzeTraces(const std::vector<trace::RankTrace>& traces, const AnalyzeOptions& options) {
@@ -495,7 +524,8 @@ Result<Report> AnalyzeTraces(const std::vector<trace::RankTrace>& traces, const 
                                      JoinRanks(info.missing_ranks), *info.world_size));
     }
   }
-  RS_ASSIGN_OR_RETURN(std::vector<RankResult> ranks, MeasureAll(traces, options, &warnings));
+  std::vector<RankEndRead> no_ends;  // traces in memory hold no in-flight state
+  RS_ASSIGN_OR_RETURN(std::vector<RankResult> ranks, MeasureAll(traces, options, &warnings, &no_ends));
   return BuildReport(std::move(ranks), std::move(info), std::move(warnings), options);
 }
 

@@ -64,7 +64,7 @@ struct AnalyzeOptions {
 // (device activity, or CPU operators and comm ranges for the CPU-side rule), and
 // a --steps range that selects no step. Missing ranks, ranks without activity and
 // unfinished files are not errors: the report covers what is there and says what is not
-// (Report::warnings).
+// (Report::warnings). A run that did not finish gets Report::did_not_finish (hang.h).
 Result<Report> AnalyzeRun(const std::filesystem::path& run, const AnalyzeOptions& options);
 
 // The same analysis over traces already in memory (tests, importers). Each trace's meta

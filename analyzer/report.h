@@ -199,6 +199,135 @@ struct RunSummary {
   std::vector<RunMetric> metrics;
 };
 
+// ---- A run that did not finish (analyzer/hang.h) -----------------------------------------
+// Read from every rank file's in-flight state (trace/in_flight.h): which collectives each rank
+// had entered and completed when its file ended, and what its threads were inside. Times are
+// each rank's own clock; "waited" is always one rank's state time minus that rank's own
+// entry time, so no two hosts' clocks are ever compared.
+
+enum class RunEndVerdict : uint8_t {
+  kFinished,    // every file closed by exit or exec, nothing in flight: no diagnosis
+  kHang,        // ranks wait in a collective (or send/receive) that some never entered
+  kMismatch,    // ranks entered the same collective with a different op, size or root
+  kKilled,      // files ended without being closed and nobody waits on another rank
+  kUnfinished,  // open work when the files ended, but no cross-rank problem found
+};
+const char* RunEndVerdictName(RunEndVerdict verdict);  // "finished", "hang", ...
+
+// How one rank's file ended.
+struct RankEndInfo {
+  int rank = 0;
+  bool has_file = false;   // false: below world_size, but the run has no file for it
+  bool has_state = false;  // the file holds an in-flight state (schema v3 and a drain)
+  std::string host;
+  int64_t pid = 0;
+  bool closed_cleanly = false;
+  std::string ended_by;    // meta collector.ended_by: "exit", "exec", "signal 15", "" (never closed)
+  int64_t as_of_ns = 0;    // when the state was taken; 0 without one
+  uint64_t completed_collectives = 0;
+  uint64_t completed_steps = 0;
+  int64_t last_progress_ns = 0;
+  int64_t in_flight = 0;   // collectives, sends and receives entered and not completed
+};
+
+// One member of a communicator at the end of the run.
+struct CommMemberEnd {
+  std::optional<int> rank;  // nullopt: a communicator rank that no file holds an entry for
+  int comm_rank = -1;       // -1: unknown (the rank entered nothing on this communicator)
+  // "waiting" (inside `stalled`), "missing" (never entered it), "passed" (completed it),
+  // "idle" (nothing stalled on this communicator), "no state" (no file, or no state in it)
+  std::string state;
+  std::optional<uint64_t> last_entered;    // highest collective sequence entered
+  std::optional<uint64_t> last_completed;  // highest collective sequence completed
+  std::optional<int64_t> in_flight_since_ns;  // entry of its oldest collective in flight here
+  std::optional<int64_t> waited_ns;           // its state time minus that entry
+};
+
+// The collective the others wait in: the lowest sequence in flight on any member.
+struct StalledCollective {
+  uint64_t sequence = 0;
+  std::string op;     // CollectiveOpName: "allreduce", ... "unknown"
+  std::string name;   // as the first waiting rank recorded it
+  uint64_t bytes = 0;
+  int root = -1;
+  std::vector<int> waiting;  // entered it, not completed
+  std::vector<int> missing;  // their last entered sequence is below it (or none): the culprits
+  std::vector<int> passed;   // completed it
+  std::vector<int> no_state_ranks;       // members whose file is missing or holds no state
+  std::vector<int> no_state_comm_ranks;  // communicator ranks no file holds an entry for
+  int64_t since_ns = 0;   // the earliest entry among the waiting ranks
+  int64_t waited_ns = 0;  // the longest wait among them (CommMemberEnd::waited_ns)
+};
+
+// What one group of ranks entered at a sequence where ranks disagree.
+struct CollectiveVersion {
+  std::string op;
+  std::string name;
+  uint64_t bytes = 0;
+  int root = -1;
+  std::vector<int> ranks;
+};
+
+struct CollectiveMismatch {
+  uint64_t sequence = 0;
+  std::vector<std::string> fields;         // what differs: "op", "bytes", "root"
+  std::vector<CollectiveVersion> versions;  // most ranks first
+};
+
+// One rank's sends to, or receives from, one peer.
+struct PeerStream {
+  int rank = 0;
+  std::string direction;  // "send" or "recv"
+  int peer_comm_rank = -1;
+  std::optional<int> peer_rank;  // nullopt when no file maps that communicator rank
+  std::optional<uint64_t> last_entered, last_completed;
+  std::optional<uint64_t> in_flight_sequence;  // its oldest in flight
+  std::optional<int64_t> in_flight_since_ns;
+  std::optional<int64_t> waited_ns;
+  // For one in flight: how far the peer got on the matching stream (its receives from, or
+  // sends to, this rank); nullopt when it entered none there, or has no state.
+  std::optional<uint64_t> peer_last_entered;
+  bool peer_has_state = false;  // the peer is known (peer_rank) and its file holds a state
+  bool unmatched = false;  // in flight, and the peer has state and never entered the match
+};
+
+struct CommunicatorEnd {
+  uint64_t comm_hash = 0;
+  std::string comm;   // comm_hash as 16 hex digits, as the report writes it
+  int comm_size = 0;  // 0 when unknown
+  std::vector<CommMemberEnd> members;  // by rank, then communicator rank
+  std::optional<StalledCollective> stalled;
+  std::vector<CollectiveMismatch> mismatches;  // by sequence
+  std::vector<PeerStream> peer_streams;        // by (rank, direction, peer)
+};
+
+// A thread's open ranges, outermost first.
+struct OpenThread {
+  std::string thread;               // the lane's name, or "lane N"
+  std::vector<std::string> ranges;  // outermost -> innermost
+  int64_t innermost_start_ns = 0;
+  int64_t innermost_open_ns = 0;    // the rank's state time minus that start
+};
+
+// A rank the others wait for, and what it was doing.
+struct Culprit {
+  int rank = 0;
+  // "missing" (never entered a collective others wait in), "mismatch" (entered another
+  // version of it), "unmatched p2p" (never posted a peer's send/receive), "not closed" (its
+  // file ended without being closed while others wait)
+  std::vector<std::string> reasons;
+  std::vector<OpenThread> threads;  // by lane
+};
+
+struct HangReport {
+  RunEndVerdict verdict = RunEndVerdict::kFinished;
+  std::string summary;  // a short paragraph for an incident: who, which collective, since when
+  std::optional<int> world_size;
+  std::vector<RankEndInfo> ranks;            // by rank
+  std::vector<CommunicatorEnd> communicators;  // by comm_hash
+  std::vector<Culprit> culprits;             // by rank
+};
+
 struct Report {
   int version = kReportVersion;
   std::string tool_version;
@@ -211,6 +340,8 @@ struct Report {
   std::vector<ActivitySummary> top_activities;  // summed over ranks, longest first
   CrossRank cross_rank;
   std::vector<std::string> warnings;         // what is missing or doubtful, one line each
+  // Filled when the run did not finish (a hang, a mismatch, killed ranks, open work).
+  std::optional<HangReport> did_not_finish;
 };
 
 }  // namespace rankscope::analyzer

@@ -53,6 +53,33 @@ std::string ClockLine(const analyzer::Report& report);
 // "stragglers: none (max/median step time 1.02)".
 std::string StragglerLine(const analyzer::Report& report);
 
+// ---- a run that did not finish: Report::did_not_finish (run_end_format.cc) -------------
+
+// "Did not finish: hang".
+std::string RunEndHeading(const analyzer::HangReport& report);
+// The communicators with something to show (a stalled collective, a mismatch, a send or
+// receive in flight), the clearest finding first: a collective some rank never entered, a
+// send or receive never matched, a mismatch, then the rest. Writers show these and count
+// the others.
+std::vector<const analyzer::CommunicatorEnd*> CommunicatorsToShow(const analyzer::HangReport& report);
+// Whether the communicator ran collectives (not only sends and receives): its members table
+// then says something.
+bool HasCollectives(const analyzer::CommunicatorEnd& comm);
+// "communicator 3f2a11c09e4b7d21, 4 ranks: AllReduce #5 of 8.00 MiB stalled, waited in for
+// 12.4 s by ranks 0, 1, 3; never entered by rank 2".
+std::string CommunicatorLine(const analyzer::CommunicatorEnd& comm);
+// Its members: ranks, state, last entered, last completed, in flight for; members whose
+// other cells agree share one row ("0-2, 5").
+Table CommunicatorTable(const analyzer::CommunicatorEnd& comm);
+// Its sends and receives in flight, with how far the peer got on the matching stream.
+Table PeerStreamTable(const analyzer::CommunicatorEnd& comm);
+// "mismatch in op and root at #5: ranks 0, 1, 3 AllReduce of 8.00 MiB; rank 2 ...".
+std::vector<std::string> MismatchLines(const analyzer::CommunicatorEnd& comm);
+// "rank 2 (missing): main: step › backward (12.5 s); pin_memory: fetch (400 ms)".
+std::vector<std::string> CulpritLines(const analyzer::HangReport& report);
+// "files: ranks 0, 1, 3: ended by signal 15; rank 2: never closed".
+std::string RankEndsLine(const analyzer::HangReport& report);
+
 // ---- layouts shared by every report writer (table_layout.cc) --------------------------
 
 // Terminal reports are at most this wide.
@@ -63,8 +90,10 @@ std::string Pad(std::string_view text, size_t width, bool right_aligned);
 // flexible column (names) is cut to fit.
 std::string TableToText(const Table& table);
 // Breaks `text` at spaces into lines of at most kMaxTextColumns; continuation lines are
-// indented. A word longer than a line is cut later, by ClampLines.
-void AppendWrapped(std::string_view text, std::string_view indent, std::string& out);
+// indented by `indent`, the first line by `first_indent`. A word longer than a line is cut
+// later, by ClampLines.
+void AppendWrapped(std::string_view text, std::string_view indent, std::string& out,
+                   std::string_view first_indent = "");
 // Every line cut to kMaxTextColumns: the width limit for what a layout did not foresee.
 std::string ClampLines(std::string_view text);
 // A GitHub-flavoured Markdown table, then the notes in italics.

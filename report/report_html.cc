@@ -354,6 +354,27 @@ void AppendWaitHeatmap(const Report& report, std::string& out) {
   out += canvas.Finish();
 }
 
+void AppendRunEnd(const analyzer::HangReport& end, std::string& out) {
+  out += "<h2>" + HtmlEscape(RunEndHeading(end)) + "</h2>\n<p>" + HtmlEscape(end.summary) + "</p>\n";
+  const std::vector<const analyzer::CommunicatorEnd*> shown = CommunicatorsToShow(end);
+  for (const analyzer::CommunicatorEnd* comm : shown) {
+    out += "<p>" + HtmlEscape(CommunicatorLine(*comm)) + "</p>\n";
+    if (HasCollectives(*comm)) AppendTable(CommunicatorTable(*comm), out);
+    if (const Table streams = PeerStreamTable(*comm); !streams.rows.empty()) AppendTable(streams, out);
+    for (const std::string& line : MismatchLines(*comm)) out += "<p>" + HtmlEscape(line) + "</p>\n";
+  }
+  if (const size_t quiet = end.communicators.size() - shown.size(); quiet > 0) {
+    out += fmt::format("<p>{} other communicator(s): nothing stalled or in flight.</p>\n", quiet);
+  }
+  const std::vector<std::string> culprits = CulpritLines(end);
+  if (!culprits.empty()) {
+    out += "<p>Culprits (what their threads were inside, open for):</p>\n<ul>\n";
+    for (const std::string& line : culprits) out += "<li>" + HtmlEscape(line) + "</li>\n";
+    out += "</ul>\n";
+  }
+  out += "<p>" + HtmlEscape(RankEndsLine(end)) + "</p>\n";
+}
+
 }  // namespace
 
 std::string ReportToHtml(const Report& report) {
@@ -366,6 +387,7 @@ std::string ReportToHtml(const Report& report) {
   summary.numeric = {false, false};
   for (auto& [label, value] : SummaryItems(report)) summary.rows.push_back({label, value});
   AppendTable(summary, out);
+  if (report.did_not_finish) AppendRunEnd(*report.did_not_finish, out);
 
   out +=
       "<h2>Per rank</h2>\n<p class=\"caption\">Medians over the aggregated steps. exposed: communication "

@@ -299,6 +299,147 @@ Json SummaryToJson(const RunSummary& summary) {
   return object;
 }
 
+Json RankEndToJson(const analyzer::RankEndInfo& info) {
+  Json object = Json::object();
+  object["rank"] = info.rank;
+  object["has_file"] = info.has_file;
+  object["has_state"] = info.has_state;
+  object["host"] = info.host;
+  object["pid"] = info.pid;
+  object["closed_cleanly"] = info.closed_cleanly;
+  object["ended_by"] = info.ended_by;
+  object["as_of_ns"] = info.as_of_ns;
+  object["completed_collectives"] = info.completed_collectives;
+  object["completed_steps"] = info.completed_steps;
+  object["last_progress_ns"] = info.last_progress_ns;
+  object["in_flight"] = info.in_flight;
+  return object;
+}
+
+Json MemberToJson(const analyzer::CommMemberEnd& member) {
+  Json object = Json::object();
+  object["rank"] = Optional(member.rank);
+  object["comm_rank"] = member.comm_rank;
+  object["state"] = member.state;
+  object["last_entered"] = Optional(member.last_entered);
+  object["last_completed"] = Optional(member.last_completed);
+  object["in_flight_since_ns"] = Optional(member.in_flight_since_ns);
+  object["waited_ns"] = Optional(member.waited_ns);
+  return object;
+}
+
+Json StalledToJson(const analyzer::StalledCollective& stalled) {
+  Json object = Json::object();
+  object["sequence"] = stalled.sequence;
+  object["op"] = stalled.op;
+  object["name"] = stalled.name;
+  object["bytes"] = stalled.bytes;
+  object["root"] = stalled.root;
+  object["waiting"] = IntArray(stalled.waiting);
+  object["missing"] = IntArray(stalled.missing);
+  object["passed"] = IntArray(stalled.passed);
+  object["no_state_ranks"] = IntArray(stalled.no_state_ranks);
+  object["no_state_comm_ranks"] = IntArray(stalled.no_state_comm_ranks);
+  object["since_ns"] = stalled.since_ns;
+  object["waited_ns"] = stalled.waited_ns;
+  return object;
+}
+
+Json MismatchToJson(const analyzer::CollectiveMismatch& mismatch) {
+  Json versions = Json::array();
+  for (const analyzer::CollectiveVersion& version : mismatch.versions) {
+    Json entry = Json::object();
+    entry["op"] = version.op;
+    entry["name"] = version.name;
+    entry["bytes"] = version.bytes;
+    entry["root"] = version.root;
+    entry["ranks"] = IntArray(version.ranks);
+    versions.push_back(std::move(entry));
+  }
+  Json object = Json::object();
+  object["sequence"] = mismatch.sequence;
+  object["fields"] = StringArray(mismatch.fields);
+  object["versions"] = std::move(versions);
+  return object;
+}
+
+Json PeerStreamToJson(const analyzer::PeerStream& stream) {
+  Json object = Json::object();
+  object["rank"] = stream.rank;
+  object["direction"] = stream.direction;
+  object["peer_comm_rank"] = stream.peer_comm_rank;
+  object["peer_rank"] = Optional(stream.peer_rank);
+  object["last_entered"] = Optional(stream.last_entered);
+  object["last_completed"] = Optional(stream.last_completed);
+  object["in_flight_sequence"] = Optional(stream.in_flight_sequence);
+  object["in_flight_since_ns"] = Optional(stream.in_flight_since_ns);
+  object["waited_ns"] = Optional(stream.waited_ns);
+  object["peer_last_entered"] = Optional(stream.peer_last_entered);
+  object["peer_has_state"] = stream.peer_has_state;
+  object["unmatched"] = stream.unmatched;
+  return object;
+}
+
+Json CommunicatorEndToJson(const analyzer::CommunicatorEnd& comm) {
+  Json members = Json::array();
+  for (const analyzer::CommMemberEnd& member : comm.members) members.push_back(MemberToJson(member));
+  Json mismatches = Json::array();
+  for (const analyzer::CollectiveMismatch& mismatch : comm.mismatches) mismatches.push_back(MismatchToJson(mismatch));
+  Json streams = Json::array();
+  for (const analyzer::PeerStream& stream : comm.peer_streams) streams.push_back(PeerStreamToJson(stream));
+  Json object = Json::object();
+  object["comm"] = comm.comm;
+  object["comm_size"] = comm.comm_size;
+  object["members"] = std::move(members);
+  object["stalled"] = comm.stalled ? StalledToJson(*comm.stalled) : Json(nullptr);
+  object["mismatches"] = std::move(mismatches);
+  object["peer_streams"] = std::move(streams);
+  return object;
+}
+
+Json CulpritToJson(const analyzer::Culprit& culprit) {
+  Json threads = Json::array();
+  for (const analyzer::OpenThread& thread : culprit.threads) {
+    Json entry = Json::object();
+    entry["thread"] = thread.thread;
+    entry["ranges"] = StringArray(thread.ranges);
+    entry["innermost_start_ns"] = thread.innermost_start_ns;
+    entry["innermost_open_ns"] = thread.innermost_open_ns;
+    threads.push_back(std::move(entry));
+  }
+  Json object = Json::object();
+  object["rank"] = culprit.rank;
+  object["reasons"] = StringArray(culprit.reasons);
+  object["threads"] = std::move(threads);
+  return object;
+}
+
+Json HangReportToJsonValue(const analyzer::HangReport& report) {
+  Json ranks = Json::array();
+  for (const analyzer::RankEndInfo& info : report.ranks) ranks.push_back(RankEndToJson(info));
+  Json communicators = Json::array();
+  for (const analyzer::CommunicatorEnd& comm : report.communicators) {
+    communicators.push_back(CommunicatorEndToJson(comm));
+  }
+  Json culprits = Json::array();
+  for (const analyzer::Culprit& culprit : report.culprits) culprits.push_back(CulpritToJson(culprit));
+  Json object = Json::object();
+  object["verdict"] = analyzer::RunEndVerdictName(report.verdict);
+  object["summary"] = report.summary;
+  object["world_size"] = Optional(report.world_size);
+  object["ranks"] = std::move(ranks);
+  object["communicators"] = std::move(communicators);
+  object["culprits"] = std::move(culprits);
+  return object;
+}
+
+// Names come from trace files and may hold invalid UTF-8: replace rather than throw.
+std::string Dump(const Json& value) {
+  std::string text = value.dump(2, ' ', false, Json::error_handler_t::replace);
+  text += '\n';
+  return text;
+}
+
 Json ReportToJsonValue(const Report& report) {
   Json ranks = Json::array();
   for (const DeviceReport& device : report.ranks) ranks.push_back(DeviceToJson(device));
@@ -318,6 +459,8 @@ Json ReportToJsonValue(const Report& report) {
   object["top_activities"] = std::move(activities);
   object["cross_rank"] = CrossRankToJson(report.cross_rank);
   object["warnings"] = StringArray(report.warnings);
+  // Only for a run that did not finish, so the reports of finished runs keep their keys.
+  if (report.did_not_finish) object["did_not_finish"] = HangReportToJsonValue(*report.did_not_finish);
   // What `rankscope compare` and `scale` read back: the report doubles as a baseline.
   object["comparable"] = ComparableRunToJson(MakeComparable(report));
   return object;
@@ -325,11 +468,8 @@ Json ReportToJsonValue(const Report& report) {
 
 }  // namespace
 
-std::string ReportToJson(const Report& report) {
-  // Names come from trace files and may hold invalid UTF-8: replace rather than throw.
-  std::string text = ReportToJsonValue(report).dump(2, ' ', false, Json::error_handler_t::replace);
-  text += '\n';
-  return text;
-}
+std::string ReportToJson(const Report& report) { return Dump(ReportToJsonValue(report)); }
+
+std::string HangReportToJson(const analyzer::HangReport& report) { return Dump(HangReportToJsonValue(report)); }
 
 }  // namespace rankscope::report

@@ -21,6 +21,31 @@ void AppendTable(const Table& table, std::string& out) { out += TableToMarkdown(
 
 void AppendSection(const std::string& title, std::string& out) { out += "\n### " + title + "\n\n"; }
 
+void AppendRunEnd(const analyzer::HangReport& end, std::string& out) {
+  AppendSection(RunEndHeading(end), out);
+  out += MarkdownEscape(end.summary) + "\n";
+  const std::vector<const analyzer::CommunicatorEnd*> shown = CommunicatorsToShow(end);
+  for (const analyzer::CommunicatorEnd* comm : shown) {
+    out += "\n" + MarkdownEscape(CommunicatorLine(*comm)) + "\n";
+    if (HasCollectives(*comm)) {
+      out += '\n';
+      AppendTable(CommunicatorTable(*comm), out);
+    }
+    if (const Table streams = PeerStreamTable(*comm); !streams.rows.empty()) {
+      out += '\n';
+      AppendTable(streams, out);
+    }
+    for (const std::string& line : MismatchLines(*comm)) out += "\n" + MarkdownEscape(line) + "\n";
+  }
+  if (const size_t quiet = end.communicators.size() - shown.size(); quiet > 0) {
+    out += fmt::format("\n{} other communicator(s): nothing stalled or in flight.\n", quiet);
+  }
+  const std::vector<std::string> culprits = CulpritLines(end);
+  if (!culprits.empty()) out += "\nCulprits (what their threads were inside, open for):\n\n";
+  for (const std::string& line : culprits) out += "- " + MarkdownEscape(line) + '\n';
+  out += "\n" + MarkdownEscape(RankEndsLine(end)) + "\n";
+}
+
 }  // namespace
 
 std::string ReportToMarkdown(const Report& report) {
@@ -33,6 +58,8 @@ std::string ReportToMarkdown(const Report& report) {
   summary.numeric = {false, false};
   for (auto& [label, value] : SummaryItems(report)) summary.rows.push_back({label, value});
   AppendTable(summary, out);
+
+  if (report.did_not_finish) AppendRunEnd(*report.did_not_finish, out);
 
   AppendSection("Per rank", out);
   out +=

@@ -83,11 +83,42 @@ void AppendCollectives(const Report& report, std::string& out) {
   if (!table.rows.empty()) AppendTable(table, out);
 }
 
+void AppendRunEnd(const analyzer::HangReport& end, std::string& out) {
+  out += RunEndHeading(end) + '\n';
+  AppendWrapped(end.summary, "  ", out, "  ");
+  const std::vector<const analyzer::CommunicatorEnd*> shown = CommunicatorsToShow(end);
+  for (const analyzer::CommunicatorEnd* comm : shown) {
+    out += '\n';
+    AppendWrapped(CommunicatorLine(*comm), "  ", out);
+    if (HasCollectives(*comm)) AppendTable(CommunicatorTable(*comm), out);
+    if (const Table streams = PeerStreamTable(*comm); !streams.rows.empty()) AppendTable(streams, out);
+    for (const std::string& line : MismatchLines(*comm)) AppendWrapped(line, "  ", out);
+  }
+  if (const size_t quiet = end.communicators.size() - shown.size(); quiet > 0) {
+    out += fmt::format("\n{} other communicator(s): nothing stalled or in flight\n", quiet);
+  }
+  const std::vector<std::string> culprits = CulpritLines(end);
+  if (!culprits.empty()) out += "\nculprits (what their threads were inside, open for):\n";
+  for (const std::string& line : culprits) AppendWrapped(line, "    ", out, "  ");
+  out += '\n';
+  AppendWrapped(RankEndsLine(end), "  ", out);
+}
+
 }  // namespace
+
+std::string HangReportToText(const analyzer::HangReport& report) {
+  std::string out;
+  AppendRunEnd(report, out);
+  return ClampLines(out);
+}
 
 std::string ReportToText(const Report& report) {
   std::string out;
   AppendSummary(report, out);
+  if (report.did_not_finish) {
+    out += '\n';
+    AppendRunEnd(*report.did_not_finish, out);
+  }
   AppendRanks(report, out);
   AppendTopActivities(report, out);
   AppendCollectives(report, out);

@@ -21,4 +21,10 @@ std::string ReportToMarkdown(const analyzer::Report& report);
 // One self-contained HTML page (no external resources) with inline SVG charts.
 std::string ReportToHtml(const analyzer::Report& report);
 
+// The diagnosis of a run that did not finish alone (what `profile --hang-timeout` prints
+// after it stopped a job): the text report's "Did not finish" section, and the JSON
+// object of the report's `did_not_finish` key (docs/report-json.md).
+std::string HangReportToText(const analyzer::HangReport& report);
+std::string HangReportToJson(const analyzer::HangReport& report);
+
 }  // namespace rankscope::report

@@ -73,19 +73,22 @@ std::string TableToText(const Table& table) {
   return out;
 }
 
-void AppendWrapped(std::string_view text, std::string_view indent, std::string& out) {
-  std::string line;
+void AppendWrapped(std::string_view text, std::string_view indent, std::string& out, std::string_view first_indent) {
+  std::string line(first_indent);
+  bool has_words = false;
   size_t start = 0;
   while (start < text.size()) {
     size_t end = text.find(' ', start);
     if (end == std::string_view::npos) end = text.size();
     const std::string_view word = text.substr(start, end - start);
-    if (!line.empty() && line != indent && format::DisplayWidth(line) + 1 + format::DisplayWidth(word) > kMaxTextColumns) {
+    if (has_words && format::DisplayWidth(line) + 1 + format::DisplayWidth(word) > kMaxTextColumns) {
       out += line + '\n';
       line = std::string(indent);
+      has_words = false;
     }
-    if (!line.empty() && line != indent) line += ' ';
+    if (has_words) line += ' ';
     line += word;
+    has_words = has_words || !word.empty();
     start = end + 1;
   }
   TrimTrailingSpaces(line);
