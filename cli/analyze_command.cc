@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "analyzer/hang.h"
 #include "report/report_writers.h"
 #include "base/text.h"
 #include "cli/messages.h"
@@ -140,6 +141,14 @@ int RunAnalyze(const AnalyzeRequest& request, std::FILE* out, std::FILE* err, bo
   }
   Result<analyzer::Report> report = analyzer::AnalyzeRun((*run)->path(), *options);
   if (!report.ok()) {
+    // A run that hung before anything measurable still says who waited for whom.
+    if (!(*run)->imported()) {
+      Result<std::optional<analyzer::HangReport>> end = analyzer::DiagnoseRun((*run)->path());
+      if (end.ok() && *end) {
+        PrintText(err, *format == ReportFormat::kJson ? report::HangReportToJson(**end) + "\n"
+                                                      : report::HangReportToText(**end));
+      }
+    }
     PrintError(err, (*run)->Describe(report.status().message()));
     return kExitUsage;
   }
