@@ -124,28 +124,7 @@ const char* CollectiveSourceName(CollectiveSource source) {
   return "";
 }
 
-trace::CollectiveOp OpFromName(const std::string& name) {
-  using trace::CollectiveOp;
-  std::string lower;
-  lower.reserve(name.size());
-  for (char c : name) {
-    if (c == '_' || c == '-' || c == ' ') continue;
-    lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  }
-  // Longer names first: "reducescatter" contains "reduce", "allgather" contains "gather".
-  static constexpr std::pair<const char*, CollectiveOp> kNames[] = {
-      {"reducescatter", CollectiveOp::kReduceScatter}, {"allreduce", CollectiveOp::kAllReduce},
-      {"allgather", CollectiveOp::kAllGather},         {"alltoall", CollectiveOp::kAllToAll},
-      {"broadcast", CollectiveOp::kBroadcast},         {"sendrecv", CollectiveOp::kUnknown},
-      {"reduce", CollectiveOp::kReduce},               {"gather", CollectiveOp::kGather},
-      {"scatter", CollectiveOp::kScatter},             {"barrier", CollectiveOp::kBarrier},
-      {"send", CollectiveOp::kSend},                   {"recv", CollectiveOp::kRecv},
-  };
-  for (const auto& [text, op] : kNames) {
-    if (lower.find(text) != std::string::npos) return op;
-  }
-  return CollectiveOp::kUnknown;
-}
+trace::CollectiveOp OpFromName(const std::string& name) { return trace::CollectiveOpFromName(name); }
 
 const char* CollectiveOpName(trace::CollectiveOp op) {
   using trace::CollectiveOp;

@@ -201,6 +201,19 @@ class RunningLaunch {
         }
         timeout = left;
       }
+      if (Watching()) {
+        const Clock::time_point now = Clock::now();
+        if (now >= next_watch_) {
+          next_watch_ = now + options_.watch_interval;
+          if (options_.watch()) {
+            result_.stopped_as_hung = true;
+            StopOthers();
+            continue;
+          }
+        }
+        const Clock::duration left = next_watch_ - now;
+        timeout = timeout ? std::min(*timeout, left) : left;
+      }
       const int signal = signals.Wait(timeout);
       if (signal != 0 && signal != SIGCHLD) Forward(signal);
     }
@@ -248,7 +261,15 @@ class RunningLaunch {
     result_.processes[index].status = status;
     if (status.ok() || result_.first_failure) return;
     result_.first_failure = index;
-    if (options_.stop_others_on_failure && result_.forwarded_signals.empty()) StopOthers();
+    if (options_.stop_others_on_failure && result_.forwarded_signals.empty() && !result_.stopped_as_hung) {
+      StopOthers();
+    }
+  }
+
+  // The hang watch runs until the run is being stopped for any reason.
+  bool Watching() const {
+    return options_.watch && !result_.stopped_as_hung && !kill_pending_ && !result_.first_failure &&
+           result_.forwarded_signals.empty();
   }
 
   void StopOthers() {
@@ -291,6 +312,7 @@ class RunningLaunch {
   // A plain flag, not std::optional: GCC 12 warns about optional<time_point> (maybe-uninitialized).
   bool kill_pending_ = false;
   Clock::time_point kill_deadline_{};
+  Clock::time_point next_watch_ = Clock::now();
 };
 
 }  // namespace
@@ -339,7 +361,7 @@ Result<LaunchResult> Launch(const std::vector<ProcessSpec>& specs, const LaunchO
 }
 
 std::string DescribeRankFailure(const LaunchResult& result, std::chrono::milliseconds stop_grace) {
-  if (!result.first_failure || !result.forwarded_signals.empty()) return "";
+  if (!result.first_failure || !result.forwarded_signals.empty() || result.stopped_as_hung) return "";
   const size_t rank = *result.first_failure;
   size_t stopped = 0, killed = 0;
   for (const ProcessOutcome& process : result.processes) {

@@ -84,6 +84,11 @@ struct LaunchOptions {
   // Called with one-line notes (no "rankscope: " prefix), e.g. a process stopped by the
   // terminal. May be empty.
   std::function<void(const std::string&)> note{};
+  // --hang-timeout: called every `watch_interval` while processes run (not once the run is
+  // being stopped); when it returns true, every process is stopped like the others of a
+  // failed rank (SIGTERM, SIGKILL after `stop_grace`) and LaunchResult::stopped_as_hung is set.
+  std::function<bool()> watch{};
+  std::chrono::milliseconds watch_interval{500};
 };
 
 struct ProcessOutcome {
@@ -97,6 +102,7 @@ struct LaunchResult {
   std::vector<ProcessOutcome> processes;  // in the order of the specs
   std::optional<size_t> first_failure;    // the first process seen failing
   std::vector<ForwardedSignal> forwarded_signals;  // in the order they arrived
+  bool stopped_as_hung = false;  // LaunchOptions::watch found the run hung and stopped it
 
   // The first failing process's ShellCode(), or 0 when every process succeeded.
   int ExitCode() const;

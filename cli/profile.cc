@@ -6,7 +6,10 @@
 #include <cstddef>
 #include <ctime>
 
+#include "analyzer/hang.h"
+#include "cli/hang_watch.h"
 #include "cli/launcher.h"
+#include "report/report_writers.h"
 #include "cli/messages.h"
 #include "cli/run_summary.h"
 #include "trace/run_dir.h"
@@ -23,7 +26,23 @@ struct CheckedRequest {
   fs::path collector_library{};
   fs::path pytorch_hook{};
   int master_port = 0;
+  std::optional<std::chrono::milliseconds> hang_timeout{};
 };
+
+// --hang-timeout: seconds, more than 0 and at most a week.
+Result<std::chrono::milliseconds> ParseHangTimeout(const std::string& text) {
+  double seconds = 0;
+  size_t used = 0;
+  try {
+    seconds = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size() || !(seconds > 0) || seconds > 7 * 24 * 3600.0) {
+    return InvalidArgument(fmt::format("--hang-timeout '{}': expected seconds, more than 0 (e.g. 600)", text));
+  }
+  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000.0 + 0.5));
+}
 
 // Like a shell: 127 when the program does not exist, 126 when exec refuses it. Anything
 // else (no pipe, no fork) is rankscope's own failure.
@@ -85,6 +104,11 @@ int RunProfile(const ProfileRequest& request, const ProfileContext& context) {
     if (!count.ok()) return usage_error(count.status());
     checked.local_ranks = *count;
   }
+  if (request.hang_timeout) {
+    Result<std::chrono::milliseconds> timeout = ParseHangTimeout(*request.hang_timeout);
+    if (!timeout.ok()) return usage_error(timeout.status());
+    checked.hang_timeout = *timeout;
+  }
   {
     Result<fs::path> library = FindCollectorLibrary(context.collector);
     if (!library.ok()) return usage_error(library.status());
@@ -125,7 +149,8 @@ int RunProfile(const ProfileRequest& request, const ProfileContext& context) {
                                    .run_id = run_id,
                                    .trace = checked.trace,
                                    .collector_library = checked.collector_library,
-                                   .pytorch_hook = checked.pytorch_hook};
+                                   .pytorch_hook = checked.pytorch_hook,
+                                   .progress_file = checked.hang_timeout.has_value()};
   const Environment injected = InjectionEnvironment(context.environment, settings);
   std::vector<ProcessSpec> specs;
   if (checked.local_ranks) {
@@ -155,6 +180,13 @@ int RunProfile(const ProfileRequest& request, const ProfileContext& context) {
   options.stop_others_on_failure = checked.local_ranks.has_value();
   options.stop_grace = context.stop_grace;
   options.note = [out](const std::string& line) { PrintNote(out, line); };
+  std::optional<HangWatch> watch;
+  if (checked.hang_timeout) {
+    // Every stop is an orderly one: stop all ranks, not only the others of a failed one.
+    watch.emplace(run_dir.path, run_id, *checked.hang_timeout, HangWatch::Clock::now());
+    options.watch = [&watch] { return watch->Hung(HangWatch::Clock::now()); };
+    options.watch_interval = context.hang_check_interval;
+  }
   Result<LaunchResult> launched = Launch(specs, options);
   if (!launched.ok()) {
     // The command never ran: leave no empty directory behind (remove() keeps a full one).
@@ -166,6 +198,28 @@ int RunProfile(const ProfileRequest& request, const ProfileContext& context) {
     return CommandErrorCode(launched.status());
   }
   const LaunchResult& result = *launched;
+
+  if (result.stopped_as_hung) {
+    const double quiet_s = std::chrono::duration<double>(watch->quiet_for()).count();
+    PrintInfo(out, fmt::format("no rank completed a step or collective for {:.1f} s (--hang-timeout): stopped the "
+                               "job (SIGTERM, then SIGKILL after {:.1f} s)",
+                               quiet_s, std::chrono::duration<double>(context.stop_grace).count()));
+    if (watch->ranks_seen() == 0) {
+      PrintNote(out, "no rank reported any progress: the collector found nothing to count (no collective or "
+                     "step yet), or it is not in the ranks");
+    }
+    Result<std::optional<analyzer::HangReport>> diagnosis = analyzer::DiagnoseRun(run_dir.path);
+    if (!diagnosis.ok()) {
+      PrintNote(out, "no diagnosis: " + diagnosis.status().message());
+    } else if (*diagnosis) {
+      PrintText(out, report::HangReportToText(**diagnosis));
+    }
+    const SummaryHeader header{.run_dir = run_dir.path,
+                               .run_id = run_id,
+                               .outcome = fmt::format("stopped as hung after {:.1f} s without progress", quiet_s)};
+    PrintText(out, FormatRunSummary(header, CollectRunStats(run_dir.path)));
+    return kExitHang;
+  }
 
   std::string failure;
   if (checked.local_ranks) {

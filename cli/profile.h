@@ -17,6 +17,7 @@ namespace rankscope::cli {
 inline constexpr int kExitUsage = 2;            // bad options, unusable run directory, ...
 inline constexpr int kExitCannotExecute = 126;  // the command exists but cannot be run
 inline constexpr int kExitCommandNotFound = 127;
+// kExitHang (cli/hang_watch.h, 124): --hang-timeout found no progress and stopped the job.
 
 // What the user asked for, as typed.
 struct ProfileRequest {
@@ -25,6 +26,7 @@ struct ProfileRequest {
   bool force = false;                         // --force
   bool pytorch = false;                       // --pytorch: inject the PyTorch hook too
   std::optional<std::string> local_ranks{};   // -n, unparsed
+  std::optional<std::string> hang_timeout{};  // --hang-timeout SECONDS, unparsed
   std::vector<std::string> command{};         // after "--"
 };
 
@@ -34,6 +36,7 @@ struct ProfileContext {
   Environment environment{};
   std::filesystem::path working_directory{};  // where the default run directory goes
   std::chrono::milliseconds stop_grace{5000};
+  std::chrono::milliseconds hang_check_interval{500};  // how often --hang-timeout looks
   std::FILE* messages = stderr;  // notes, errors and the summary
 };
 

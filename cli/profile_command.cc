@@ -316,6 +316,7 @@ Environment InjectionEnvironment(Environment env, const InjectionSettings& setti
   SetVariable(env, "RANKSCOPE_RUN_DIR", settings.run_dir.string());
   SetVariable(env, "RANKSCOPE_RUN_ID", settings.run_id);
   SetVariable(env, "RANKSCOPE_TRACE", settings.trace.ToList());
+  if (settings.progress_file) SetVariable(env, "RANKSCOPE_PROGRESS_FILE", "1");
   SetVariable(env, "NVTX_INJECTION64_PATH", library);
   SetVariable(env, "LD_PRELOAD", preload && !preload->empty() ? library + ":" + *preload : library);
   // The same library is CUDA's injection (CUPTI starts in cuInit) and NCCL's profiler plugin.

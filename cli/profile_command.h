@@ -106,6 +106,8 @@ struct InjectionSettings {
   // --pytorch: the PyTorch hook's directory (PytorchHookDirectory), put first on PYTHONPATH;
   // empty: no hook.
   std::filesystem::path pytorch_hook{};
+  // --hang-timeout: RANKSCOPE_PROGRESS_FILE=1, so every rank keeps a progress file.
+  bool progress_file = false;
 };
 
 // `base` plus RANKSCOPE_RUN_DIR, RANKSCOPE_RUN_ID, RANKSCOPE_TRACE, NVTX_INJECTION64_PATH

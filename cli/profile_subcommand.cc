@@ -47,6 +47,8 @@ struct ProfileOptions {
   std::string local_ranks;
   CLI::Option* output_option = nullptr;
   CLI::Option* ranks_option = nullptr;
+  std::string hang_timeout;
+  CLI::Option* hang_option = nullptr;
 };
 
 }  // namespace
@@ -67,6 +69,11 @@ Subcommand AddProfileSubcommand(CLI::App& parent) {
   app->add_flag("--pytorch", options->request.pytorch,
                 "Also record what PyTorch does in every Python rank: steps (optimizer steps), torch.distributed "
                 "collectives (DDP's included), forward/backward/optimizer compute, batch size");
+  options->hang_option =
+      app->add_option("--hang-timeout", options->hang_timeout,
+                      "Stop the job when no rank completed a step or collective for SECONDS, print which rank "
+                      "and collective it hangs in, and exit 124")
+          ->type_name("SECONDS");
   options->ranks_option =
       app->add_option("-n,--ranks", options->local_ranks,
                       "Launch N local ranks with torchrun-style RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR/PORT")
@@ -75,12 +82,14 @@ Subcommand AddProfileSubcommand(CLI::App& parent) {
   app->footer(
       "The command runs with RANKSCOPE_RUN_DIR, RANKSCOPE_RUN_ID, RANKSCOPE_TRACE, NVTX_INJECTION64_PATH\n"
       "and LD_PRELOAD set, plus CUDA_INJECTION64_PATH with cuda and NCCL_PROFILER_PLUGIN with nccl, all\n"
-      "naming the collector. rankscope exits with its exit code (128 + N when signal N ended it).");
+      "naming the collector. rankscope exits with its exit code (128 + N when signal N ended it), or 124\n"
+      "when --hang-timeout stopped a job that made no progress.");
 
   return MakeSubcommand(app, true, [options](const CommandTail& tail) {
     ProfileRequest request = options->request;
     if (options->output_option->count() > 0) request.output_dir = options->output_dir;
     if (options->ranks_option->count() > 0) request.local_ranks = options->local_ranks;
+    if (options->hang_option->count() > 0) request.hang_timeout = options->hang_timeout;
     request.command = tail.args;
     return RunProfile(request, ProcessProfileContext());
   });

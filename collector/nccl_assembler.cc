@@ -133,6 +133,23 @@ void NcclAssembler::Add(const NcclRecord& record, std::string_view text, int64_t
           // by the context's hash: its init record may be drained after the operation.
           operation.sequence = p2p_sequences_[{record.comm, record.comm_hash, operation.func, record.peer}]++;
         }
+        if (flight_ != nullptr) {
+          trace::FlightCollective& entered = operation.flight;
+          entered.comm_hash = CommHash(operation.comm, operation.comm_hash);
+          entered.sequence = operation.sequence;
+          entered.op = NcclCollectiveOp(operation.func);
+          entered.name = operation.func.empty() ? "NCCL operation" : operation.func;
+          entered.bytes = operation.count * static_cast<uint64_t>(NcclTypeSize(NcclDataType(operation.datatype)));
+          entered.root = record.event == NcclEventKind::kColl && HasRoot(entered.op) ? operation.root : -1;
+          entered.peer = record.event == NcclEventKind::kP2p ? operation.peer : -1;
+          entered.comm_rank = operation.rank;
+          if (auto comm = comms_.find(operation.comm); comm != comms_.end()) {
+            entered.comm_rank = comm->second.rank;
+            entered.comm_size = comm->second.ranks;
+          }
+          entered.start_ns = ts_ns;
+          flight_->Enter(entered);
+        }
         return;
       }
       Part& part = parts_[record.id];
@@ -354,6 +371,18 @@ void NcclAssembler::Write(const DeviceEventSink& sink, trace::EventTables& out, 
   }
   out.collectives.push_back(event);
   ++stats_.operations;
+  if (flight_ != nullptr) {
+    bool part_running = false;
+    int32_t channels_stopped = 0;
+    for (uint64_t part_id : operation.parts) {
+      const Part& part = parts_.at(part_id);
+      if (!part.stopped) part_running = true;
+      else if (part.kind == NcclEventKind::kKernelChannel) ++channels_stopped;
+    }
+    const bool completed =
+        operation.stopped && !part_running && (operation.channels <= 0 || channels_stopped >= operation.channels);
+    if (completed) flight_->Complete(operation.flight, std::max(event.end_ns, host_end));
+  }
   // Versions 4 and 5 give bytes per proxy step only: a proxy operation moved its steps' sum.
   std::unordered_map<uint64_t, uint64_t> step_bytes;
   for (uint64_t part_id : operation.parts) {

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "collector/device_tracer.h"
+#include "collector/flight_recorder.h"
 #include "collector/nccl_events.h"
 #include "trace/events.h"
 
@@ -52,6 +53,10 @@ class NcclAssembler {
   void Emit(const DeviceEventSink& sink, trace::EventTables& out, int64_t now_ns, bool final);
 
   const NcclAssemblerStats& stats() const { return stats_; }
+  // Tells `flight` when an operation starts and when it completed (its kernel channels all
+  // stopped, or, without channels, it went quiet after its enqueue); an operation written
+  // only because it stalled or the run ended stays in flight there.
+  void SetFlightRecorder(FlightRecorder* flight) { flight_ = flight; }
   // The host-minus-GPU clock offset in use, once a kernel channel gave one.
   std::optional<int64_t> gpu_clock_offset_ns() const;
   bool empty() const { return operations_.empty() && parts_.empty(); }
@@ -89,6 +94,7 @@ class NcclAssembler {
     int64_t start_ns = 0, stop_ns = 0, last_ns = 0;
     std::vector<uint64_t> parts;
     int32_t channels_stopped = 0;
+    trace::FlightCollective flight;  // as entered into the flight recorder
   };
 
   void Link();
@@ -115,6 +121,7 @@ class NcclAssembler {
   // Point-to-point counters by (context, version 3's communicator hash, func, peer).
   std::map<std::tuple<uint64_t, uint64_t, std::string, int32_t>, uint64_t> p2p_sequences_;
   std::deque<int64_t> offsets_;  // recent host - GPU observations
+  FlightRecorder* flight_ = nullptr;
 };
 
 // NCCL's names, as its plugin passes them ("AllReduce", "ncclBfloat16").

@@ -2,6 +2,8 @@
 
 #include <nvtx3/nvToolsExtPayload.h>
 
+#include <algorithm>
+#include <climits>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
@@ -165,6 +167,38 @@ std::string PayloadsToJson(NvtxRegistry& registry, const NvtxDomain* domain,
   }
   if (unfinished) out["rankscope.unfinished"] = true;
   return out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+std::optional<CollectivePayload> ReadCollectivePayload(NvtxRegistry& registry, const NvtxDomain* domain,
+                                                       std::span<const PayloadPiece> pieces) {
+  for (const PayloadPiece& piece : pieces) {
+    const PayloadSchema* schema = registry.FindSchema(domain, piece.schema_id);
+    if (schema == nullptr || schema->name != kCollectiveSchemaName) continue;
+    nlohmann::json fields = nlohmann::json::object();
+    Decoder(registry, domain).DecodeInto(*schema, piece.bytes, 0, fields);
+    const auto integer = [&fields](const char* key) -> std::optional<int64_t> {
+      const auto found = fields.find(key);
+      if (found == fields.end() || !found->is_number_integer()) return std::nullopt;
+      return found->get<int64_t>();  // uint64 fields keep their bits
+    };
+    const std::optional<int64_t> comm = integer("comm");
+    const std::optional<int64_t> sequence = integer("sequence");
+    if (!comm || !sequence) return std::nullopt;  // not the convention's two keys: not a collective
+    CollectivePayload payload;
+    payload.comm_hash = static_cast<uint64_t>(*comm);
+    payload.sequence = static_cast<uint64_t>(*sequence);
+    payload.bytes = static_cast<uint64_t>(integer("bytes").value_or(0));
+    const auto small = [&integer](const char* key, int32_t fallback) {
+      const int64_t value = integer(key).value_or(fallback);
+      return value >= INT32_MIN && value <= INT32_MAX ? static_cast<int32_t>(value) : fallback;
+    };
+    payload.root = small("root", -1);
+    payload.peer = small("peer", -1);
+    payload.comm_rank = small("comm_rank", -1);
+    payload.comm_size = std::max(0, small("comm_size", 0));
+    return payload;
+  }
+  return std::nullopt;
 }
 
 }  // namespace rankscope::collector

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -23,5 +24,27 @@ struct PayloadPiece {
 // "rankscope.unfinished": true. Returns "" when there is nothing to say.
 std::string PayloadsToJson(NvtxRegistry& registry, const NvtxDomain* domain,
                            std::span<const PayloadPiece> pieces, bool unfinished);
+
+// The NVTX convention by which a program tells the collector that a range is a collective
+// (collector/README.md, "Collectives from NVTX ranges"): an extended payload of a static
+// schema named `rankscope collective` with integer fields `comm` and `sequence` (and
+// optionally `bytes`, `root`, `peer`, `comm_rank`, `comm_size`); the range's message names
+// the op.
+inline constexpr const char* kCollectiveSchemaName = "rankscope collective";
+
+struct CollectivePayload {
+  uint64_t comm_hash = 0;
+  uint64_t sequence = 0;
+  uint64_t bytes = 0;
+  int32_t root = -1;
+  int32_t peer = -1;
+  int32_t comm_rank = -1;
+  int32_t comm_size = 0;
+};
+
+// The first piece of that schema, decoded; nullopt when there is none or it lacks `comm` or
+// `sequence`.
+std::optional<CollectivePayload> ReadCollectivePayload(NvtxRegistry& registry, const NvtxDomain* domain,
+                                                       std::span<const PayloadPiece> pieces);
 
 }  // namespace rankscope::collector

@@ -45,6 +45,12 @@ Result<CollectorConfig> ReadConfig(const GetEnv& get_env) {
     }
     config.buffer_bytes = size_t{value} << 20;
   }
+  if (std::string progress = text("RANKSCOPE_PROGRESS_FILE"); !progress.empty()) {
+    if (progress != "0" && progress != "1") {
+      return InvalidArgument(fmt::format("RANKSCOPE_PROGRESS_FILE={} is not 0 or 1", Printable(progress)));
+    }
+    config.progress_file = progress == "1";
+  }
   RS_ASSIGN_OR_RETURN(config.rank, DetectRank(get_env));
   return config;
 }

@@ -25,6 +25,9 @@ struct CollectorConfig {
   TraceSelection trace = TraceSelection::All();  // RANKSCOPE_TRACE; unset: everything
   std::string clock_override;  // RANKSCOPE_CLOCK: "", "tsc" or "realtime"
   size_t buffer_bytes = size_t{256} << 20;  // RANKSCOPE_BUFFER_MB
+  // RANKSCOPE_PROGRESS_FILE=1 (set by `rankscope profile --hang-timeout`): keep
+  // <rank file>.progress up to date for the launcher's hang watch.
+  bool progress_file = false;
   RankEnv rank;
 };
 

@@ -10,6 +10,9 @@
 
 #include <algorithm>
 #include <bit>
+#include <cctype>
+#include <cstdio>
+#include <fcntl.h>
 #include <cstring>
 #include <map>
 #include <optional>
@@ -124,6 +127,9 @@ struct OpenRange {
   uint32_t color = 0;
   trace::Payload payload;
   OwnedPieces pieces;
+  std::string text;  // the name, for the in-flight state
+  bool step = false;  // a training step: its end is progress
+  std::optional<trace::FlightCollective> collective;  // a `rankscope collective` range
 };
 
 // The drain thread's state, and the stages DrainOnce runs each record through: it finds
@@ -131,8 +137,11 @@ struct OpenRange {
 // mark or a thread name, into `batch`.
 struct Recorder::DrainState {
   DrainState(ClockSource source, int64_t process_id, NvtxRegistry& nvtx, const NvtxDomain* hook)
-      : clock(source), nccl(process_id), pid(process_id), registry(nvtx), hook_domain(hook) {}
+      : clock(source), nccl(process_id), pid(process_id), registry(nvtx), hook_domain(hook) {
+    nccl.SetFlightRecorder(&flight);
+  }
   TickConverter clock;
+  FlightRecorder flight;
   NcclAssembler nccl;
   const int64_t pid;
   NvtxRegistry& registry;
@@ -161,6 +170,8 @@ struct Recorder::DrainState {
   std::unordered_map<uint64_t, trace::LaneId> hook_comm_lanes;  // by communicator hash
   RecorderStats stats;
   uint64_t reported_drops = 0;
+  bool open_ranges_changed = false;  // since the last in-flight state handed to the writer
+  std::string progress_written;      // the progress file's content as last written
   // The pool's reserve of ready chunks (TopUpReserve): what it aims at, and the chunks
   // taken when it last looked.
   size_t reserve_target = 0;
@@ -199,7 +210,48 @@ struct Recorder::DrainState {
   // on another thread).
   void EmitRange(OpenRange& range, int64_t end_ns, trace::LaneId end_lane, trace::NvtxRangeStyle style,
                  bool unfinished);
+  // The flight recorder's state and every open range, for the rank file.
+  trace::InFlightState InFlight(int64_t as_of_ns);
 };
+
+namespace {
+// What the collector counts as a completed training step for progress: a range named as
+// the analyzer's default step names, or PyTorch's ProfilerStep#N.
+bool IsStepName(std::string_view name) {
+  const auto lower = [](std::string_view text) {
+    std::string out(text);
+    for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return out;
+  };
+  const std::string n = lower(name);
+  return n == "step" || n == "train_step" || n.starts_with("profilerstep#");
+}
+}  // namespace
+
+trace::InFlightState Recorder::DrainState::InFlight(int64_t as_of_ns) {
+  trace::InFlightState state = flight.Snapshot(as_of_ns);
+  const auto add = [&](const OpenRange& range) {
+    trace::OpenRange open;
+    open.lane = range.lane;
+    open.depth = range.depth > 0 ? range.depth - 1 : 0;
+    open.start_ns = range.start_ns;
+    open.name = range.text;
+    open.domain = range.domain != nullptr ? range.domain->name : std::string();
+    open.category = range.category;
+    std::vector<PayloadPiece> views;
+    for (const auto& [schema, bytes] : range.pieces) views.push_back({schema, bytes});
+    open.args = PayloadsToJson(registry, range.domain, views, false);
+    state.open_ranges.push_back(std::move(open));
+  };
+  for (const auto& [serial, thread] : threads) {
+    for (const auto& [domain, stack] : thread.stacks) {
+      for (const OpenRange& range : stack) add(range);
+    }
+  }
+  for (const auto& [id, range] : started) add(range);
+  open_ranges_changed = false;
+  return state;
+}
 
 void Recorder::DrainState::AddNccl(const RecordReader& record) {
   const std::optional<NcclRecord> body = record.body<NcclRecord>();
@@ -240,6 +292,7 @@ void Recorder::DrainState::AddThreadRecord(const RecordReader& record, ThreadSta
 void Recorder::DrainState::AddPush(const RecordReader& record, int64_t ts, ThreadState& thread) {
   OpenRange range = OpenRangeOf(record, ts, thread);
   range.correlation_id = record.header().value;
+  open_ranges_changed = true;
   auto& stack = thread.stacks[range.domain];
   // Ranges at or above the pushed level lost their pops (dropped records): end them here.
   while (!stack.empty() && stack.back().depth >= range.depth) {
@@ -251,6 +304,7 @@ void Recorder::DrainState::AddPush(const RecordReader& record, int64_t ts, Threa
 
 void Recorder::DrainState::AddPop(const RecordReader& record, int64_t ts, ThreadState& thread) {
   const RecordHeader& header = record.header();
+  open_ranges_changed = true;
   auto& stack = thread.stacks[DomainOf(header)];
   // Ranges above the popped level lost their pops (full buffer): end them here.
   while (!stack.empty() && stack.back().depth > header.depth) {
@@ -269,6 +323,7 @@ void Recorder::DrainState::AddPop(const RecordReader& record, int64_t ts, Thread
 
 void Recorder::DrainState::AddStart(const RecordReader& record, int64_t ts, const ThreadState& thread) {
   OpenRange range = OpenRangeOf(record, ts, thread);
+  open_ranges_changed = true;
   auto ended = pending_ends.find(record.header().value);
   if (ended != pending_ends.end()) {
     for (auto& piece : ended->second.pieces) range.pieces.push_back(std::move(piece));
@@ -281,6 +336,7 @@ void Recorder::DrainState::AddStart(const RecordReader& record, int64_t ts, cons
 
 void Recorder::DrainState::AddEnd(const RecordReader& record, int64_t ts, const ThreadState& thread) {
   auto start = started.find(record.header().value);
+  open_ranges_changed = true;
   if (start == started.end()) {
     pending_ends[record.header().value] = {ts, thread.lane, ReadPieces(record)};
     return;
@@ -337,6 +393,7 @@ void Recorder::DrainState::AddHookRange(const RecordReader& record, const Thread
   std::string_view text = record.text();
   const std::string_view name = TakeText(text, body->name_size);
   AddHookRangeEvent(thread, body->start_ns, body->end_ns, writer->Intern(name), body->role, text);
+  if (body->role != HookRole::kComm && IsStepName(name)) flight.CompleteStep(body->end_ns);
 }
 
 void Recorder::DrainState::AddHookRangeEvent(const ThreadState& thread, int64_t start_ns, int64_t end_ns,
@@ -387,6 +444,19 @@ void Recorder::DrainState::AddHookCollective(const RecordReader& record, const T
   collective.comm_rank = body->comm_rank;
   collective.comm_size = body->comm_size;
   batch.collectives.push_back(collective);
+  trace::FlightCollective finished;
+  finished.comm_hash = body->comm_hash;
+  finished.sequence = body->sequence;
+  finished.op = body->op;
+  finished.name = std::string(name);
+  finished.bytes = body->bytes;
+  finished.root = body->root;
+  finished.peer = body->peer;
+  finished.comm_rank = body->comm_rank;
+  finished.comm_size = body->comm_size;
+  finished.lane = thread.lane;
+  finished.start_ns = body->start_ns;
+  flight.Complete(finished, body->end_ns);
   // The time it took, as communication on the thread that completed it.
   AddHookRangeEvent(thread, body->start_ns, body->end_ns, collective.name, HookRole::kComm, text);
 }
@@ -426,6 +496,28 @@ OpenRange Recorder::DrainState::OpenRangeOf(const RecordReader& record, int64_t 
   range.color = header.color;
   range.payload = ToPayload(header.payload_kind, header.payload_bits);
   range.pieces = ReadPieces(record);
+  range.text = header.registered != nullptr ? header.registered->text : std::string(record.text());
+  range.step = IsStepName(range.text);
+  if (!range.pieces.empty()) {
+    std::vector<PayloadPiece> views;
+    for (const auto& [schema, bytes] : range.pieces) views.push_back({schema, bytes});
+    if (std::optional<CollectivePayload> payload = ReadCollectivePayload(registry, range.domain, views)) {
+      trace::FlightCollective entered;
+      entered.comm_hash = payload->comm_hash;
+      entered.sequence = payload->sequence;
+      entered.op = trace::CollectiveOpFromName(range.text);
+      entered.name = range.text;
+      entered.bytes = payload->bytes;
+      entered.root = payload->root;
+      entered.peer = payload->peer;
+      entered.comm_rank = payload->comm_rank;
+      entered.comm_size = payload->comm_size;
+      entered.lane = thread.lane;
+      entered.start_ns = ts;
+      flight.Enter(entered);
+      range.collective = std::move(entered);
+    }
+  }
   return range;
 }
 
@@ -446,6 +538,9 @@ void Recorder::DrainState::EmitRange(OpenRange& range, int64_t end_ns, trace::La
   event.end_lane = end_lane != range.lane ? end_lane : trace::kNoLane;
   batch.nvtx_ranges.push_back(event);
   if (unfinished) ++stats.unfinished;
+  // Ended during the run (its pop, or a later push or pop where the pop was lost): done.
+  if (range.collective) flight.Complete(*range.collective, event.end_ns);
+  if (range.step && !unfinished) flight.CompleteStep(event.end_ns);
 }
 
 Recorder::Recorder(RecorderOptions options)
@@ -969,6 +1064,34 @@ void Recorder::SubmitDrained() {
     d.writer->Submit(std::move(d.batch));
     d.batch = trace::EventTables{};
   }
+  SubmitInFlight(/*force=*/false);
+}
+
+void Recorder::SubmitInFlight(bool force) {
+  DrainState& d = *drain_;
+  if (!d.writer || (!force && !d.flight.changed() && !d.open_ranges_changed)) return;
+  const int64_t now = RealtimeNowNs();
+  d.writer->ReplaceInFlight(d.InFlight(now));
+  if (!options_.config.progress_file) return;
+  // The progress file `rankscope profile --hang-timeout` watches: rewritten (a new file
+  // renamed over the old, so a reader never sees half of one) only when a count changed.
+  std::string progress = fmt::format(
+      "rankscope-progress 1\nrun_id {}\nrank {}\npid {}\ncollectives {}\nsteps {}\nlast_progress_ns {}\n",
+      options_.config.run_id, options_.config.rank.rank ? std::to_string(*options_.config.rank.rank) : "unknown",
+      options_.pid, d.flight.completed_collectives(), d.flight.completed_steps(), d.flight.last_progress_ns());
+  if (progress == d.progress_written) return;
+  std::filesystem::path path = d.writer->path();
+  path.replace_extension(".progress");
+  const std::string temporary = path.string() + ".new";
+  const int fd = open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return;  // only the hang watch loses its input; the rank file is unharmed
+  const bool written = write(fd, progress.data(), progress.size()) == static_cast<ssize_t>(progress.size());
+  close(fd);
+  if (written && std::rename(temporary.c_str(), path.c_str()) == 0) {
+    d.progress_written = std::move(progress);
+  } else {
+    unlink(temporary.c_str());
+  }
 }
 
 Status Recorder::Finish(EndReason reason, int signal_number) {
@@ -1028,6 +1151,7 @@ Status Recorder::Finish(EndReason reason, int signal_number) {
     d.stats.unmatched_ends += d.pending_ends.size();
     WritePendingMeta();  // and categories named since the last drain
     if (!tail.empty()) d.writer->Submit(std::move(tail));
+    SubmitInFlight(/*force=*/true);  // what was open and in flight at the end
     std::string ended_by = reason == EndReason::kExec     ? "exec"
                            : reason == EndReason::kSignal ? fmt::format("signal {}", signal_number)
                                                           : "exit";

@@ -194,6 +194,9 @@ class Recorder {
   // Hands what DrainOnce collected (and the NCCL operations now complete, and new drop
   // counts) to the writer.
   void SubmitDrained();
+  // Hands the in-flight state to the writer and rewrites the rank's progress file
+  // (<rank file>.progress) when something changed since the last time, or with `force`.
+  void SubmitInFlight(bool force);
   // Whether the writer can take more now; with `wait`, waits (up to a minute) until it can.
   bool WriterCanTake(bool wait);
   // Converts what the device tracer delivered; `flush` asks it for held records first.

@@ -1,6 +1,8 @@
 #include "trace/events.h"
 
 #include <algorithm>
+#include <cctype>
+#include <string>
 #include <iterator>
 
 #include "trace/event_codec.h"
@@ -100,6 +102,28 @@ void SortTable(std::vector<Record>& table) {
 
 void EventTables::SortByLaneAndTime() {
   codec::ForEachTable(*this, [](std::string_view, auto& table) { SortTable(table); });
+}
+
+CollectiveOp CollectiveOpFromName(std::string_view name) {
+  std::string lower;
+  lower.reserve(name.size());
+  for (char c : name) {
+    if (c == '_' || c == '-' || c == ' ') continue;
+    lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
+  // Longer names first: "reducescatter" contains "reduce", "allgather" contains "gather".
+  static constexpr std::pair<const char*, CollectiveOp> kNames[] = {
+      {"reducescatter", CollectiveOp::kReduceScatter}, {"allreduce", CollectiveOp::kAllReduce},
+      {"allgather", CollectiveOp::kAllGather},         {"alltoall", CollectiveOp::kAllToAll},
+      {"broadcast", CollectiveOp::kBroadcast},         {"sendrecv", CollectiveOp::kUnknown},
+      {"reduce", CollectiveOp::kReduce},               {"gather", CollectiveOp::kGather},
+      {"scatter", CollectiveOp::kScatter},             {"barrier", CollectiveOp::kBarrier},
+      {"send", CollectiveOp::kSend},                   {"recv", CollectiveOp::kRecv},
+  };
+  for (const auto& [text, op] : kNames) {
+    if (lower.find(text) != std::string::npos) return op;
+  }
+  return CollectiveOp::kUnknown;
 }
 
 }  // namespace rankscope::trace

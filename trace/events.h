@@ -121,6 +121,10 @@ std::string_view DefaultName(OverheadKind kind);
 // the call's plain name.
 std::string_view WithoutApiVersion(std::string_view name);
 
+// The op a collective's name says ("AllReduce", "allreduce", "gloo:all_reduce",
+// "ncclKernel_ReduceScatter_..."), compared without case, '_', '-' and ' '; kUnknown if none.
+CollectiveOp CollectiveOpFromName(std::string_view name);
+
 // Pieces of one collective or point-to-point operation that the NCCL profiler plugin times.
 enum class CollectivePartKind : uint8_t {
   kUnknown = 0,

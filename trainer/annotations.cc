@@ -14,6 +14,9 @@
 namespace rankscope::trainer {
 namespace {
 
+// The schema's field offsets are CollectiveFields' own; eight 8-byte fields, no padding.
+static_assert(sizeof(CollectiveFields) == 8 * sizeof(uint64_t));
+
 struct StepPayload {
   uint64_t step;
   uint64_t samples;
@@ -29,6 +32,7 @@ struct Annotations {
   uint64_t step_schema = 0;
   uint64_t allreduce_schema = 0;
   uint64_t workload_schema = 0;
+  uint64_t collective_schema = 0;
 };
 
 Annotations& State() {
@@ -108,6 +112,22 @@ void InitAnnotations() {
   };
   state.workload_schema = RegisterSchema(state.domain, "rankscope workload", workload_entries,
                                          std::size(workload_entries), sizeof(Workload));
+  static const nvtxPayloadSchemaEntry_t collective_entries[] = {
+      {0, NVTX_PAYLOAD_ENTRY_TYPE_UINT64, "comm", nullptr, 0, offsetof(CollectiveFields, comm), nullptr, nullptr},
+      {0, NVTX_PAYLOAD_ENTRY_TYPE_UINT64, "sequence", nullptr, 0, offsetof(CollectiveFields, sequence), nullptr,
+       nullptr},
+      {0, NVTX_PAYLOAD_ENTRY_TYPE_UINT64, "bytes", nullptr, 0, offsetof(CollectiveFields, bytes), nullptr, nullptr},
+      {0, NVTX_PAYLOAD_ENTRY_TYPE_INT64, "root", nullptr, 0, offsetof(CollectiveFields, root), nullptr, nullptr},
+      {0, NVTX_PAYLOAD_ENTRY_TYPE_INT64, "peer", nullptr, 0, offsetof(CollectiveFields, peer), nullptr, nullptr},
+      {0, NVTX_PAYLOAD_ENTRY_TYPE_INT64, "comm_rank", nullptr, 0, offsetof(CollectiveFields, comm_rank), nullptr,
+       nullptr},
+      {0, NVTX_PAYLOAD_ENTRY_TYPE_INT64, "comm_size", nullptr, 0, offsetof(CollectiveFields, comm_size), nullptr,
+       nullptr},
+      {0, NVTX_PAYLOAD_ENTRY_TYPE_INT64, "bucket", nullptr, 0, offsetof(CollectiveFields, bucket), nullptr,
+       nullptr},
+  };
+  state.collective_schema = RegisterSchema(state.domain, "rankscope collective", collective_entries,
+                                           std::size(collective_entries), sizeof(CollectiveFields));
 }
 
 void NameThisThread(const char* name) {
@@ -137,5 +157,11 @@ AllReduceRange::AllReduceRange(uint64_t bucket, uint64_t bytes, RangeCategory ca
 }
 
 AllReduceRange::~AllReduceRange() { nvtxDomainRangePop(State().domain); }
+
+CollectiveRange::CollectiveRange(const char* op, const CollectiveFields& fields, RangeCategory category) {
+  WithPayload(op, category, State().collective_schema, fields, PushRange);
+}
+
+CollectiveRange::~CollectiveRange() { nvtxDomainRangePop(State().domain); }
 
 }  // namespace rankscope::trainer

@@ -1,7 +1,11 @@
 // The trainer's NVTX annotations, domain "rankscope":
 //   step       (payload schema "rankscope step": step, samples)
 //   forward, backward, optimizer
-//   allreduce  one per bucket (payload schema "rankscope allreduce": bucket, bytes)
+//   allreduce  one per bucket, NCCL backend (payload schema "rankscope allreduce": bucket,
+//              bytes; NCCL's profiler plugin reports the collective itself)
+//   allreduce, broadcast  one per Gloo collective, CPU backend (payload schema "rankscope
+//              collective", see CollectiveFields: the collector's flight recorder learns
+//              from it which collective a rank waits in)
 // plus, on the CPU backend, one range per kernel call in category "compute" and one per
 // Gloo collective in category "comm", so the analyzer sees a compute lane and a
 // communication lane as it would see CUDA streams. Without an NVTX tool attached every
@@ -53,6 +57,30 @@ class AllReduceRange {
   ~AllReduceRange();
   AllReduceRange(const AllReduceRange&) = delete;
   AllReduceRange& operator=(const AllReduceRange&) = delete;
+};
+
+// The payload of schema "rankscope collective", field by field in this order (names and
+// types are a convention the collector reads; trainer/README.md). Every rank of a
+// communicator gives the same comm and, for the same call, the same sequence.
+struct CollectiveFields {
+  uint64_t comm = 0;       // communicator id: equal on its ranks, different per communicator
+  uint64_t sequence = 0;   // 0 for the communicator's first collective, +1 for each later one
+  uint64_t bytes = 0;      // message size
+  int64_t root = -1;       // broadcast/reduce root, else -1
+  int64_t peer = -1;       // send/recv peer, else -1
+  int64_t comm_rank = 0;   // this rank's index in the communicator
+  int64_t comm_size = 0;   // ranks in the communicator
+  int64_t bucket = -1;     // the DDP bucket, else -1
+};
+
+// A collective from the moment the rank enters it until it returns; `op` names it
+// ("allreduce", "broadcast") and must outlive the range's push.
+class CollectiveRange {
+ public:
+  CollectiveRange(const char* op, const CollectiveFields& fields, RangeCategory category);
+  ~CollectiveRange();
+  CollectiveRange(const CollectiveRange&) = delete;
+  CollectiveRange& operator=(const CollectiveRange&) = delete;
 };
 
 }  // namespace rankscope::trainer

@@ -1,7 +1,8 @@
 // The DDP engine's view of the communication backend: all-reduces that run beside the
 // compute, and a blocking broadcast for the initial parameters.
 //   Gloo (CPU): a communication thread runs the collectives in order, each an NVTX range
-//     "allreduce" in category "comm" on that thread.
+//     "allreduce" or "broadcast" in category "comm" on that thread, with the payload
+//     "rankscope collective" (communicator, sequence number, bytes, root, bucket, ...).
 //   NCCL (GPU): a communication stream, ordered after the compute stream with CUDA events.
 #pragma once
 

@@ -52,6 +52,15 @@ void IgnoreSigpipe() {
   }
 }
 
+uint64_t Fnv1a64(std::string_view text) {
+  uint64_t hash = 0xcbf29ce484222325ull;  // the FNV offset basis
+  for (const char c : text) {
+    hash ^= static_cast<unsigned char>(c);
+    hash *= 0x100000001b3ull;  // the FNV prime
+  }
+  return hash;
+}
+
 std::vector<char> ToBytes(std::string_view text) { return {text.begin(), text.end()}; }
 
 std::string FromBytes(const std::vector<char>& bytes) { return {bytes.begin(), bytes.end()}; }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -40,6 +41,9 @@ struct CollectiveFailure {
   std::string_view suffix;
 };
 Status ExplainFailure(const CollectiveFailure& failure);
+
+// FNV-1a, 64 bits: a communicator's id from a name every rank of it shares.
+uint64_t Fnv1a64(std::string_view text);
 
 std::vector<char> ToBytes(std::string_view text);
 std::string FromBytes(const std::vector<char>& bytes);

@@ -44,6 +44,11 @@ class DdpEngine {
   Status OnGradientReady(int parameter);
   // After the backward pass: starts what has not started, waits, averages, copies back.
   Status FinishBackward();
+  // A planted failure (--mismatch-rank): the next synchronizing backward pass broadcasts
+  // its first bucket from rank 0 where the other ranks all-reduce it. The broadcast goes
+  // through the same collectives, so it gets the number the all-reduce would have had, and
+  // it blocks (Collectives::Broadcast) until it returns or fails.
+  void PlantMismatch() { mismatch_planted_ = true; }
 
   size_t bucket_count() const { return buckets_.size(); }
   // Bytes per bucket, in launch order.
@@ -71,6 +76,7 @@ class DdpEngine {
   std::vector<int> bucket_of_parameter_;
   bool sync_ = true;
   size_t next_launch_ = 0;
+  bool mismatch_planted_ = false;
 };
 
 }  // namespace rankscope::trainer

@@ -1,6 +1,10 @@
 // Collectives on a communication thread over Gloo: the CPU counterpart of a CUDA
-// communication stream. Jobs run strictly in submission order.
+// communication stream. Jobs run strictly in submission order. Each collective is a range
+// with the "rankscope collective" payload (annotations.h), numbered per communicator in the
+// order the rank calls them, broadcasts and all-reduces alike: every rank makes the same
+// calls in the same order, so the same call gets the same number everywhere.
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <mutex>
@@ -16,7 +20,7 @@ namespace {
 class GlooCollectives final : public Collectives {
  public:
   explicit GlooCollectives(std::unique_ptr<GlooGroup> group)
-      : group_(std::move(group)), thread_([this] { RunJobs(); }) {}
+      : group_(std::move(group)), communicator_(group_->communicator_id()), thread_([this] { RunJobs(); }) {}
 
   ~GlooCollectives() override {
     {
@@ -32,13 +36,20 @@ class GlooCollectives final : public Collectives {
   bool averages() const override { return false; }
 
   Status Broadcast(float* data, size_t count, int root) override {
-    Submit([this, data, count, root] { return group_->Broadcast(data, count, root); });
+    Submit([this, data, count, root] {
+      CollectiveFields fields = NextCollective(count);
+      fields.root = root;
+      CollectiveRange range("broadcast", fields, RangeCategory::kComm);
+      return group_->Broadcast(data, count, root);
+    });
     return WaitAll();
   }
 
   Status StartAllReduce(int bucket, float* data, size_t count) override {
     Submit([this, bucket, data, count] {
-      AllReduceRange range(static_cast<uint64_t>(bucket), count * sizeof(float), RangeCategory::kComm);
+      CollectiveFields fields = NextCollective(count);
+      fields.bucket = bucket;
+      CollectiveRange range("allreduce", fields, RangeCategory::kComm);
       return group_->AllReduceSum(data, count);
     });
     return Status::Ok();
@@ -58,6 +69,17 @@ class GlooCollectives final : public Collectives {
       jobs_.push_back(std::move(job));
     }
     wake_.notify_one();
+  }
+
+  // The next collective's number and shape; called on the communication thread only.
+  CollectiveFields NextCollective(size_t count) {
+    CollectiveFields fields;
+    fields.comm = communicator_;
+    fields.sequence = next_sequence_++;
+    fields.bytes = count * sizeof(float);
+    fields.comm_rank = group_->rank();
+    fields.comm_size = group_->size();
+    return fields;
   }
 
   void RunJobs() {
@@ -81,6 +103,8 @@ class GlooCollectives final : public Collectives {
   }
 
   std::unique_ptr<GlooGroup> group_;
+  const uint64_t communicator_;
+  uint64_t next_sequence_ = 0;  // the communication thread's
   std::mutex mutex_;
   std::condition_variable wake_;
   std::condition_variable idle_;

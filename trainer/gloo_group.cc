@@ -198,6 +198,10 @@ int GlooGroup::rank() const { return state_->rank; }
 
 int GlooGroup::size() const { return state_->size; }
 
+uint64_t GlooGroup::communicator_id() const {
+  return comm::Fnv1a64(fmt::format("{}/{}", state_->name, state_->size));
+}
+
 // The only exception that can reach these from outside Run is std::bad_alloc while
 // building a message.
 Status GlooGroup::AllReduceSum(float* data, size_t count) try {

@@ -15,6 +15,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 
 #include "base/status.h"
@@ -33,6 +34,10 @@ class GlooGroup {
 
   int rank() const;
   int size() const;
+  // The same on every rank of this group and different for each group of a run: FNV-1a 64
+  // of "<namespace>/<size>", the group's key namespace in the rendezvous store (e.g.
+  // "gloo-0/4"; every rank creates its groups in the same order, so they share it).
+  uint64_t communicator_id() const;
   // In-place sum over all ranks (ring all-reduce: a fixed order of additions, so every rank
   // gets the same bits, run after run).
   Status AllReduceSum(float* data, size_t count);

@@ -2,9 +2,15 @@
 
 #include <charconv>
 #include <map>
+#include <string_view>
+#include <system_error>
+#include <tuple>
+#include <utility>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+
+#include "base/text.h"
 
 namespace rankscope::trainer {
 namespace {
@@ -19,6 +25,35 @@ CLI::Option* AddChoice(CLI::App& app, const std::string& name, Enum& target,
   return app.add_option(name, target, help + " (" + names + ")")
       ->transform(CLI::CheckedTransformer(choices, CLI::ignore_case))
       ->option_text("ENUM");
+}
+
+// "RANK:VALUE" (--slow-rank, --hang-rank, --mismatch-rank): a rank of 0 or more, a colon
+// and a number, nothing else; `form` names the expected form in the error.
+template <typename Value>
+Result<std::pair<int, Value>> ParseRankAnd(std::string_view option, const std::string& text, std::string_view form) {
+  const auto whole_number = [](const char* first, const char* last, auto& out) {
+    const auto [end, error] = std::from_chars(first, last, out);
+    return first != last && error == std::errc() && end == last;
+  };
+  const size_t colon = text.find(':');
+  const char* begin = text.data();
+  int rank = -1;
+  Value value{};
+  if (colon == std::string::npos || !whole_number(begin, begin + colon, rank) ||
+      !whole_number(begin + colon + 1, begin + text.size(), value) || rank < 0) {
+    return InvalidArgument(fmt::format("{} {}: expected {}", option, Printable(text), form));
+  }
+  return std::pair<int, Value>{rank, value};
+}
+
+// A planted failure's step must be one the run reaches.
+Status CheckPlantedStep(std::string_view option, int rank, int64_t step, int steps) {
+  if (rank < 0) return Status::Ok();
+  if (step < 0 || step >= steps) {
+    return InvalidArgument(fmt::format("{} {}:{}: the step must be in 0..{} (steps count from 0; --steps {})",
+                                       option, rank, step, steps - 1, steps));
+  }
+  return Status::Ok();
 }
 
 Status Validate(const TrainerOptions& o) {
@@ -62,6 +97,8 @@ Status Validate(const TrainerOptions& o) {
   if (o.backend == Backend::kGloo && o.precision == Precision::kBf16) {
     return InvalidArgument("--precision bf16 needs the GPU backend (the CPU kernels are fp32)");
   }
+  RS_RETURN_IF_ERROR(CheckPlantedStep("--hang-rank", o.hang_rank, o.hang_step, o.steps));
+  RS_RETURN_IF_ERROR(CheckPlantedStep("--mismatch-rank", o.mismatch_rank, o.mismatch_step, o.steps));
   return Status::Ok();
 }
 
@@ -137,6 +174,17 @@ Result<CommandLine> ParseCommandLine(const std::vector<std::string>& args) {
   std::string slow_rank;
   app.add_option("--slow-rank", slow_rank, "R:MS: rank R sleeps MS milliseconds before every forward pass "
                                            "(a planted straggler)")->group(ddp);
+  // Planted failures for the hang detector's tests.
+  auto* failures = "Planted failures (STEP counts from 0, as the NVTX \"step\" ranges and --fault-step do; "
+                   "the log line \"step N/M\" is printed after step N-1)";
+  std::string hang_rank;
+  app.add_option("--hang-rank", hang_rank,
+                 "R:STEP: rank R blocks forever at step STEP, in its backward pass before the step's first "
+                 "collective (signals still end it)")->group(failures);
+  std::string mismatch_rank;
+  app.add_option("--mismatch-rank", mismatch_rank,
+                 "R:STEP: at step STEP rank R broadcasts (root 0) the first bucket where the other ranks "
+                 "all-reduce it")->group(failures);
 
   std::vector<std::string> reversed(args.rbegin(), args.rend());
   try {
@@ -151,19 +199,20 @@ Result<CommandLine> ParseCommandLine(const std::vector<std::string>& args) {
     return InvalidArgument(fmt::format("{}; see rankscope-trainer --help", error.what()));
   }
   if (!slow_rank.empty()) {
-    const size_t colon = slow_rank.find(':');
-    const char* text = slow_rank.data();
-    const char* text_end = text + slow_rank.size();
-    int rank = -1;
-    double milliseconds = -1;
-    const bool parsed = colon != std::string::npos &&
-                        std::from_chars(text, text + colon, rank).ptr == text + colon &&
-                        std::from_chars(text + colon + 1, text_end, milliseconds).ptr == text_end;
-    if (!parsed || colon == 0 || colon + 1 == slow_rank.size() || rank < 0 || !(milliseconds >= 0)) {
-      return InvalidArgument(fmt::format("--slow-rank '{}': expected RANK:MILLISECONDS, e.g. 1:20", slow_rank));
+    constexpr std::string_view kForm = "RANK:MILLISECONDS, e.g. 1:20";
+    RS_ASSIGN_OR_RETURN(auto rank_and_ms, ParseRankAnd<double>("--slow-rank", slow_rank, kForm));
+    if (!(rank_and_ms.second >= 0)) {
+      return InvalidArgument(fmt::format("--slow-rank {}: expected {}", Printable(slow_rank), kForm));
     }
-    o.slow_rank = rank;
-    o.slow_rank_ms = milliseconds;
+    std::tie(o.slow_rank, o.slow_rank_ms) = rank_and_ms;
+  }
+  if (!hang_rank.empty()) {
+    RS_ASSIGN_OR_RETURN(std::tie(o.hang_rank, o.hang_step),
+                        ParseRankAnd<int64_t>("--hang-rank", hang_rank, "RANK:STEP, e.g. 1:5"));
+  }
+  if (!mismatch_rank.empty()) {
+    RS_ASSIGN_OR_RETURN(std::tie(o.mismatch_rank, o.mismatch_step),
+                        ParseRankAnd<int64_t>("--mismatch-rank", mismatch_rank, "RANK:STEP, e.g. 1:5"));
   }
   RS_RETURN_IF_ERROR(Validate(o));
   return result;

@@ -61,6 +61,15 @@ struct TrainerOptions {
   // step's forward pass, so the others wait for it at every all-reduce.
   int slow_rank = -1;
   double slow_rank_ms = 0.0;
+  // Planted failures for the hang detector's tests; steps count from 0, as the "step"
+  // ranges do. Rank hang_rank blocks for good at step hang_step, inside its backward pass
+  // before the step's first collective. Rank mismatch_rank broadcasts (root 0) at step
+  // mismatch_step where the others all-reduce the first bucket. A rank beyond the world
+  // size is an error once the world is known (RunTraining).
+  int hang_rank = -1;
+  int64_t hang_step = -1;
+  int mismatch_rank = -1;
+  int64_t mismatch_step = -1;
 };
 
 struct CommandLine {

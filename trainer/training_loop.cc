@@ -144,6 +144,30 @@ Status WriteMetrics(const std::string& pattern, const TrainingSummary& summary, 
   return Status::Ok();
 }
 
+// --hang-rank and --mismatch-rank name a rank of this run and a step it runs; the world
+// size and the resumed step are known only here.
+Status CheckPlantedFailure(const char* option, int rank, int64_t step, const World& world, int64_t first_step) {
+  if (rank < 0) return Status::Ok();
+  if (rank >= world.world_size) {
+    return InvalidArgument(fmt::format("{} {}:{}: there is no rank {} in a run of {} rank(s)", option, rank, step,
+                                       rank, world.world_size));
+  }
+  if (step < first_step) {
+    return InvalidArgument(fmt::format("{} {}:{}: this run resumes at step {}, after step {}", option, rank, step,
+                                       first_step, step));
+  }
+  return Status::Ok();
+}
+
+// --hang-rank: blocks for good, as a deadlocked rank does. Only sleeps and no signal
+// handlers of its own, so SIGTERM, SIGINT and SIGKILL end it as they end any process.
+[[noreturn]] void HangForever(int rank, int64_t step) {
+  std::fprintf(stderr, "rankscope-trainer: rank %d hangs at step %lld (--hang-rank)\n", rank,
+               static_cast<long long>(step));
+  std::fflush(nullptr);
+  while (true) std::this_thread::sleep_for(std::chrono::hours(1));
+}
+
 }  // namespace
 
 Result<TrainingSummary> RunTraining(const TrainerOptions& options, const World& world, std::FILE* log) {
@@ -152,6 +176,8 @@ Result<TrainingSummary> RunTraining(const TrainerOptions& options, const World& 
   const bool chatty = !options.quiet && world.rank == 0;
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(options.timeout_s * 1000));
 
+  RS_RETURN_IF_ERROR(CheckPlantedFailure("--hang-rank", options.hang_rank, options.hang_step, world, 0));
+  RS_RETURN_IF_ERROR(CheckPlantedFailure("--mismatch-rank", options.mismatch_rank, options.mismatch_step, world, 0));
   if (world.rank == 0) RS_RETURN_IF_ERROR(CheckOutputPath(options.checkpoint, "--checkpoint"));
   RS_RETURN_IF_ERROR(CheckOutputPath(options.metrics_out, "--metrics-out"));
   RS_ASSIGN_OR_RETURN(Runtime runtime, ChooseRuntime(options, world));
@@ -186,6 +212,9 @@ Result<TrainingSummary> RunTraining(const TrainerOptions& options, const World& 
     RS_RETURN_IF_ERROR(CheckResumable(saved, options));
     RS_RETURN_IF_ERROR(Restore(device, saved, model, optimizer));
     first_step = saved.steps_done;
+    RS_RETURN_IF_ERROR(CheckPlantedFailure("--hang-rank", options.hang_rank, options.hang_step, world, first_step));
+    RS_RETURN_IF_ERROR(
+        CheckPlantedFailure("--mismatch-rank", options.mismatch_rank, options.mismatch_step, world, first_step));
     if (chatty) {
       std::fprintf(log, "resumed from %s at step %lld\n", options.resume.c_str(), static_cast<long long>(first_step));
       if (saved.seed != options.seed || saved.world_size != world.world_size || saved.batch != options.batch ||
@@ -224,7 +253,13 @@ Result<TrainingSummary> RunTraining(const TrainerOptions& options, const World& 
   std::vector<int32_t> host_labels(static_cast<size_t>(options.batch));
   RS_ASSIGN_OR_RETURN(float* x, device.AllocateFloats(host_x.size()));
   RS_ASSIGN_OR_RETURN(int32_t* labels, device.AllocateLabels(host_labels.size()));
-  const auto hook = [&ddp](int parameter) { return ddp.OnGradientReady(parameter); };
+  // Set for the backward pass in which --hang-rank's rank stops: at its first gradient, so
+  // inside "step" and "backward" and before the step's first collective is issued.
+  int64_t hang_at_step = -1;
+  const auto hook = [&ddp, &hang_at_step, &world](int parameter) {
+    if (hang_at_step >= 0) HangForever(world.rank, hang_at_step);
+    return ddp.OnGradientReady(parameter);
+  };
   const auto rank_context = [&](int64_t step) { return fmt::format("rank {}: step {}", world.rank, step); };
 
   for (int64_t step = first_step; step < options.steps; ++step) {
@@ -243,13 +278,21 @@ Result<TrainingSummary> RunTraining(const TrainerOptions& options, const World& 
         ScopedRange delay("injected_delay");
         std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(options.slow_rank_ms));
       }
+      if (world.rank == options.mismatch_rank && step == options.mismatch_step) {
+        std::fprintf(stderr, "rankscope-trainer: rank %d broadcasts where the others all-reduce at step %lld "
+                             "(--mismatch-rank)\n", world.rank, static_cast<long long>(step));
+        std::fflush(stderr);
+        ddp.PlantMismatch();
+      }
       for (int micro = 0; micro < options.accum && status.ok(); ++micro) {
         plan.Fill(step * options.accum + micro, host_x.data(), host_labels.data());
         status = device.CopyToDevice(host_x.data(), x, host_x.size());
         if (status.ok()) status = device.CopyLabelsToDevice(host_labels.data(), labels, host_labels.size());
         if (status.ok()) status = model.Forward(x, labels);
         if (status.ok()) {
-          ddp.BeginBackward(micro + 1 == options.accum);
+          const bool sync = micro + 1 == options.accum;
+          ddp.BeginBackward(sync);
+          if (sync && world.rank == options.hang_rank && step == options.hang_step) hang_at_step = step;
           status = model.Backward(x, labels, 1.0f / static_cast<float>(options.accum), micro > 0, hook);
         }
       }

@@ -84,7 +84,7 @@ class FakeCollectives final : public Collectives {
   int rank() const override { return 0; }
   int size() const override { return 2; }
   Status Broadcast(float* data, size_t count, int root) override {
-    broadcasts.push_back({root, data, count, {}});
+    broadcasts.push_back({root, data, count, std::vector<float>(data, data + count)});
     return Status::Ok();
   }
   Status StartAllReduce(int bucket, float* data, size_t count) override {
@@ -321,6 +321,45 @@ TEST_F(DdpEngineTest, WithoutOverlapEverythingStartsInFinishBackward) {
       EXPECT_FLOAT_EQ(now[i], (sent[i] + FakeCollectives::Other(static_cast<int>(b), i)) / 2.0f);
     }
   }
+}
+
+// --mismatch-rank: the next synchronizing pass broadcasts its first bucket from rank 0
+// instead of all-reducing it, once; the other buckets are all-reduced as always.
+TEST_F(DdpEngineTest, APlantedMismatchBroadcastsTheFirstBucketOfTheNextSyncPassOnce) {
+  const std::vector<float> local = LocalGrads();
+  FakeCollectives fake;
+  std::unique_ptr<DdpEngine> engine = MakeEngine(fake, SmallBuckets(true));
+  ASSERT_NE(engine, nullptr);
+  const auto hook = [&](int parameter) { return engine->OnGradientReady(parameter); };
+  engine->PlantMismatch();
+  // A no_sync micro-step issues nothing, so the mismatch waits for the synchronizing one.
+  ASSERT_TRUE(model_->Forward(x_, labels_).ok());
+  engine->BeginBackward(false);
+  ASSERT_TRUE(model_->Backward(x_, labels_, 1.0f, false, hook).ok());
+  ASSERT_TRUE(engine->FinishBackward().ok());
+  EXPECT_TRUE(fake.broadcasts.empty());
+  EXPECT_TRUE(fake.calls.empty());
+
+  ASSERT_TRUE(model_->Forward(x_, labels_).ok());
+  engine->BeginBackward(true);
+  ASSERT_TRUE(model_->Backward(x_, labels_, 1.0f, false, hook).ok());
+  ASSERT_TRUE(engine->FinishBackward().ok());
+  ASSERT_EQ(fake.broadcasts.size(), 1u);
+  EXPECT_EQ(fake.broadcasts[0].bucket, 0);  // the root
+  EXPECT_EQ(fake.broadcasts[0].sent, Flat(local, kExpectedBuckets[0]));
+  ASSERT_EQ(fake.calls.size(), 2u);
+  EXPECT_EQ(fake.calls[0].bucket, 1);
+  EXPECT_EQ(fake.calls[1].bucket, 2);
+
+  // Once: the next pass all-reduces bucket 0 again, from the buffer the broadcast sent.
+  ASSERT_TRUE(model_->Forward(x_, labels_).ok());
+  engine->BeginBackward(true);
+  ASSERT_TRUE(model_->Backward(x_, labels_, 1.0f, false, hook).ok());
+  ASSERT_TRUE(engine->FinishBackward().ok());
+  EXPECT_EQ(fake.broadcasts.size(), 1u);
+  ASSERT_EQ(fake.calls.size(), 5u);
+  EXPECT_EQ(fake.calls[2].bucket, 0);
+  EXPECT_EQ(fake.calls[2].data, fake.broadcasts[0].data);
 }
 
 TEST_F(DdpEngineTest, NoSyncStartsNothingAndLeavesGradientsLocal) {

@@ -25,6 +25,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/temp_dir.h"
+#include "trainer/comm_util.h"
 #include "trainer/rendezvous.h"
 
 extern char** environ;
@@ -180,17 +181,33 @@ TEST(GlooGroupTest, SingleRankAndBadArguments) {
 TEST(GlooGroupTest, TwoGroupsOnOneRendezvous) {
   TempDir temp;
   const RendezvousSpec spec = FileSpec(temp.path());
+  // Each rank's communicator ids, first group and second.
+  std::vector<std::pair<uint64_t, uint64_t>> ids(2);
   ExpectAllEmpty(RunRanks<std::string>(2, [&](int rank) -> std::string {
     auto member = Join(spec, rank, 2, milliseconds(10000));
     if (!member.ok()) return member.status().message();
     auto second = GlooGroup::Create(*member->rendezvous, milliseconds(10000));
     if (!second.ok()) return second.status().message();
+    ids[static_cast<size_t>(rank)] = {member->group->communicator_id(), (*second)->communicator_id()};
     float value = 1.0f;
     Status first_sum = member->group->AllReduceSum(&value, 1);
     Status second_sum = (*second)->AllReduceSum(&value, 1);
     if (!first_sum.ok() || !second_sum.ok()) return "a sum failed";
     return value == 4.0f ? "" : "wrong sum";
   }));
+  // The same communicator has the same id on every rank, and each communicator its own:
+  // FNV-1a 64 of "<namespace>/<size>".
+  EXPECT_EQ(ids[0], ids[1]);
+  EXPECT_NE(ids[0].first, ids[0].second);
+  EXPECT_EQ(ids[0].first, comm::Fnv1a64("gloo-0/2"));
+  EXPECT_EQ(ids[0].second, comm::Fnv1a64("gloo-1/2"));
+}
+
+// The published FNV-1a 64 test vectors: the offset basis for "", then "a" and "foobar".
+TEST(CommUtilTest, Fnv1a64MatchesTheReferenceValues) {
+  EXPECT_EQ(comm::Fnv1a64(""), 0xcbf29ce484222325ull);
+  EXPECT_EQ(comm::Fnv1a64("a"), 0xaf63dc4c8601ec8cull);
+  EXPECT_EQ(comm::Fnv1a64("foobar"), 0x85944171f73967e8ull);
 }
 
 // A rank whose connections close (here: a thread that drops its group, like a process

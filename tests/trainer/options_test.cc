@@ -122,11 +122,46 @@ TEST(ParseCommandLineTest, SlowRankTakesRankColonMilliseconds) {
   Result<CommandLine> none = ParseCommandLine({});
   ASSERT_TRUE(none.ok());
   EXPECT_EQ(none->options.slow_rank, -1);
-  for (const char* bad : {"1", "x:5", "1:", ":5", "1:5ms", "-1:5", "1:-5"}) {
+  for (const char* bad : {"1", "x:5", "1:", ":5", "1:5ms", "-1:5", "1:-5", "1:nan", "1:1e999"}) {
     Result<CommandLine> rejected = ParseCommandLine({"--slow-rank", bad});
     ASSERT_FALSE(rejected.ok()) << bad;
     EXPECT_NE(rejected.status().message().find("--slow-rank"), std::string::npos) << rejected.status().message();
   }
+}
+
+TEST(ParseCommandLineTest, HangAndMismatchRankTakeRankColonStep) {
+  Result<CommandLine> parsed = ParseCommandLine({"--hang-rank", "2:5", "--mismatch-rank=1:0", "--steps", "6"});
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_EQ(parsed->options.hang_rank, 2);
+  EXPECT_EQ(parsed->options.hang_step, 5);
+  EXPECT_EQ(parsed->options.mismatch_rank, 1);
+  EXPECT_EQ(parsed->options.mismatch_step, 0);
+  Result<CommandLine> none = ParseCommandLine({});
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->options.hang_rank, -1);
+  EXPECT_EQ(none->options.mismatch_rank, -1);
+  for (const char* option : {"--hang-rank", "--mismatch-rank"}) {
+    // The last step of 30 (counted from 0) is the last one accepted.
+    Result<CommandLine> last = ParseCommandLine({option, "0:29"});
+    EXPECT_TRUE(last.ok()) << option << ": " << last.status().ToString();
+    for (const char* bad : {"1", "x:5", "1:", ":5", "1:5s", "-1:5", "1:-1", "1:2.5", "1:30", "0:99999999999999999999",
+                            "99999999999:1", " 1:5", "1:5:6"}) {
+      Result<CommandLine> rejected = ParseCommandLine({option, bad});
+      ASSERT_FALSE(rejected.ok()) << option << " " << bad;
+      const std::string message = rejected.status().message();
+      EXPECT_EQ(rejected.status().code(), StatusCode::kInvalidArgument) << message;
+      EXPECT_NE(message.find(option), std::string::npos) << message;
+      EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+    }
+  }
+  // A step the run never reaches says which steps there are.
+  Result<CommandLine> late = ParseCommandLine({"--hang-rank", "1:10", "--steps", "10"});
+  ASSERT_FALSE(late.ok());
+  EXPECT_EQ(late.status().message(),
+            "--hang-rank 1:10: the step must be in 0..9 (steps count from 0; --steps 10)");
+  Result<CommandLine> form = ParseCommandLine({"--mismatch-rank", "1"});
+  ASSERT_FALSE(form.ok());
+  EXPECT_EQ(form.status().message(), "--mismatch-rank '1': expected RANK:STEP, e.g. 1:5");
 }
 
 TEST(ParseCommandLineTest, ChoicesIgnoreCaseAndEqualsSyntaxWorks) {
@@ -146,6 +181,10 @@ TEST(ParseCommandLineTest, HelpExitsWithTheOptionList) {
   EXPECT_NE(parsed->text.find("--bucket-mb"), std::string::npos) << parsed->text;
   EXPECT_NE(parsed->text.find("--no-overlap"), std::string::npos);
   EXPECT_NE(parsed->text.find("--checkpoint"), std::string::npos);
+  // The planted failures say how their steps are counted.
+  EXPECT_NE(parsed->text.find("--hang-rank"), std::string::npos);
+  EXPECT_NE(parsed->text.find("--mismatch-rank"), std::string::npos);
+  EXPECT_NE(parsed->text.find("STEP counts from 0"), std::string::npos) << parsed->text;
   // The fault-injection hooks are not advertised.
   EXPECT_EQ(parsed->text.find("--fault-rank"), std::string::npos);
   // -h too.

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <memory>
 #include <set>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -200,6 +201,61 @@ std::map<int64_t, StepTimes> AllReducesPerStep(const trace::RankTrace& trace) {
   return per_step;
 }
 
+// One Gloo collective as the collector recorded it: its range's name and decoded payload.
+struct RecordedCollective {
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+  std::string op;
+  nlohmann::json args;
+};
+
+// The "rankscope collective" convention (trainer/README.md), per rank in call order: the
+// initial broadcast is number 0, every all-reduce after it the next number; the same call
+// has the same number, op, size and communicator on every rank.
+void ExpectTheCollectiveConvention(const std::vector<std::vector<RecordedCollective>>& per_rank, int steps) {
+  ASSERT_EQ(per_rank.size(), 2u);
+  ASSERT_FALSE(per_rank[0].empty());
+  const nlohmann::json comm = per_rank[0][0].args.value("comm", nlohmann::json());
+  EXPECT_TRUE(comm.is_number_unsigned()) << per_rank[0][0].args.dump();
+  const std::vector<std::string> fields = {"bucket", "bytes", "comm", "comm_rank", "comm_size", "peer", "root",
+                                           "sequence"};  // sorted, as the JSON object lists them
+  for (size_t rank = 0; rank < per_rank.size(); ++rank) {
+    const std::vector<RecordedCollective>& calls = per_rank[rank];
+    ASSERT_EQ(calls.size(), per_rank[0].size()) << "rank " << rank;
+    uint64_t allreduce_bytes = 0;
+    for (size_t i = 0; i < calls.size(); ++i) {
+      const nlohmann::json& args = calls[i].args;
+      SCOPED_TRACE("rank " + std::to_string(rank) + ", collective " + std::to_string(i) + ": " + args.dump());
+      std::vector<std::string> keys;
+      for (const auto& item : args.items()) keys.push_back(item.key());
+      ASSERT_EQ(keys, fields);
+      EXPECT_EQ(args.at("sequence"), i);
+      EXPECT_EQ(args.at("comm"), comm);
+      EXPECT_EQ(args.at("comm_rank"), rank);
+      EXPECT_EQ(args.at("comm_size"), 2);
+      EXPECT_EQ(args.at("peer"), -1);
+      if (i == 0) {
+        EXPECT_EQ(calls[i].op, "broadcast");
+        EXPECT_EQ(args.at("root"), 0);
+        EXPECT_EQ(args.at("bucket"), -1);
+      } else {
+        EXPECT_EQ(calls[i].op, "allreduce");
+        EXPECT_EQ(args.at("root"), -1);
+        EXPECT_GE(args.at("bucket").get<int64_t>(), 0);
+        allreduce_bytes += args.at("bytes").get<uint64_t>();
+      }
+      if (i > 0) {
+        EXPECT_GE(calls[i].start_ns, calls[i - 1].end_ns);  // one at a time, in order
+      }
+      EXPECT_EQ(calls[i].op, per_rank[0][i].op);
+      EXPECT_EQ(args.at("bytes"), per_rank[0][i].args.at("bytes"));
+      EXPECT_EQ(args.at("bucket"), per_rank[0][i].args.at("bucket"));
+    }
+    // The broadcast sends every parameter once; each step's buckets all-reduce them all.
+    EXPECT_EQ(allreduce_bytes, static_cast<uint64_t>(steps) * calls[0].args.at("bytes").get<uint64_t>());
+  }
+}
+
 // How many all-reduces started while their step's backward pass was still running.
 int AllReducesStartedDuringBackward(bool overlap) {
   TempDir dir;
@@ -225,6 +281,7 @@ int AllReducesStartedDuringBackward(bool overlap) {
   EXPECT_EQ(run->ranks.size(), 2u);
   int started_during_backward = 0;
   int allreduces = 0;
+  std::vector<std::vector<RecordedCollective>> collectives;
   for (const trace::RunFile& file : run->ranks) {
     auto reader = trace::TraceReader::Open(file.path);
     EXPECT_TRUE(reader.ok()) << reader.status().ToString();
@@ -245,13 +302,18 @@ int AllReducesStartedDuringBackward(bool overlap) {
     EXPECT_TRUE(workload_seen);
     // A compute lane and a communication lane, as CUDA streams would be on a GPU.
     std::set<trace::LaneId> compute_lanes, comm_lanes;
+    std::vector<RecordedCollective>& calls = collectives.emplace_back();
     for (const trace::NvtxRangeEvent& range : trace->events.nvtx_ranges) {
       if (range.category == 1) compute_lanes.insert(range.lane);
       if (range.category == 2) {
         comm_lanes.insert(range.lane);
-        EXPECT_EQ(trace->str(range.name), "allreduce");
+        calls.push_back({range.start_ns, range.end_ns, trace->str(range.name),
+                         nlohmann::json::parse(trace->str(range.args), nullptr, /*allow_exceptions=*/false)});
       }
     }
+    std::sort(calls.begin(), calls.end(), [](const RecordedCollective& a, const RecordedCollective& b) {
+      return std::pair(a.start_ns, a.end_ns) < std::pair(b.start_ns, b.end_ns);
+    });
     EXPECT_EQ(compute_lanes.size(), 1u);
     EXPECT_EQ(comm_lanes.size(), 1u);
     EXPECT_TRUE(compute_lanes != comm_lanes);
@@ -269,6 +331,7 @@ int AllReducesStartedDuringBackward(bool overlap) {
     }
   }
   EXPECT_GT(allreduces, 0);
+  ExpectTheCollectiveConvention(collectives, 6);
   return started_during_backward;
 }
 
@@ -293,6 +356,54 @@ TEST(TrainerProcess, ADeadRankStopsTheOthersWithAnErrorNamingIt) {
   EXPECT_NE(results[0].err.find("rankscope-trainer: error:"), std::string::npos) << results[0].err;
 }
 
+// --mismatch-rank: rank 1 broadcasts (root 0) where rank 0 all-reduces the first bucket.
+// Gloo matches neither call's messages to the other's, so both wait until --timeout (3 s)
+// and then end with the trainer's one error line and exit 1: no crash, no endless wait.
+TEST(TrainerProcess, AMismatchedCollectiveEndsEveryRankWithAnErrorAtTheTimeout) {
+  TempDir dir;
+  const auto results =
+      RunRanks(2, {"--steps", "3", "--batch", "8", "--timeout", "3", "--mismatch-rank", "1:1"}, dir, "mismatch");
+  for (size_t rank = 0; rank < results.size(); ++rank) {
+    SCOPED_TRACE("rank " + std::to_string(rank) + " stderr:\n" + results[rank].err);
+    EXPECT_FALSE(results[rank].timed_out);
+    EXPECT_EQ(results[rank].exit_code, 1);
+    EXPECT_NE(results[rank].err.find("rankscope-trainer: error: rank " + std::to_string(rank) + ": step 1: "),
+              std::string::npos);
+  }
+  EXPECT_EQ(results[1].err.rfind("rankscope-trainer: rank 1 broadcasts where the others all-reduce at step 1 "
+                                 "(--mismatch-rank)\n", 0), 0u);
+  EXPECT_NE(results[1].err.find("broadcast"), std::string::npos);
+  EXPECT_NE(results[0].err.find("all-reduce"), std::string::npos);
+}
+
+// --hang-rank: the rank says where it stops, stops there (step 0 finished, step 1 never
+// does), and SIGTERM still ends it by its default action. One rank, so nobody waits on it.
+TEST(TrainerProcess, AHangingRankSaysWhereAndASignalStillEndsIt) {
+  TempDir dir;
+  ChildProcess trainer(TrainerArgv({"--steps", "3", "--batch", "8", "--log-every", "1", "--hang-rank", "0:1",
+                                    "--rdzv=file:" + (dir / "rdzv").string()}),
+                       RankEnvironment(0, 1));
+  // The trainer's stderr is a file, which /proc reopens while the trainer runs (once it is
+  // a file: right after the fork it is still this test's stderr, maybe a pipe).
+  const std::filesystem::path stderr_path = "/proc/" + std::to_string(trainer.pid()) + "/fd/2";
+  const std::string line = "rankscope-trainer: rank 0 hangs at step 1 (--hang-rank)\n";
+  const auto said_it = [&] {
+    std::error_code error;
+    return std::filesystem::is_regular_file(stderr_path, error) &&
+           ReadFile(stderr_path).find(line) != std::string::npos;
+  };
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);  // only "it got there"
+  while (!said_it() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(::kill(trainer.pid(), SIGTERM), 0);
+  const ProcessResult result = trainer.Wait();
+  EXPECT_EQ(result.exit_code, 128 + SIGTERM) << result.err;
+  EXPECT_EQ(result.err, line);
+  EXPECT_NE(result.out.find("step 1/3"), std::string::npos) << result.out;
+  EXPECT_EQ(result.out.find("step 2/3"), std::string::npos) << result.out;
+}
+
 size_t LineCount(const std::string& text) { return static_cast<size_t>(std::count(text.begin(), text.end(), '\n')); }
 
 TEST(TrainerProcess, BadArgumentsGiveOneLineAndExitTwo) {
@@ -300,7 +411,8 @@ TEST(TrainerProcess, BadArgumentsGiveOneLineAndExitTwo) {
        std::vector<std::vector<std::string>>{{"--batch", "0"}, {"--backend", "mpi"}, {"--steps", "many"},
                                              {"--rdzv", "tcp://host:1"}, {"--resume", "/nonexistent/ckpt"},
                                              {"--checkpoint", "/nonexistent/dir/x.ckpt"},
-                                             {"--metrics-out", "/nonexistent/m.json"}}) {
+                                             {"--metrics-out", "/nonexistent/m.json"},
+                                             {"--hang-rank", "1:0"}, {"--mismatch-rank", "x:0"}}) {
     ChildProcess trainer(TrainerArgv(args), RankEnvironment(0, 1));
     const ProcessResult result = trainer.Wait();
     EXPECT_EQ(result.exit_code, 2) << args[0] << ": " << result.err;
