@@ -497,8 +497,9 @@ Result<Report> AnalyzeRun(const std::filesystem::path& path, const AnalyzeOption
   std::vector<RankEndRead> ends;
   RS_ASSIGN_OR_RETURN(std::vector<RankResult> ranks, MeasureAll(files, options, &warnings, &ends));
   RS_ASSIGN_OR_RETURN(Report report, BuildReport(std::move(ranks), std::move(info), std::move(warnings), options));
-  // Why the run did not finish, when it did not: from the files' in-flight state.
-  DiagnoseEnd(std::move(ends), run.world_size, report);
+  // Why the run did not finish, when it did not: from the files' in-flight state. A run
+  // still recording has not ended: work in flight there is progress, not a hang.
+  if (!run.recording) DiagnoseEnd(std::move(ends), run.world_size, report);
   return report;
 }
 

@@ -209,7 +209,8 @@ constexpr size_t kCulpritsInSummary = 3;
 
 class Diagnosis {
  public:
-  Diagnosis(const std::vector<RankEnd>& ranks, std::optional<int> world_size) : world_size_(world_size) {
+  Diagnosis(const std::vector<RankEnd>& ranks, std::optional<int> world_size, bool live)
+      : world_size_(world_size), live_(live) {
     for (const RankEnd& rank : ranks) by_rank_.emplace(rank.rank, &rank);  // the first of a rank wins
     if (world_size) {
       world_ = *world_size;
@@ -226,6 +227,7 @@ class Diagnosis {
 
   HangReport Run() {
     report_.world_size = world_size_;
+    report_.live = live_;
     DescribeRanks();
     GroupByCommunicator();
     for (auto& [hash, input] : comms_) report_.communicators.push_back(DescribeCommunicator(hash, input));
@@ -512,8 +514,11 @@ class Diagnosis {
     return false;
   }
 
+  // Files ended without being closed; none while the run still records (its open files are
+  // live, not killed).
   std::vector<int> UnclosedRanks() const {
     std::vector<int> ranks;
+    if (live_) return ranks;
     for (const RankEndInfo& info : report_.ranks) {
       if (info.has_file && !info.closed_cleanly) ranks.push_back(info.rank);
     }
@@ -697,6 +702,10 @@ class Diagnosis {
     // The findings, the clearest first: ranks that never entered what others wait in,
     // sends and receives never matched, mismatches, then stalls whose cause is unknown.
     std::vector<std::string> missing, unmatched, mismatches, other_stalls;
+    if (live_) {
+      missing.push_back("The run was still recording when read: this is what its files had committed, and what "
+                        "is in flight may yet complete.");
+    }
     bool waits_said = false;
     for (const CommunicatorEnd& comm : report_.communicators) {
       if (comm.stalled) {
@@ -787,6 +796,7 @@ class Diagnosis {
   }
 
   std::optional<int> world_size_;
+  bool live_ = false;
   int world_ = 0;
   std::map<int, const RankEnd*> by_rank_;
   std::map<uint64_t, CommInput> comms_;
@@ -796,8 +806,8 @@ class Diagnosis {
 
 }  // namespace
 
-HangReport DiagnoseRunEnd(const std::vector<RankEnd>& ranks, std::optional<int> world_size) {
-  return Diagnosis(ranks, world_size).Run();
+HangReport DiagnoseRunEnd(const std::vector<RankEnd>& ranks, std::optional<int> world_size, bool live) {
+  return Diagnosis(ranks, world_size, live).Run();
 }
 
 Result<RankEnd> ReadRankEnd(const trace::TraceReader& reader) {
@@ -833,7 +843,7 @@ Result<std::vector<RankEnd>> ReadRunEnd(const trace::Run& run) {
 Result<std::optional<HangReport>> DiagnoseRun(const std::filesystem::path& path) {
   RS_ASSIGN_OR_RETURN(trace::Run run, trace::OpenRun(path));
   RS_ASSIGN_OR_RETURN(std::vector<RankEnd> ends, ReadRunEnd(run));
-  HangReport report = DiagnoseRunEnd(ends, run.world_size);
+  HangReport report = DiagnoseRunEnd(ends, run.world_size, run.recording);
   if (report.verdict == RunEndVerdict::kFinished) return std::optional<HangReport>();
   return std::optional<HangReport>(std::move(report));
 }

@@ -37,8 +37,9 @@ struct RankEnd {
 // ranks (nullopt when unknown: then ranks up to the highest rank seen). Never fails: what
 // cannot be known (a missing file, a file without state) is said, not guessed.
 // Verdict kFinished when every file was closed by exit or exec (or by a writer that does not
-// say how it ended) and nothing was in flight.
-HangReport DiagnoseRunEnd(const std::vector<RankEnd>& ranks, std::optional<int> world_size);
+// say how it ended) and nothing was in flight. `live`: a process still records into the run
+// (trace::Run::recording), so its unclosed files are snapshots, not killed ranks.
+HangReport DiagnoseRunEnd(const std::vector<RankEnd>& ranks, std::optional<int> world_size, bool live = false);
 
 // One rank file's meta, lane names and in-flight state. Errors: a file without a rank, and
 // what the reader returns for damaged lane or in-flight tables.
@@ -48,7 +49,8 @@ Result<RankEnd> ReadRankEnd(const trace::TraceReader& reader);
 Result<std::vector<RankEnd>> ReadRunEnd(const trace::Run& run);
 
 // OpenRun + ReadRunEnd + DiagnoseRunEnd; nullopt for a run that finished. Independent of
-// AnalyzeRun: it works on a run that hung before it recorded anything to measure.
+// AnalyzeRun: it works on a run that hung before it recorded anything to measure. On a run
+// still recording it diagnoses what the files had committed (HangReport::live).
 Result<std::optional<HangReport>> DiagnoseRun(const std::filesystem::path& path);
 
 // ---- How the diagnosis names things (its paragraph and every report writer) --------------

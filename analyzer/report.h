@@ -323,6 +323,7 @@ struct HangReport {
   RunEndVerdict verdict = RunEndVerdict::kFinished;
   std::string summary;  // a short paragraph for an incident: who, which collective, since when
   std::optional<int> world_size;
+  bool live = false;  // read while a process still recorded: unclosed files are snapshots
   std::vector<RankEndInfo> ranks;            // by rank
   std::vector<CommunicatorEnd> communicators;  // by comm_hash
   std::vector<Culprit> culprits;             // by rank

@@ -427,6 +427,7 @@ Json HangReportToJsonValue(const analyzer::HangReport& report) {
   object["verdict"] = analyzer::RunEndVerdictName(report.verdict);
   object["summary"] = report.summary;
   object["world_size"] = Optional(report.world_size);
+  object["live"] = report.live;
   object["ranks"] = std::move(ranks);
   object["communicators"] = std::move(communicators);
   object["culprits"] = std::move(culprits);

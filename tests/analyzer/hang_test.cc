@@ -346,6 +346,27 @@ TEST(DiagnoseRunEnd, SaysWhichRanksWereKilledWhenNobodyWaits) {
   ExpectContains(all.summary, "The files of ranks 0-2 were never closed (killed or crashed), and no rank waits");
 }
 
+// Rank 2's file is open. Read while the run still records, that file is live, not a killed
+// rank, and the paragraph says that what is in flight may yet complete.
+TEST(DiagnoseRunEnd, ALiveRunsOpenFilesAreNotKilledRanks) {
+  std::vector<RankEnd> ranks = HangRun();
+  ranks[2].closed_cleanly = false;
+  ranks[2].ended_by = "";
+  const HangReport live = DiagnoseRunEnd(ranks, 4, /*live=*/true);
+  EXPECT_TRUE(live.live);
+  EXPECT_EQ(live.verdict, RunEndVerdict::kHang);
+  ASSERT_EQ(live.culprits.size(), 1u);
+  EXPECT_EQ(live.culprits[0].reasons, (std::vector<std::string>{"missing"}));
+  EXPECT_EQ(live.summary.find("never closed"), std::string::npos) << live.summary;
+  ExpectContains(live.summary, "The run was still recording when read: this is what its files had committed, and "
+                               "what is in flight may yet complete. Rank 2 never entered AllReduce #5");
+  // The same files after the run ended: rank 2's unclosed file marks it killed.
+  const HangReport ended = DiagnoseRunEnd(ranks, 4);
+  EXPECT_FALSE(ended.live);
+  EXPECT_EQ(ended.culprits[0].reasons, (std::vector<std::string>{"missing", "not closed"}));
+  ExpectContains(ended.summary, "The file of rank 2 was never closed (killed or crashed).");
+}
+
 // A rank killed inside the collective the others wait in is the culprit of a hang.
 TEST(DiagnoseRunEnd, ARankKilledWhileOthersWaitIsTheCulprit) {
   std::vector<RankEnd> ranks;
