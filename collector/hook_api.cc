@@ -78,6 +78,29 @@ int HookCollective(Recorder* recorder, const char* name, const char* comm_name, 
   return recorder->RecordHookCollective(body, text) ? 1 : 0;
 }
 
+int HookCollectiveBegin(Recorder* recorder, const char* name, const char* comm_name, int64_t start_ns,
+                        uint64_t comm_hash, uint64_t sequence, int op, uint64_t bytes, int root, int peer,
+                        int comm_rank, int comm_size) {
+  if (!Usable(recorder, name, start_ns, start_ns)) return 0;
+  const std::string_view name_text = Text(name, 1024);
+  const std::string_view comm_text = Text(comm_name, 1024);
+  std::string text(name_text);
+  text += comm_text;
+  HookCollectiveBody body;
+  body.start_ns = body.end_ns = start_ns;
+  body.comm_hash = comm_hash;
+  body.sequence = sequence;
+  body.bytes = bytes;
+  body.root = root;
+  body.peer = peer;
+  body.comm_rank = comm_rank;
+  body.comm_size = comm_size < 0 ? 0 : comm_size;
+  body.op = EnumOrDefault(op, trace::CollectiveOp::kScatter, trace::CollectiveOp::kUnknown);
+  body.name_size = static_cast<uint32_t>(name_text.size());
+  body.comm_name_size = static_cast<uint32_t>(comm_text.size());
+  return recorder->RecordHookCollectiveBegin(body, text) ? 1 : 0;
+}
+
 int HookMeta(Recorder* recorder, const char* key, const char* value) {
   if (recorder == nullptr || !recorder->recording() || key == nullptr || value == nullptr) return 0;
   const std::string_view key_text(key);

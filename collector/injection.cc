@@ -276,6 +276,12 @@ int HookCollectiveExported(const char* name, const char* comm_name, int64_t star
   return HookCollective(g_recorder, name, comm_name, start_ns, end_ns, comm_hash, sequence, op, reduce_op, datatype,
                         bytes, root, peer, comm_rank, comm_size, args_json);
 }
+int HookCollectiveBeginExported(const char* name, const char* comm_name, int64_t start_ns, uint64_t comm_hash,
+                                uint64_t sequence, int op, uint64_t bytes, int root, int peer, int comm_rank,
+                                int comm_size) {
+  return HookCollectiveBegin(g_recorder, name, comm_name, start_ns, comm_hash, sequence, op, bytes, root, peer,
+                             comm_rank, comm_size);
+}
 int HookMetaExported(const char* key, const char* value) { return HookMeta(g_recorder, key, value); }
 }  // namespace
 }  // namespace rankscope::collector
@@ -293,6 +299,12 @@ RANKSCOPE_EXPORT int rankscope_hook_collective(const char* name, const char* com
   return NoThrow<&HookCollectiveExported>::Call(name, comm_name, start_ns, end_ns, comm_hash, sequence, op,
                                                 reduce_op, datatype, bytes, root, peer, comm_rank, comm_size,
                                                 args_json);
+}
+RANKSCOPE_EXPORT int rankscope_hook_collective_begin(const char* name, const char* comm_name, int64_t start_ns,
+                                                     uint64_t comm_hash, uint64_t sequence, int op, uint64_t bytes,
+                                                     int root, int peer, int comm_rank, int comm_size) {
+  return NoThrow<&HookCollectiveBeginExported>::Call(name, comm_name, start_ns, comm_hash, sequence, op, bytes, root,
+                                                     peer, comm_rank, comm_size);
 }
 RANKSCOPE_EXPORT int rankscope_hook_meta(const char* key, const char* value) {
   return NoThrow<&HookMetaExported>::Call(key, value);

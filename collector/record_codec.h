@@ -34,6 +34,7 @@ enum class RecordKind : uint8_t {
   kNccl = 7,  // an NCCL profiler-plugin callback (collector/nccl_events.h)
   kHookRange = 8,       // a language hook's finished range (collector/hook_events.h)
   kHookCollective = 9,  // a language hook's finished collective
+  kHookCollectiveBegin = 10,  // ... and one it entered (HookCollectiveBody, end_ns unused)
 };
 
 // What one record may carry; longer text and pieces are cut, further pieces left out.

@@ -171,6 +171,8 @@ struct Recorder::DrainState {
   RecorderStats stats;
   uint64_t reported_drops = 0;
   bool open_ranges_changed = false;  // since the last in-flight state handed to the writer
+  bool has_open_ranges = false;      // in that state
+  int64_t in_flight_written_ns = 0;  // when it was taken
   std::string progress_written;      // the progress file's content as last written
   // The pool's reserve of ready chunks (TopUpReserve): what it aims at, and the chunks
   // taken when it last looked.
@@ -194,6 +196,7 @@ struct Recorder::DrainState {
   void AddThreadName(const RecordReader& record);
   void AddHookRange(const RecordReader& record, const ThreadState& thread);
   void AddHookCollective(const RecordReader& record, const ThreadState& thread);
+  void AddHookCollectiveBegin(const RecordReader& record, const ThreadState& thread);
   void AddHookRangeEvent(const ThreadState& thread, int64_t start_ns, int64_t end_ns, trace::StringId name,
                          HookRole role, std::string_view args);
 
@@ -250,6 +253,7 @@ trace::InFlightState Recorder::DrainState::InFlight(int64_t as_of_ns) {
   }
   for (const auto& [id, range] : started) add(range);
   open_ranges_changed = false;
+  has_open_ranges = !state.open_ranges.empty();
   return state;
 }
 
@@ -286,6 +290,7 @@ void Recorder::DrainState::AddThreadRecord(const RecordReader& record, ThreadSta
     case RecordKind::kNccl: break;  // AddNccl, without a thread lane
     case RecordKind::kHookRange: AddHookRange(record, thread); break;
     case RecordKind::kHookCollective: AddHookCollective(record, thread); break;
+    case RecordKind::kHookCollectiveBegin: AddHookCollectiveBegin(record, thread); break;
   }
 }
 
@@ -459,6 +464,25 @@ void Recorder::DrainState::AddHookCollective(const RecordReader& record, const T
   flight.Complete(finished, body->end_ns);
   // The time it took, as communication on the thread that completed it.
   AddHookRangeEvent(thread, body->start_ns, body->end_ns, collective.name, HookRole::kComm, text);
+}
+
+void Recorder::DrainState::AddHookCollectiveBegin(const RecordReader& record, const ThreadState& thread) {
+  const std::optional<HookCollectiveBody> body = record.body<HookCollectiveBody>();
+  if (!body) return;
+  std::string_view text = record.text();
+  trace::FlightCollective entered;
+  entered.comm_hash = body->comm_hash;
+  entered.sequence = body->sequence;
+  entered.op = body->op;
+  entered.name = std::string(TakeText(text, body->name_size));
+  entered.bytes = body->bytes;
+  entered.root = body->root;
+  entered.peer = body->peer;
+  entered.comm_rank = body->comm_rank;
+  entered.comm_size = body->comm_size;
+  entered.lane = thread.lane;
+  entered.start_ns = body->start_ns;
+  flight.Enter(std::move(entered));
 }
 
 trace::StringId Recorder::DrainState::InternDomain(const NvtxDomain* domain) {
@@ -758,6 +782,11 @@ bool Recorder::RecordHookRange(const HookRangeBody& body, std::string_view text)
   if (!recording()) return false;
   if (body.role != HookRole::kAnnotation) NameHookCategories();
   return AppendWithBody(RecordKind::kHookRange, body, text);
+}
+
+bool Recorder::RecordHookCollectiveBegin(const HookCollectiveBody& body, std::string_view text) {
+  if (!recording()) return false;
+  return AppendWithBody(RecordKind::kHookCollectiveBegin, body, text);
 }
 
 bool Recorder::RecordHookCollective(const HookCollectiveBody& body, std::string_view text) {
@@ -1069,8 +1098,14 @@ void Recorder::SubmitDrained() {
 
 void Recorder::SubmitInFlight(bool force) {
   DrainState& d = *drain_;
-  if (!d.writer || (!force && !d.flight.changed() && !d.open_ranges_changed)) return;
+  if (!d.writer) return;
   const int64_t now = RealtimeNowNs();
+  // While something is open or in flight, the state's time moves on about once a second, so
+  // a rank killed while waiting says how long it had waited.
+  const bool waiting = d.flight.in_flight() > 0 || d.has_open_ranges;
+  const bool stale = waiting && now - d.in_flight_written_ns >= 1'000'000'000;
+  if (!force && !stale && !d.flight.changed() && !d.open_ranges_changed) return;
+  d.in_flight_written_ns = now;
   d.writer->ReplaceInFlight(d.InFlight(now));
   if (!options_.config.progress_file) return;
   // The progress file `rankscope profile --hang-timeout` watches: rewritten (a new file

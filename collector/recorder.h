@@ -119,6 +119,7 @@ class Recorder {
   // hook; `text` holds the strings the body lists. False when it was not recorded.
   bool RecordHookRange(const HookRangeBody& body, std::string_view text);
   bool RecordHookCollective(const HookCollectiveBody& body, std::string_view text);
+  bool RecordHookCollectiveBegin(const HookCollectiveBody& body, std::string_view text);
 
   NvtxRegistry& registry() { return registry_; }
   const CollectorConfig& config() const { return options_.config; }

@@ -90,6 +90,10 @@ def _load_collector():
         ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_uint64, ctypes.c_int, ctypes.c_int, ctypes.c_int,
         ctypes.c_int, ctypes.c_char_p]
     library.rankscope_hook_meta.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+    if hasattr(library, "rankscope_hook_collective_begin"):  # older collectors lack it
+        library.rankscope_hook_collective_begin.argtypes = [
+            ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int64, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_int,
+            ctypes.c_uint64, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int]
     if library.rankscope_hook_version() != 1:
         _say("PyTorch hook off: the collector library speaks another hook version")
         return None
@@ -511,6 +515,13 @@ def _issue(collective):
             group.recent.append(collective)
             del group.recent[:-8]
     _thread().issued.append(collective)
+    # Entered now: a rank that hangs in it shows it in flight (the rank file's in-flight
+    # state). NCCL's plugin reports NCCL's own.
+    if _lib is not None and hasattr(_lib, "rankscope_hook_collective_begin") and not (
+            group.backend == "nccl" and _nccl_plugin):
+        _lib.rankscope_hook_collective_begin(
+            collective.name.encode(), group.label.encode(), collective.issue, group.hash, collective.sequence,
+            _OPS.get(collective.op, 0), collective.bytes, collective.root, collective.peer, group.rank, group.size)
 
 
 def _complete(collective, done_ns=None):

@@ -31,7 +31,7 @@ endif()
 set(expected_exports
     InitializeInjection InitializeInjectionNvtx2 InitializeInjectionNvtxExtension
     ncclProfiler_v3 ncclProfiler_v4 ncclProfiler_v5
-    rankscope_hook_active rankscope_hook_collective rankscope_hook_meta rankscope_hook_range rankscope_hook_version
+    rankscope_hook_active rankscope_hook_collective rankscope_hook_collective_begin rankscope_hook_meta rankscope_hook_range rankscope_hook_version
     execl execle execlp execv execve execvp execvpe fexecve)
 
 function(run_tool out)

@@ -62,11 +62,11 @@ TEST(Hang, AStuckRankIsNamedAndTheJobStoppedSoonAfter) {
   TempDir dir;
   const auto started = std::chrono::steady_clock::now();
   // Rank 2 stops inside step 3's backward pass; Gloo's own timeout (60 s) is far away.
-  const ProcessResult profiled = RunProcess(Profile(dir / "run", 4, 6, Trainer(40, 20, {"--hang-rank", "2:3"})));
+  const ProcessResult profiled = RunProcess(Profile(dir / "run", 4, 4, Trainer(40, 20, {"--hang-rank", "2:3"})));
   const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   ASSERT_FALSE(profiled.timed_out) << profiled.err;
   EXPECT_EQ(profiled.exit_code, 124) << profiled.err;
-  EXPECT_LT(wall_s, 40.0) << profiled.err;  // start-up + 3 steps + 6 s + the stop, with room for a loaded machine
+  EXPECT_LT(wall_s, 40.0) << profiled.err;  // start-up + 3 steps + 4 s + the stop, with room for a loaded machine
   EXPECT_NE(profiled.err.find("--hang-timeout"), std::string::npos) << profiled.err;
   EXPECT_NE(profiled.err.find("Rank 2 never entered"), std::string::npos) << profiled.err;
   EXPECT_NE(profiled.err.find("backward"), std::string::npos) << profiled.err;
@@ -81,7 +81,7 @@ TEST(Hang, AStuckRankIsNamedAndTheJobStoppedSoonAfter) {
   EXPECT_EQ(stalled["missing"], nlohmann::json::array({2})) << end.dump(1);
   EXPECT_EQ(stalled["waiting"], nlohmann::json::array({0, 1, 3})) << end.dump(1);
   EXPECT_EQ(stalled["op"], "allreduce") << end.dump(1);
-  EXPECT_GE(stalled["waited_ns"].get<int64_t>(), 4'000'000'000) << end.dump(1);
+  EXPECT_GE(stalled["waited_ns"].get<int64_t>(), 3'000'000'000) << end.dump(1);
   // Every rank passed the initial broadcast (sequence 0) and three steps' all-reduces.
   EXPECT_GT(stalled["sequence"].get<int64_t>(), 3) << end.dump(1);
   ASSERT_EQ(end["culprits"].size(), 1u) << end.dump(1);
@@ -93,7 +93,7 @@ TEST(Hang, AMismatchedCollectiveIsNamedAsOne) {
   TempDir dir;
   // Rank 1 broadcasts where rank 0 all-reduces: Gloo waits for messages that never come.
   const ProcessResult profiled = RunProcess(
-      Profile(dir / "run", 2, 4, Trainer(40, 20, {"--mismatch-rank", "1:2", "--timeout", "120"})));
+      Profile(dir / "run", 2, 3, Trainer(40, 20, {"--mismatch-rank", "1:2", "--timeout", "120"})));
   ASSERT_FALSE(profiled.timed_out) << profiled.err;
   EXPECT_EQ(profiled.exit_code, 124) << profiled.err;
   const nlohmann::json report = AnalyzeJson(dir / "run");
@@ -103,7 +103,7 @@ TEST(Hang, AMismatchedCollectiveIsNamedAsOne) {
   ASSERT_EQ(end["communicators"].size(), 1u) << end.dump(1);
   ASSERT_EQ(end["communicators"][0]["mismatches"].size(), 1u) << end.dump(1);
   EXPECT_NE(end["communicators"][0]["mismatches"][0]["fields"].dump().find("op"), std::string::npos) << end.dump(1);
-  EXPECT_NE(end["summary"].get<std::string>().find("broadcast"), std::string::npos) << end.dump(1);
+  EXPECT_NE(end["summary"].get<std::string>().find("Broadcast"), std::string::npos) << end.dump(1);
 }
 
 // SIGKILL gives the collector no chance to write anything more: the file must already say
@@ -151,7 +151,7 @@ TEST(Hang, AHealthyRunIsNeverStopped) {
   for (int run = 0; run < 5; ++run) {
     SCOPED_TRACE(::testing::Message() << "run " << run);
     TempDir dir;
-    const ProcessResult profiled = RunProcess(Profile(dir / "run", 2, 3, Trainer(6, 350, {})));
+    const ProcessResult profiled = RunProcess(Profile(dir / "run", 2, 3, Trainer(5, 300, {})));
     ASSERT_FALSE(profiled.timed_out) << profiled.err;
     EXPECT_EQ(profiled.exit_code, 0) << profiled.err;
     EXPECT_EQ(profiled.err.find("--hang-timeout"), std::string::npos) << profiled.err;
