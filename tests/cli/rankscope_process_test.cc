@@ -189,6 +189,29 @@ TEST(RankscopeProfile, PassesTheExitCodeThrough) {
   EXPECT_TRUE(fs::is_directory(tmp / "run"));
 }
 
+TEST(RankscopeErrors, BadHangTimeouts) {
+  for (const char* value : {"abc", "0", "-1", "1e9", "5s", ""}) {
+    SCOPED_TRACE(value);
+    ExpectUsageError(RunRankscope({"profile", "--hang-timeout", value, "--", "true"}), "--hang-timeout");
+  }
+}
+
+// A job in which nothing reports progress (this test's collector is an empty library) is
+// stopped after the timeout, whole: the shell and the sleeps it started, then exit 124.
+TEST(RankscopeProfile, HangTimeoutStopsAJobWithoutProgress) {
+  TempDir tmp;
+  const auto started = std::chrono::steady_clock::now();
+  const RankscopeRun run = RunRankscope({"profile", "--hang-timeout", "0.5", "-o", (tmp / "run").string(), "--",
+                                         "sh", "-c", "sleep 60 & sleep 60; wait"});
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  EXPECT_FALSE(run.timed_out);
+  EXPECT_EQ(run.exit_code, 124) << run.err;
+  EXPECT_LT(seconds, 30.0) << run.err;
+  EXPECT_NE(run.err.find("no rank completed a step or collective for"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("no rank reported any progress"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("stopped as hung"), std::string::npos) << run.err;
+}
+
 TEST(RankscopeProfile, CommandOutputIsUntouched) {
   TempDir tmp;
   const RankscopeRun run = RunRankscope(

@@ -269,6 +269,22 @@ TEST(PytorchEndToEnd, CnnUnderTorchrunIsAnalyzed) {
   EXPECT_EQ((*barrier).at("count"), 1);
 }
 
+// A rank that never issues its all-reduce, under torchrun and --hang-timeout: the hook says
+// when a collective is entered, so the diagnosis names the rank and the collective the other
+// waits in.
+TEST(PytorchEndToEnd, AHangUnderTorchrunIsStoppedAndNamed) {
+  SKIP_WITHOUT_TORCH();
+  TempDir dir;
+  const fs::path run = dir.path() / "run";
+  const ProcessResult profiled = RunProcess(
+      {RANKSCOPE_CLI, "profile", "--pytorch", "--hang-timeout", "10", "-o", run.string(), "--", kPython, "-m",
+       "torch.distributed.run", "--nproc_per_node", "2", "--redirects", "2", "--tee", "2",
+       RANKSCOPE_SOURCE_DIR "/tests/e2e/pytorch/hang_job.py"});
+  EXPECT_EQ(profiled.exit_code, 124) << profiled.err;
+  EXPECT_NE(profiled.err.find("Rank 1 never entered AllReduce #4"), std::string::npos) << profiled.err;
+  EXPECT_NE(profiled.err.find("rank 0 has waited in it"), std::string::npos) << profiled.err;
+}
+
 // A torch the hook cannot patch (here a stand-in package without torch.optim or torch.nn):
 // each part says once that it is off, the rank file says why, and the program runs on.
 TEST(PytorchEndToEnd, AHookThatFailsLeavesTheJobRunning) {
