@@ -92,6 +92,38 @@ TEST(HookApi, CollectivesGoOnTheirCommunicatorAndAsCommOnTheCompletingThread) {
   EXPECT_EQ(trace.str(range.args), R"({"bytes": 4096, "seq": 3})");
 }
 
+// Entered and not finished: in flight in the file (what a rank hung in it shows); entered
+// and finished: completed; the step ranges count as progress.
+TEST(HookApi, AnEnteredCollectiveIsInFlightUntilItsFinishedOneArrives) {
+  TempDir dir;
+  Recorder recorder(Options(dir));
+  EXPECT_EQ(HookCollectiveBegin(&recorder, "gloo:all_reduce", "g", 2'000'000, 0xabcdef, 3, 1, 4096, -1, -1, 1, 2), 1);
+  EXPECT_EQ(HookCollectiveBegin(&recorder, "gloo:broadcast", "g", 3'000'000, 0xabcdef, 4, 4, 64, 0, -1, 1, 2), 1);
+  EXPECT_EQ(HookCollective(&recorder, "gloo:all_reduce", "g", 2'100'000, 2'500'000, 0xabcdef, 3, 1, 1, 8, 4096, -1,
+                           -1, 1, 2, nullptr),
+            1);
+  EXPECT_EQ(HookRange(&recorder, "ProfilerStep#0", 1'000'000, 2'600'000, 0, nullptr), 1);
+  EXPECT_EQ(HookCollectiveBegin(nullptr, "gloo:all_reduce", "g", 1, 1, 1, 1, 1, -1, -1, 0, 1), 0);
+  EXPECT_EQ(HookCollectiveBegin(&recorder, "", "g", 1, 1, 1, 1, 1, -1, -1, 0, 1), 0);
+  ASSERT_TRUE(recorder.Close(Recorder::EndReason::kExit).ok());
+
+  auto reader = trace::TraceReader::Open(dir / "rank-1.sqlite");
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  auto state = (*reader)->ReadInFlight();
+  ASSERT_TRUE(state.ok()) << state.status().message();
+  ASSERT_EQ(state->collectives.size(), 2u);
+  EXPECT_EQ(state->collectives[0].sequence, 3u);
+  EXPECT_EQ(state->collectives[0].start_ns, 2'000'000);  // entered when issued
+  EXPECT_EQ(state->collectives[0].end_ns, std::optional<int64_t>(2'500'000));
+  EXPECT_EQ(state->collectives[1].name, "gloo:broadcast");
+  EXPECT_EQ(state->collectives[1].op, trace::CollectiveOp::kBroadcast);
+  EXPECT_EQ(state->collectives[1].root, 0);
+  EXPECT_TRUE(state->collectives[1].in_flight());
+  EXPECT_EQ(state->completed_collectives, 1u);
+  EXPECT_EQ(state->completed_steps, 1u);
+  EXPECT_EQ(state->last_progress_ns, 2'600'000);
+}
+
 TEST(HookApi, RefusesWhatItCannotRecord) {
   TempDir dir;
   Recorder recorder(Options(dir));

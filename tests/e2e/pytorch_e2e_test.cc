@@ -282,7 +282,7 @@ TEST(PytorchEndToEnd, AHangUnderTorchrunIsStoppedAndNamed) {
        RANKSCOPE_SOURCE_DIR "/tests/e2e/pytorch/hang_job.py"});
   EXPECT_EQ(profiled.exit_code, 124) << profiled.err;
   EXPECT_NE(profiled.err.find("Rank 1 never entered AllReduce #4"), std::string::npos) << profiled.err;
-  EXPECT_NE(profiled.err.find("rank 0 has waited in it"), std::string::npos) << profiled.err;
+  EXPECT_NE(profiled.err.find("has waited in it"), std::string::npos) << profiled.err;
 }
 
 // A torch the hook cannot patch (here a stand-in package without torch.optim or torch.nn):
