@@ -9,18 +9,32 @@
 //   nvtx_loop rate T R S        T threads together making R NVTX calls per second for S
 //                               seconds (a push and a pop are one call each); prints the
 //                               calls made and the seconds it took
+//   nvtx_loop collective-pairs KIND N      as `pairs` with one thread, but each pair is an
+//                               "allreduce" range in domain `rankscope` carrying the trainer's
+//                               64-byte collective payload (comm, sequence counting up, bytes,
+//                               root, peer, comm rank and size, bucket): KIND `collective`
+//                               registers its schema as `rankscope collective`, so the
+//                               collector's flight recorder enters and completes each one;
+//                               KIND `plain` registers the same layout as `bench plain`, so
+//                               the collector records the same range and payload and nothing
+//                               more
+//   nvtx_loop collective-rate KIND R S     one thread making R such pairs per second for S
+//                               seconds; prints the calls made and the seconds it took
 // pairs and continuous print, for each timed thread, its CPU time per pair
 // (CLOCK_THREAD_CPUTIME_ID: what the pairs cost the thread itself, page faults and kernel
 // time included, not the time it waited for a core) and its wall time per pair; then every
 // NVTX call the process made (warm-ups included) and its peak RSS so far: ru_maxrss, and
 // VmHWM, which leaves out what exec inherited from the parent.
 #include <nvtx3/nvToolsExt.h>
+#include <nvtx3/nvToolsExtPayload.h>
 #include <sys/resource.h>
 #include <time.h>
 
 #include <algorithm>
 #include <barrier>
 #include <chrono>
+#include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <string_view>
@@ -63,6 +77,76 @@ void RecordPairs(long pairs, const char* name) {
   }
 }
 
+// The trainer's `rankscope collective` payload (trainer/annotations.h, CollectiveFields).
+struct CollectiveFields {
+  uint64_t comm;
+  uint64_t sequence;
+  uint64_t bytes;
+  int64_t root;
+  int64_t peer;
+  int64_t comm_rank;
+  int64_t comm_size;
+  int64_t bucket;
+};
+
+struct PayloadRanges {
+  nvtxDomainHandle_t domain = nullptr;
+  uint64_t schema = 0;
+};
+PayloadRanges g_payload_ranges;
+
+// Registers the trainer's collective layout under `schema_name` in domain `rankscope`, as the
+// trainer does (trainer/annotations.cc).
+void RegisterPayloadRanges(const char* schema_name) {
+  static const nvtxPayloadSchemaEntry_t entries[] = {
+      {0, NVTX_PAYLOAD_ENTRY_TYPE_UINT64, "comm", nullptr, 0, offsetof(CollectiveFields, comm), nullptr, nullptr},
+      {0, NVTX_PAYLOAD_ENTRY_TYPE_UINT64, "sequence", nullptr, 0, offsetof(CollectiveFields, sequence), nullptr,
+       nullptr},
+      {0, NVTX_PAYLOAD_ENTRY_TYPE_UINT64, "bytes", nullptr, 0, offsetof(CollectiveFields, bytes), nullptr, nullptr},
+      {0, NVTX_PAYLOAD_ENTRY_TYPE_INT64, "root", nullptr, 0, offsetof(CollectiveFields, root), nullptr, nullptr},
+      {0, NVTX_PAYLOAD_ENTRY_TYPE_INT64, "peer", nullptr, 0, offsetof(CollectiveFields, peer), nullptr, nullptr},
+      {0, NVTX_PAYLOAD_ENTRY_TYPE_INT64, "comm_rank", nullptr, 0, offsetof(CollectiveFields, comm_rank), nullptr,
+       nullptr},
+      {0, NVTX_PAYLOAD_ENTRY_TYPE_INT64, "comm_size", nullptr, 0, offsetof(CollectiveFields, comm_size), nullptr,
+       nullptr},
+      {0, NVTX_PAYLOAD_ENTRY_TYPE_INT64, "bucket", nullptr, 0, offsetof(CollectiveFields, bucket), nullptr, nullptr},
+  };
+  g_payload_ranges.domain = nvtxDomainCreateA("rankscope");
+  nvtxPayloadSchemaAttr_t attr{};
+  attr.fieldMask = NVTX_PAYLOAD_SCHEMA_ATTR_FIELD_NAME | NVTX_PAYLOAD_SCHEMA_ATTR_FIELD_TYPE |
+                   NVTX_PAYLOAD_SCHEMA_ATTR_FIELD_ENTRIES | NVTX_PAYLOAD_SCHEMA_ATTR_FIELD_NUM_ENTRIES |
+                   NVTX_PAYLOAD_SCHEMA_ATTR_FIELD_STATIC_SIZE;
+  attr.name = schema_name;
+  attr.type = NVTX_PAYLOAD_SCHEMA_TYPE_STATIC;
+  attr.entries = entries;
+  attr.numEntries = sizeof(entries) / sizeof(entries[0]);
+  attr.payloadStaticSize = sizeof(CollectiveFields);
+  g_payload_ranges.schema = nvtxPayloadSchemaRegister(g_payload_ranges.domain, &attr);
+}
+
+// Pairs as the trainer makes them around a Gloo all-reduce: the name is always "allreduce"
+// (both kinds record the same text), each pair the communicator's next sequence number.
+void RecordPayloadPairs(long pairs, const char* /*name*/) {
+  thread_local uint64_t sequence = 0;
+  CollectiveFields fields{0xCBF29CE484222325, 0, 1 << 20, -1, -1, 0, 2, 0};
+  for (long i = 0; i < pairs; ++i) {
+    fields.sequence = sequence++;
+    nvtxPayloadData_t data{g_payload_ranges.schema, sizeof(fields), &fields};
+    nvtxEventAttributes_t attributes{};
+    attributes.version = NVTX_VERSION;
+    attributes.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
+    attributes.payloadType = NVTX_PAYLOAD_TYPE_EXT;
+    attributes.reserved0 = 1;  // one nvtxPayloadData_t
+    attributes.payload.ullValue = reinterpret_cast<uint64_t>(&data);
+    attributes.messageType = NVTX_MESSAGE_TYPE_ASCII;
+    attributes.message.ascii = "allreduce";
+    nvtxDomainRangePushEx(g_payload_ranges.domain, &attributes);
+    nvtxDomainRangePop(g_payload_ranges.domain);
+  }
+}
+
+using Recording = void (*)(long pairs, const char* name);
+
 // What one timed thread measured.
 struct ThreadCost {
   long pairs = 0;
@@ -84,7 +168,7 @@ void PrintCosts(const std::vector<ThreadCost>& costs, long calls) {
 // Times bursts of pairs and pauses between them (untimed) so the collector's threads can
 // drain: the cost measured is the application thread's while the writer keeps up. Every
 // thread starts each burst together (after a barrier), so T threads contend as they would.
-int Pairs(long pairs, int threads) {
+int Pairs(long pairs, int threads, Recording record = RecordPairs) {
   const long burst = kProcessBurst / threads;
   const long bursts = std::max(1L, (pairs / threads + burst - 1) / burst);
   std::vector<ThreadCost> costs(static_cast<size_t>(threads));
@@ -92,14 +176,14 @@ int Pairs(long pairs, int threads) {
   std::vector<std::thread> workers;
   for (int t = 0; t < threads; ++t) {
     workers.emplace_back([&, t] {
-      RecordPairs(burst, "warm");  // NVTX init, the thread's first-event setup
+      record(burst, "warm");  // NVTX init, the thread's first-event setup
       ThreadCost& cost = costs[static_cast<size_t>(t)];
       for (long b = 0; b < bursts; ++b) {
         std::this_thread::sleep_for(kPause);
         sync.arrive_and_wait();
         const double cpu_start = ThreadCpuNs();
         const auto wall_start = Clock::now();
-        RecordPairs(burst, "pair");
+        record(burst, "pair");
         cost.wall_ns += std::chrono::duration<double, std::nano>(Clock::now() - wall_start).count();
         cost.cpu_ns += ThreadCpuNs() - cpu_start;
       }
@@ -140,7 +224,7 @@ int Continuous(long pairs, int threads) {
   return 0;
 }
 
-int Rate(int threads, double calls_per_second, double seconds) {
+int Rate(int threads, double calls_per_second, double seconds, Recording record = RecordPairs) {
   // Each thread makes its share in slices every 2 ms and sleeps in between, so the
   // producers leave the CPU to the collector's threads as a real program would.
   const double per_thread = calls_per_second / threads;
@@ -153,7 +237,7 @@ int Rate(int threads, double calls_per_second, double seconds) {
     workers.emplace_back([&] {
       auto next = Clock::now();
       for (long s = 0; s < slices; ++s) {
-        RecordPairs(pairs_per_slice, "event");
+        record(pairs_per_slice, "event");
         next += slice;
         std::this_thread::sleep_until(next);
       }
@@ -188,8 +272,24 @@ int main(int argc, char** argv) {
   if (argc == 5 && mode == "rate") {
     return Rate(std::atoi(argv[2]), std::atof(argv[3]), std::atof(argv[4]));
   }
+  if ((mode == "collective-pairs" && argc == 4) || (mode == "collective-rate" && argc == 5)) {
+    const std::string_view kind = argv[2];
+    if (kind != "collective" && kind != "plain") {
+      std::fprintf(stderr, "nvtx_loop: the kind is 'collective' or 'plain', not '%s'\n", argv[2]);
+      return 2;
+    }
+    RegisterPayloadRanges(kind == "collective" ? "rankscope collective" : "bench plain");
+    if (mode == "collective-rate") return Rate(1, 2 * std::atof(argv[3]), std::atof(argv[4]), RecordPayloadPairs);
+    const long pairs = Count(argv[3], 1L << 40);
+    if (pairs == 0) {
+      std::fprintf(stderr, "nvtx_loop: pairs must be a positive whole number\n");
+      return 2;
+    }
+    return Pairs(pairs, 1, RecordPayloadPairs);
+  }
   std::fprintf(stderr,
                "usage: nvtx_loop pairs N [THREADS] | nvtx_loop continuous N [THREADS] | "
-               "nvtx_loop rate THREADS CALLS_PER_S SECONDS\n");
+               "nvtx_loop rate THREADS CALLS_PER_S SECONDS | nvtx_loop collective-pairs collective|plain N | "
+               "nvtx_loop collective-rate collective|plain PAIRS_PER_S SECONDS\n");
   return 2;
 }
