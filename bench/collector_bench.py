@@ -186,10 +186,10 @@ def main() -> int:
     parser.add_argument("--sweep-rates", default="1e6,2e6,4e6,8e6")
     parser.add_argument("--sweep-seconds", type=float, default=5)
     parser.add_argument("--sweep-buffer-mb", type=int, default=16)
-    parser.add_argument("--collective-pairs", type=int, default=400_000,
-                        help="part 6: collective pairs per run, in bursts of 20K")
+    parser.add_argument("--collective-pairs", type=int, default=100_000,
+                        help="part 6: pairs of each kind per run, in alternating bursts of 5K")
     parser.add_argument("--collective-rate", type=float, default=100_000, help="part 6: collectives per second")
-    parser.add_argument("--collective-seconds", type=float, default=5)
+    parser.add_argument("--collective-seconds", type=float, default=2)
     parser.add_argument("--collective-sweep-rates", default="1e5,2e5,3e5,4e5")
     parser.add_argument("--collectives-only", action="store_true", help="run part 6 only")
     parser.add_argument("--smoke", action="store_true")
@@ -217,7 +217,7 @@ def main() -> int:
         args.repetitions, args.pairs, args.continuous_pairs = 1, 20_000, 20_000
         args.rate, args.seconds = 200_000, 0.2
         sweep_rates, args.sweep_seconds = [200_000], 0.2
-        args.collective_pairs, args.collective_seconds = 40_000, 0.2
+        args.collective_pairs, args.collective_seconds = 10_000, 0.2
         collective_sweep_rates = [100_000]
     started = time.monotonic()
 
@@ -417,13 +417,8 @@ def main() -> int:
                 print("   every rate asked for was sustained: the writer's ceiling is above them")
 
         # ---- 6. durable in-flight state ----
-        def flight_env(buffer_mb=None):
-            env, run_dir = collector_env(buffer_mb)
-            env["RANKSCOPE_PROGRESS_FILE"] = "1"
-            return env, run_dir
-
         def flight_counts(run_dir):
-            """(completed collectives in the in-flight state, collectives left in flight)."""
+            """(completed collectives in the rank file's in-flight state, collectives left in flight)."""
             path = os.path.join(run_dir, "rank-0.sqlite")
             db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
             try:
@@ -436,92 +431,107 @@ def main() -> int:
                 db.close()
             return (int(completed[0]) if completed else 0), left
 
-        def flight_run(kind, rate=None, seconds=None, buffer_mb=None):
-            """One nvtx_loop of `kind`: bursts of --collective-pairs, or `rate` collectives/s for
-            `seconds`. Returns (Run, process CPU seconds, RankFile, completed, left in flight)."""
-            env, run_dir = flight_env(buffer_mb)
-            cmd = ([loop, "collective-pairs", kind, str(args.collective_pairs)] if rate is None else
-                   [loop, "collective-rate", kind, str(rate), str(seconds)])
+        def flight_run(cmd, buffer_mb=None):
+            """One nvtx_loop under the collector with RANKSCOPE_PROGRESS_FILE=1. Returns its
+            stdout, the process's CPU seconds (its rusage: every thread, the close included),
+            the RankFile, the completed collectives and those left in flight."""
+            env, run_dir = collector_env(buffer_mb)
+            env["RANKSCOPE_PROGRESS_FILE"] = "1"
             before = resource.getrusage(resource.RUSAGE_CHILDREN)
-            stdout, peak, wall = run_process(cmd, env)
+            stdout, _, _ = run_process([loop] + cmd, env)
             after = resource.getrusage(resource.RUSAGE_CHILDREN)
             cpu_s = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
             completed, left = flight_counts(run_dir)
-            return Run(stdout, peak, wall), cpu_s, RankFile(os.path.join(run_dir, "rank-0.sqlite")), completed, left
+            return stdout, cpu_s, RankFile(os.path.join(run_dir, "rank-0.sqlite")), completed, left
 
-        def check_flight_file(kind, calls, stored, completed, left):
-            """Every range stored and, for `collective`, counted completed, none left in flight."""
-            pairs = calls // 2
+        def flight_rate_run(kind, rate, seconds, buffer_mb=None):
+            """`rate` collectives of `kind` per second: (pairs made, per second, CPU ns per
+            pair of the whole process, whether all is stored, the file, completed, left)."""
+            stdout, cpu_s, stored, completed, left = flight_run(
+                ["collective-rate", kind, str(rate), str(seconds)], buffer_mb)
+            words = stdout.split()
+            pairs = int(words[words.index("calls") + 1]) // 2
+            achieved = pairs / float(words[words.index("seconds") + 1])
             good = stored.drops == 0 and stored.ranges == pairs and stored.closed_cleanly()
-            if kind == "collective":
-                good = good and completed == pairs and left == 0
-            else:
-                good = good and completed == 0
-            return good
+            good = good and (completed == pairs and left == 0 if kind == "collective" else completed == 0)
+            return pairs, achieved, cpu_s / max(pairs, 1) * 1e9, good, stored, completed, left
 
-        flight = {kind: [] for kind in FLIGHT_KINDS}
+        print(f"6. Durable in-flight state, side by side in this run: one thread makes 'allreduce' ranges with the "
+              f"trainer's 64-byte collective payload under the collector with RANKSCOPE_PROGRESS_FILE=1, of kind "
+              f"'collective' (schema 'rankscope collective': the flight recorder runs) and 'plain' (the same layout "
+              f"under another schema name)")
+        bursts = {kind: [] for kind in FLIGHT_KINDS}
+        run_medians = {kind: [] for kind in FLIGHT_KINDS}
         for _ in range(args.repetitions):
-            for kind in FLIGHT_KINDS:
-                flight[kind].append(flight_run(kind))
-        print(f"6. Durable in-flight state: one thread, 'allreduce' ranges with the trainer's 64-byte collective "
-              f"payload, RANKSCOPE_PROGRESS_FILE=1; kind 'collective' (schema 'rankscope collective': the flight "
-              f"recorder runs) against 'plain' (the same layout under another schema name), {args.repetitions} "
-              f"interleaved repetitions side by side in this run, {args.collective_pairs:,} pairs per run in "
-              "bursts of 20K with 40 ms pauses")
-        app = {kind: median([v for run, _, _, _, _ in flight[kind] for v in run.cpu_ns]) for kind in FLIGHT_KINDS}
-        per_pair_cpu = {kind: median([cpu / (run.values["calls"] / 2) * 1e9 for run, cpu, _, _, _ in flight[kind]])
-                        for kind in FLIGHT_KINDS}
+            stdout, _, stored, completed, left = flight_run(["collective-pairs", str(args.collective_pairs)])
+            calls = 0
+            for line in stdout.splitlines():
+                words = line.split()
+                if words and words[0] == "bursts":
+                    values = [float(v) for v in words[2:]]
+                    bursts[words[1]].extend(values)
+                    run_medians[words[1]].append(median(values))
+                elif len(words) == 2 and words[0] == "calls":
+                    calls = int(words[1])
+            # Half the pairs are collectives: every range stored, every collective completed.
+            if (stored.drops != 0 or stored.ranges != calls // 2 or completed != calls // 4 or left != 0
+                    or not stored.closed_cleanly()):
+                miss(f"collective-pairs: {stored.ranges:,} ranges stored of {calls // 2:,}, {stored.drops:,} dropped, "
+                     f"{completed:,} collectives completed of {calls // 4:,}, {left:,} left in flight")
+        app = {kind: median(bursts[kind]) for kind in FLIGHT_KINDS}
+        print(f"   application thread: CPU time per pair, the median over every burst of {args.repetitions} runs of "
+              f"{args.collective_pairs:,} pairs per kind, in alternating bursts of 5K with 100 ms pauses")
         for kind in FLIGHT_KINDS:
-            runs_text = ", ".join(fmt_ns(median(run.cpu_ns)) for run, _, _, _, _ in flight[kind])
-            print(f"   {kind:10s} application thread {app[kind]:6.1f} ns/pair (runs: {runs_text}); whole process "
-                  f"{per_pair_cpu[kind]:7.0f} ns of CPU per pair (drain and writer threads, close included)")
+            print(f"     {kind:10s} {app[kind]:6.1f} ns/pair   (each run's median: "
+                  f"{', '.join(fmt_ns(v) for v in run_medians[kind])})")
         added_app = app["collective"] - app["plain"]
-        added_process = per_pair_cpu["collective"] - per_pair_cpu["plain"]
-        print(f"   added per collective: application thread {added_app:+.1f} ns (target <= "
-              f"{FLIGHT_ADDED_TARGET_NS} ns: it does the same work in both kinds); whole process "
-              f"{added_process:+.0f} ns (the flight recorder on the drain thread, the in-flight state on the "
-              "writer's, the progress file), reported")
+        print(f"     added per collective: {added_app:+.1f} ns; target <= {FLIGHT_ADDED_TARGET_NS} ns (the thread "
+              "does the same work in both kinds)")
         if verdicts and added_app > FLIGHT_ADDED_TARGET_NS:
             miss(f"the flight recorder adds {added_app:.1f} ns per collective on the application thread; "
                  f"target <= {FLIGHT_ADDED_TARGET_NS} ns")
-        for kind in FLIGHT_KINDS:
-            for run, _, stored, completed, left in flight[kind]:
-                if not check_flight_file(kind, int(run.values["calls"]), stored, completed, left):
-                    miss(f"{kind}: {stored.ranges:,} ranges stored of {int(run.values['calls']) // 2:,}, "
-                         f"{stored.drops:,} dropped, {completed:,} completed collectives, {left:,} left in flight")
 
-        print(f"   {args.collective_rate:,.0f} collectives/s for {args.collective_seconds:g} s (one thread):")
+        print(f"   {args.collective_rate:,.0f} collectives/s for {args.collective_seconds:g} s, each kind in its own "
+              f"process, {args.repetitions} interleaved repetitions; CPU of the whole process per collective "
+              "(getrusage: the drain and writer threads, start and close included), the median:")
+        process_ns = {kind: [] for kind in FLIGHT_KINDS}
+        rate_runs = {kind: [] for kind in FLIGHT_KINDS}
+        for _ in range(args.repetitions):
+            for kind in FLIGHT_KINDS:
+                pairs, achieved, cpu_ns, good, stored, completed, left = flight_rate_run(
+                    kind, args.collective_rate, args.collective_seconds)
+                process_ns[kind].append(cpu_ns)
+                rate_runs[kind].append((pairs, achieved, stored, completed, left))
+                if not good:
+                    miss(f"{kind} at {args.collective_rate:,.0f} collectives/s: {pairs:,} made, {stored.ranges:,} "
+                         f"ranges stored, {stored.drops:,} dropped, {completed:,} completed, {left:,} left in "
+                         "flight; zero drops and every range stored"
+                         + (", every collective completed" if kind == "collective" else "") + " expected")
         for kind in FLIGHT_KINDS:
-            run, _, stored, completed, left = flight_run(kind, args.collective_rate, args.collective_seconds)
-            words = run.stdout.split()
-            calls = int(words[words.index("calls") + 1])
-            elapsed = float(words[words.index("seconds") + 1])
-            good = check_flight_file(kind, calls, stored, completed, left)
-            print(f"     {kind:10s} {calls // 2:,} made ({calls / 2 / elapsed:,.0f}/s), {stored.ranges:,} ranges "
-                  f"stored, {stored.drops:,} dropped, {completed:,} completed collectives in the in-flight state, "
-                  f"{left:,} left in flight, closed cleanly: {'yes' if stored.closed_cleanly() else 'NO'}")
-            if not good:
-                miss(f"{kind} at {args.collective_rate:,.0f} collectives/s: zero drops, every range stored"
-                     + (", every collective completed" if kind == "collective" else ""))
+            runs_ = rate_runs[kind]
+            print(f"     {kind:10s} {sum(r[0] for r in runs_):,} made (at {min(r[1] for r in runs_):,.0f}/s or more), "
+                  f"{sum(r[2].ranges for r in runs_):,} ranges stored, {sum(r[2].drops for r in runs_):,} dropped, "
+                  f"{sum(r[3] for r in runs_):,} completed collectives in the in-flight states, "
+                  f"{sum(r[4] for r in runs_):,} left in flight; {median(process_ns[kind]):,.0f} ns of CPU per "
+                  f"collective (runs: {', '.join(f'{v:,.0f}' for v in process_ns[kind])})")
+        added_process = median(process_ns["collective"]) - median(process_ns["plain"])
+        print(f"     added per collective, whole process: {added_process:+,.0f} ns (the flight recorder on the drain "
+              "thread, the in-flight state on the writer's, the progress file); reported")
 
-        print(f"   sustained rate, reported: {args.sweep_seconds:g} s per rate, RANKSCOPE_BUFFER_MB="
-              f"{args.sweep_buffer_mb}, kinds interleaved, up to the first rate that drops or is not made")
+        print(f"   sustained rate, reported: each kind at {', '.join(f'{r:,.0f}' for r in collective_sweep_rates)} "
+              f"collectives/s for {args.sweep_seconds:g} s, RANKSCOPE_BUFFER_MB={args.sweep_buffer_mb}, kinds "
+              "interleaved, up to the first rate that drops or is not made")
         sustained = {kind: None for kind in FLIGHT_KINDS}
         stopped = set()
         for rate in collective_sweep_rates:
             for kind in FLIGHT_KINDS:
                 if kind in stopped:
                     continue
-                run, cpu, stored, completed, left = flight_run(kind, rate, args.sweep_seconds, args.sweep_buffer_mb)
-                words = run.stdout.split()
-                calls = int(words[words.index("calls") + 1])
-                achieved = calls / 2 / float(words[words.index("seconds") + 1])
-                good = check_flight_file(kind, calls, stored, completed, left)
-                made = achieved >= 0.95 * rate
+                pairs, achieved, cpu_ns, good, stored, _, _ = flight_rate_run(
+                    kind, rate, args.sweep_seconds, args.sweep_buffer_mb)
                 print(f"     {kind:10s} asked {rate:>9,.0f}/s: made {achieved:>9,.0f}/s, {stored.ranges:>9,} ranges "
-                      f"stored, {stored.drops:>9,} records dropped, process CPU {cpu / max(calls // 2, 1) * 1e9:,.0f} "
-                      "ns per collective")
-                if good and made:
+                      f"stored, {stored.drops:>9,} records dropped, {cpu_ns:,.0f} ns of CPU per collective")
+                if good and achieved >= 0.95 * rate:
                     sustained[kind] = achieved
                 else:
                     stopped.add(kind)
