@@ -402,6 +402,23 @@ TEST(Recorder, OnlyTheConventionsSchemaMakesARangeACollective) {
   EXPECT_FALSE(std::filesystem::exists(dir / "rank-0.progress"));
 }
 
+TEST(Recorder, AProcessWhoseRankFileIsTakenKeepsAProgressFileOfRankUnknown) {
+  TempDir dir;
+  trace::testing::WriteRankFile(dir / "rank-0.sqlite", trace::testing::MakeIdentity("testrun", 0, 4));
+  RecorderOptions options = Options(dir, 0);
+  options.config.progress_file = true;
+  Recorder recorder(std::move(options));
+  recorder.Push(Named(recorder.registry().DefaultDomain(), "step"));
+  recorder.Pop(recorder.registry().DefaultDomain(), {});
+  ASSERT_TRUE(recorder.Flush(std::chrono::seconds(10)).ok());
+  // Not rank 0's progress: the hang watch must not take this process's steps for rank 0's.
+  EXPECT_FALSE(std::filesystem::exists(dir / "rank-0.progress"));
+  const std::filesystem::path path = dir / fmt::format("rank-unknown-{}.progress", getpid());
+  const std::string progress = rankscope::testing::ReadFile(path);
+  EXPECT_NE(progress.find("\nrank unknown\n"), std::string::npos) << progress;
+  EXPECT_NE(progress.find("\nsteps 1\n"), std::string::npos) << progress;
+}
+
 TEST(Recorder, StepsAndHookCollectivesAreProgress) {
   TempDir dir;
   RecorderOptions options = Options(dir, 3);
