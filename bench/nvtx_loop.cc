@@ -9,18 +9,36 @@
 //   nvtx_loop rate T R S        T threads together making R NVTX calls per second for S
 //                               seconds (a push and a pop are one call each); prints the
 //                               calls made and the seconds it took
+//   nvtx_loop collective-pairs N           one thread makes N "allreduce" ranges of each kind
+//                               below, alternating bursts of 5K pairs of one kind and the
+//                               other with untimed 100 ms pauses (the collector stores each
+//                               burst before the next), and prints per kind its CPU time per
+//                               pair and each burst's (`kind K pairs N cpu_ns_per_pair X`,
+//                               `bursts K NS NS ...`). Each range carries the trainer's
+//                               64-byte collective payload (comm, sequence counting up, bytes,
+//                               root, peer, comm rank and size, bucket) in domain `rankscope`;
+//                               kind `collective` under the schema name `rankscope
+//                               collective`, so the collector's flight recorder enters and
+//                               completes it, kind `plain` under `bench plain`: the same
+//                               records, payload and rows, and no more
+//   nvtx_loop collective-rate KIND R S     one thread making R pairs of KIND (`collective` or
+//                               `plain`) per second for S seconds; prints the calls made and
+//                               the seconds it took
 // pairs and continuous print, for each timed thread, its CPU time per pair
 // (CLOCK_THREAD_CPUTIME_ID: what the pairs cost the thread itself, page faults and kernel
 // time included, not the time it waited for a core) and its wall time per pair; then every
 // NVTX call the process made (warm-ups included) and its peak RSS so far: ru_maxrss, and
 // VmHWM, which leaves out what exec inherited from the parent.
 #include <nvtx3/nvToolsExt.h>
+#include <nvtx3/nvToolsExtPayload.h>
 #include <sys/resource.h>
 #include <time.h>
 
 #include <algorithm>
 #include <barrier>
 #include <chrono>
+#include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <string_view>
@@ -33,6 +51,11 @@ using Clock = std::chrono::steady_clock;
 
 constexpr long kProcessBurst = 20000;           // pairs per burst, all threads together
 constexpr auto kPause = std::chrono::milliseconds(40);
+// collective-pairs: a range with a payload costs the collector's threads ~5 us, so smaller
+// bursts and longer pauses let them store each burst before the next begins, and the
+// application thread is timed while they rest rather than beside them.
+constexpr long kCollectiveBurst = 5000;
+constexpr auto kCollectivePause = std::chrono::milliseconds(100);
 constexpr int kWarmThreads = 2;                  // continuous: threads recording first
 constexpr long kWarmRanges = 300;                // ... this many ranges each
 
@@ -62,6 +85,89 @@ void RecordPairs(long pairs, const char* name) {
     nvtxRangePop();
   }
 }
+
+// The trainer's `rankscope collective` payload (trainer/annotations.h, CollectiveFields).
+struct CollectiveFields {
+  uint64_t comm;
+  uint64_t sequence;
+  uint64_t bytes;
+  int64_t root;
+  int64_t peer;
+  int64_t comm_rank;
+  int64_t comm_size;
+  int64_t bucket;
+};
+
+// Domain `rankscope` with the trainer's collective layout registered twice: under the
+// convention's name, and under another.
+struct PayloadRanges {
+  nvtxDomainHandle_t domain = nullptr;
+  uint64_t collective_schema = 0;  // `rankscope collective`: the flight recorder's
+  uint64_t plain_schema = 0;       // `bench plain`: an ordinary payload
+};
+PayloadRanges g_payload_ranges;
+
+uint64_t RegisterCollectiveLayout(nvtxDomainHandle_t domain, const char* schema_name) {
+  static const nvtxPayloadSchemaEntry_t entries[] = {
+      {0, NVTX_PAYLOAD_ENTRY_TYPE_UINT64, "comm", nullptr, 0, offsetof(CollectiveFields, comm), nullptr, nullptr},
+      {0, NVTX_PAYLOAD_ENTRY_TYPE_UINT64, "sequence", nullptr, 0, offsetof(CollectiveFields, sequence), nullptr,
+       nullptr},
+      {0, NVTX_PAYLOAD_ENTRY_TYPE_UINT64, "bytes", nullptr, 0, offsetof(CollectiveFields, bytes), nullptr, nullptr},
+      {0, NVTX_PAYLOAD_ENTRY_TYPE_INT64, "root", nullptr, 0, offsetof(CollectiveFields, root), nullptr, nullptr},
+      {0, NVTX_PAYLOAD_ENTRY_TYPE_INT64, "peer", nullptr, 0, offsetof(CollectiveFields, peer), nullptr, nullptr},
+      {0, NVTX_PAYLOAD_ENTRY_TYPE_INT64, "comm_rank", nullptr, 0, offsetof(CollectiveFields, comm_rank), nullptr,
+       nullptr},
+      {0, NVTX_PAYLOAD_ENTRY_TYPE_INT64, "comm_size", nullptr, 0, offsetof(CollectiveFields, comm_size), nullptr,
+       nullptr},
+      {0, NVTX_PAYLOAD_ENTRY_TYPE_INT64, "bucket", nullptr, 0, offsetof(CollectiveFields, bucket), nullptr, nullptr},
+  };
+  nvtxPayloadSchemaAttr_t attr{};
+  attr.fieldMask = NVTX_PAYLOAD_SCHEMA_ATTR_FIELD_NAME | NVTX_PAYLOAD_SCHEMA_ATTR_FIELD_TYPE |
+                   NVTX_PAYLOAD_SCHEMA_ATTR_FIELD_ENTRIES | NVTX_PAYLOAD_SCHEMA_ATTR_FIELD_NUM_ENTRIES |
+                   NVTX_PAYLOAD_SCHEMA_ATTR_FIELD_STATIC_SIZE;
+  attr.name = schema_name;
+  attr.type = NVTX_PAYLOAD_SCHEMA_TYPE_STATIC;
+  attr.entries = entries;
+  attr.numEntries = sizeof(entries) / sizeof(entries[0]);
+  attr.payloadStaticSize = sizeof(CollectiveFields);
+  return nvtxPayloadSchemaRegister(domain, &attr);
+}
+
+// As the trainer does (trainer/annotations.cc).
+void RegisterPayloadRanges() {
+  g_payload_ranges.domain = nvtxDomainCreateA("rankscope");
+  g_payload_ranges.collective_schema = RegisterCollectiveLayout(g_payload_ranges.domain, "rankscope collective");
+  g_payload_ranges.plain_schema = RegisterCollectiveLayout(g_payload_ranges.domain, "bench plain");
+}
+
+// Pairs as the trainer makes them around a Gloo all-reduce: always named "allreduce" (both
+// kinds record the same text), each the communicator's next number, counted in `sequence`.
+void RecordPayloadPairs(uint64_t schema, long pairs, uint64_t& sequence) {
+  CollectiveFields fields{0xCBF29CE484222325, 0, 1 << 20, -1, -1, 0, 2, 0};
+  for (long i = 0; i < pairs; ++i) {
+    fields.sequence = sequence++;
+    nvtxPayloadData_t data{schema, sizeof(fields), &fields};
+    nvtxEventAttributes_t attributes{};
+    attributes.version = NVTX_VERSION;
+    attributes.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
+    attributes.payloadType = NVTX_PAYLOAD_TYPE_EXT;
+    attributes.reserved0 = 1;  // one nvtxPayloadData_t
+    attributes.payload.ullValue = reinterpret_cast<uint64_t>(&data);
+    attributes.messageType = NVTX_MESSAGE_TYPE_ASCII;
+    attributes.message.ascii = "allreduce";
+    nvtxDomainRangePushEx(g_payload_ranges.domain, &attributes);
+    nvtxDomainRangePop(g_payload_ranges.domain);
+  }
+}
+
+uint64_t g_rate_schema = 0;  // collective-rate: the kind's schema
+
+void RecordRatePairs(long pairs, const char* /*name*/) {
+  thread_local uint64_t sequence = 0;
+  RecordPayloadPairs(g_rate_schema, pairs, sequence);
+}
+
+using Recording = void (*)(long pairs, const char* name);
 
 // What one timed thread measured.
 struct ThreadCost {
@@ -140,7 +246,7 @@ int Continuous(long pairs, int threads) {
   return 0;
 }
 
-int Rate(int threads, double calls_per_second, double seconds) {
+int Rate(int threads, double calls_per_second, double seconds, Recording record = RecordPairs) {
   // Each thread makes its share in slices every 2 ms and sleeps in between, so the
   // producers leave the CPU to the collector's threads as a real program would.
   const double per_thread = calls_per_second / threads;
@@ -153,7 +259,7 @@ int Rate(int threads, double calls_per_second, double seconds) {
     workers.emplace_back([&] {
       auto next = Clock::now();
       for (long s = 0; s < slices; ++s) {
-        RecordPairs(pairs_per_slice, "event");
+        record(pairs_per_slice, "event");
         next += slice;
         std::this_thread::sleep_until(next);
       }
@@ -162,6 +268,36 @@ int Rate(int threads, double calls_per_second, double seconds) {
   for (auto& worker : workers) worker.join();
   double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
   std::printf("calls %ld seconds %.3f\n", 2 * pairs_per_slice * slices * threads, elapsed);
+  return 0;
+}
+
+// Both kinds on one thread in alternating bursts (plain, collective, collective, plain, ...:
+// each kind first as often as second), so that both meet the same machine; each burst is
+// timed on its own. Prints per kind its CPU time per pair over all bursts and each burst's.
+int CollectivePairs(long pairs) {
+  const long bursts = std::max(1L, (pairs + kCollectiveBurst - 1) / kCollectiveBurst);  // per kind
+  const uint64_t schemas[2] = {g_payload_ranges.plain_schema, g_payload_ranges.collective_schema};
+  const char* const names[2] = {"plain", "collective"};
+  uint64_t sequences[2] = {0, 0};
+  std::vector<double> burst_ns_per_pair[2];
+  double cpu_ns[2] = {0, 0};
+  for (int kind = 0; kind < 2; ++kind) RecordPayloadPairs(schemas[kind], kCollectiveBurst, sequences[kind]);  // warm
+  for (long b = 0; b < 2 * bursts; ++b) {
+    const int kind = static_cast<int>((b + 1) / 2 % 2);
+    std::this_thread::sleep_for(kCollectivePause);
+    const double cpu_start = ThreadCpuNs();
+    RecordPayloadPairs(schemas[kind], kCollectiveBurst, sequences[kind]);
+    const double spent = ThreadCpuNs() - cpu_start;
+    cpu_ns[kind] += spent;
+    burst_ns_per_pair[kind].push_back(spent / static_cast<double>(kCollectiveBurst));
+  }
+  for (int kind = 0; kind < 2; ++kind) {
+    std::printf("kind %s pairs %ld cpu_ns_per_pair %.2f\nbursts %s", names[kind], bursts * kCollectiveBurst,
+                cpu_ns[kind] / static_cast<double>(bursts * kCollectiveBurst), names[kind]);
+    for (double ns : burst_ns_per_pair[kind]) std::printf(" %.2f", ns);
+    std::printf("\n");
+  }
+  PrintCosts({}, 2 * 2 * (bursts + 1) * kCollectiveBurst);
   return 0;
 }
 
@@ -188,8 +324,28 @@ int main(int argc, char** argv) {
   if (argc == 5 && mode == "rate") {
     return Rate(std::atoi(argv[2]), std::atof(argv[3]), std::atof(argv[4]));
   }
+  if (mode == "collective-pairs" && argc == 3) {
+    const long pairs = Count(argv[2], 1L << 40);
+    if (pairs == 0) {
+      std::fprintf(stderr, "nvtx_loop: pairs must be a positive whole number\n");
+      return 2;
+    }
+    RegisterPayloadRanges();
+    return CollectivePairs(pairs);
+  }
+  if (mode == "collective-rate" && argc == 5) {
+    const std::string_view kind = argv[2];
+    if (kind != "collective" && kind != "plain") {
+      std::fprintf(stderr, "nvtx_loop: the kind is 'collective' or 'plain', not '%s'\n", argv[2]);
+      return 2;
+    }
+    RegisterPayloadRanges();
+    g_rate_schema = kind == "collective" ? g_payload_ranges.collective_schema : g_payload_ranges.plain_schema;
+    return Rate(1, 2 * std::atof(argv[3]), std::atof(argv[4]), RecordRatePairs);
+  }
   std::fprintf(stderr,
                "usage: nvtx_loop pairs N [THREADS] | nvtx_loop continuous N [THREADS] | "
-               "nvtx_loop rate THREADS CALLS_PER_S SECONDS\n");
+               "nvtx_loop rate THREADS CALLS_PER_S SECONDS | nvtx_loop collective-pairs N | "
+               "nvtx_loop collective-rate collective|plain PAIRS_PER_S SECONDS\n");
   return 2;
 }

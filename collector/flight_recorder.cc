@@ -55,10 +55,14 @@ void FlightRecorder::Progress(trace::TimestampNs end_ns) {
 }
 
 void FlightRecorder::Trim(std::deque<trace::FlightCollective>& stream) {
-  // Completed entries beyond the window go oldest first; entries in flight stay, up to a cap.
+  // The last kFlightWindow entries stay whatever their state; older ones only while in
+  // flight, and of those only the newest kMaxInFlightPerStream.
+  static_assert(kMaxInFlightPerStream >= trace::kFlightWindow, "the cap is reached among the older entries");
+  if (stream.size() <= trace::kFlightWindow) return;
   size_t in_flight_here = 0;
   for (const trace::FlightCollective& c : stream) in_flight_here += c.in_flight() ? 1 : 0;
-  for (auto it = stream.begin(); it != stream.end() && stream.size() > trace::kFlightWindow;) {
+  size_t older = stream.size() - trace::kFlightWindow;
+  for (auto it = stream.begin(); older > 0; --older) {
     if (!it->in_flight()) {
       it = stream.erase(it);
     } else if (in_flight_here > kMaxInFlightPerStream) {

@@ -1110,10 +1110,14 @@ void Recorder::SubmitInFlight(bool force) {
   if (!options_.config.progress_file) return;
   // The progress file `rankscope profile --hang-timeout` watches: rewritten (a new file
   // renamed over the old, so a reader never sees half of one) only when a count changed.
+  // The rank its file records: one that found its rank's file taken records as rank-unknown,
+  // and its progress must not pass for that rank's.
+  const std::optional<int>& rank = options_.config.rank.rank;
+  const bool records_rank = rank && d.writer->path().filename() == trace::RankFileName(*rank);
   std::string progress = fmt::format(
       "rankscope-progress 1\nrun_id {}\nrank {}\npid {}\ncollectives {}\nsteps {}\nlast_progress_ns {}\n",
-      options_.config.run_id, options_.config.rank.rank ? std::to_string(*options_.config.rank.rank) : "unknown",
-      options_.pid, d.flight.completed_collectives(), d.flight.completed_steps(), d.flight.last_progress_ns());
+      options_.config.run_id, records_rank ? std::to_string(*rank) : "unknown", options_.pid,
+      d.flight.completed_collectives(), d.flight.completed_steps(), d.flight.last_progress_ns());
   if (progress == d.progress_written) return;
   std::filesystem::path path = d.writer->path();
   path.replace_extension(".progress");

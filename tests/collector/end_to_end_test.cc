@@ -7,9 +7,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <map>
+#include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -244,6 +247,55 @@ TEST(EndToEnd, KilledRankKeepsWhatWasCommitted) {
   auto recording = trace::RunIsRecording(dir.path());
   ASSERT_TRUE(recording.ok()) << recording.status().message();
   EXPECT_FALSE(*recording) << "the kernel let go of a killed rank's lock";
+}
+
+// The rank file's in-flight state as the drain commits it, read while the program runs.
+std::optional<trace::InFlightState> CommittedInFlight(const std::filesystem::path& path) {
+  auto reader = trace::TraceReader::Open(path);
+  if (!reader.ok()) return std::nullopt;  // not created yet
+  auto state = (*reader)->ReadInFlight();
+  if (!state.ok()) return std::nullopt;
+  return *state;
+}
+
+TEST(EndToEnd, KilledRankSaysWhichCollectiveItWaitedIn) {
+  TempDir dir;
+  Child child = Start(dir, {NVTX_PROGRAM, "hang"}, {{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"RANKSCOPE_PROGRESS_FILE", "1"}});
+  const bool ready = WaitForLine(child, "ready");
+  // Killed once a drain has committed the second all-reduce: at most a drain interval and a
+  // commit interval after it was entered.
+  bool committed = false;
+  for (int waited_ms = 0; ready && !committed && waited_ms < 30'000; waited_ms += 20) {
+    const std::optional<trace::InFlightState> state = CommittedInFlight(dir / "rank-0.sqlite");
+    committed = state && state->collectives.size() == 2;
+    if (!committed) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  kill(child.pid, SIGKILL);
+  const int status = Wait(child);
+  ASSERT_TRUE(ready && committed);
+  ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+
+  trace::RankTrace trace = Load(dir / "rank-0.sqlite");
+  EXPECT_FALSE(trace.meta.closed_cleanly);
+  auto reader = trace::TraceReader::Open(dir / "rank-0.sqlite");
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  auto state = (*reader)->ReadInFlight();
+  ASSERT_TRUE(state.ok()) << state.status().message();
+  ASSERT_EQ(state->collectives.size(), 2u);
+  EXPECT_FALSE(state->collectives[0].in_flight());
+  const trace::FlightCollective& waited_in = state->collectives[1];
+  EXPECT_TRUE(waited_in.in_flight());
+  EXPECT_EQ(waited_in.comm_hash, 0x9E3779B97F4A7C15u);
+  EXPECT_EQ(waited_in.sequence, 1u);
+  EXPECT_EQ(waited_in.op, trace::CollectiveOp::kAllReduce);
+  EXPECT_EQ(waited_in.bytes, 4096u);
+  EXPECT_EQ(waited_in.comm_size, 2);
+  EXPECT_EQ(state->completed_collectives, 1u);
+  std::vector<std::pair<std::string, uint32_t>> open;
+  for (const trace::OpenRange& range : state->open_ranges) open.emplace_back(range.name, range.depth);
+  EXPECT_EQ(open, (std::vector<std::pair<std::string, uint32_t>>{{"step", 0}, {"allreduce", 1}}));
+  const std::string progress = rankscope::testing::ReadFile(dir / "rank-0.progress");
+  EXPECT_NE(progress.find("\ncollectives 1\nsteps 0\n"), std::string::npos) << progress;
 }
 
 TEST(EndToEnd, SighupAndSigquitFlushAndKeepTheirDefaultAction) {

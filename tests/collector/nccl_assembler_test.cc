@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -437,6 +438,116 @@ TEST_F(NcclAssemblerTest, OperationsAreWrittenInStartOrder) {
   const trace::EventTables out = Emit(100 + kIdle);
   ASSERT_EQ(out.collectives.size(), 3u);
   for (size_t i = 0; i < 3; ++i) EXPECT_EQ(out.collectives[i].sequence, i);
+}
+
+// ---- the flight recorder ---------------------------------------------------------------------
+
+class NcclFlightTest : public NcclAssemblerTest {
+ protected:
+  NcclFlightTest() { assembler_.SetFlightRecorder(&flight_); }
+  // The flight recorder's entries now.
+  std::vector<trace::FlightCollective> Entries() { return flight_.Snapshot(1).collectives; }
+
+  FlightRecorder flight_;
+};
+
+TEST_F(NcclFlightTest, ACollectiveIsEnteredAtItsStartAndCompletedWhenItsChannelsAllStopped) {
+  AddWorld();
+  AddAllReduce(0x10, 7, 2, 100, /*count=*/256);
+  ASSERT_EQ(Entries().size(), 1u);
+  EXPECT_TRUE(Entries()[0].in_flight());  // entered: enqueued, not yet run
+  Add(KernelChannel(0x11, 0x10, 0), 110);
+  Add(KernelChannel(0x12, 0x10, 1), 110);
+  Add(Stop(0x11), 150);
+  Add(Stop(0x12), 160);
+  ASSERT_EQ(Emit(160).collectives.size(), 1u);
+  const std::vector<trace::FlightCollective> entries = Entries();
+  ASSERT_EQ(entries.size(), 1u);
+  const trace::FlightCollective& allreduce = entries[0];
+  EXPECT_EQ(allreduce.end_ns, std::optional<int64_t>(160));  // the last channel's stop
+  EXPECT_EQ(allreduce.start_ns, 100);
+  EXPECT_EQ(allreduce.comm_hash, kHash);
+  EXPECT_EQ(allreduce.sequence, 7u);
+  EXPECT_EQ(allreduce.op, CollectiveOp::kAllReduce);
+  EXPECT_EQ(allreduce.name, "AllReduce");
+  EXPECT_EQ(allreduce.bytes, 1024u);  // 256 floats
+  EXPECT_EQ(allreduce.root, -1);
+  EXPECT_EQ(allreduce.comm_rank, 1);
+  EXPECT_EQ(allreduce.comm_size, 4);
+  EXPECT_EQ(flight_.completed_collectives(), 1u);
+  EXPECT_EQ(flight_.last_progress_ns(), 160);
+}
+
+TEST_F(NcclFlightTest, ACollectiveWithoutChannelsIsCompletedOnceQuiet) {
+  AddWorld();
+  AddAllReduce(0x10, 0, 0, 100);
+  ASSERT_EQ(Emit(100 + kIdle).collectives.size(), 1u);
+  ASSERT_EQ(Entries().size(), 1u);
+  EXPECT_EQ(Entries()[0].end_ns, std::optional<int64_t>(100));
+  EXPECT_EQ(flight_.in_flight(), 0u);
+}
+
+TEST_F(NcclFlightTest, ACollectiveWhoseChannelNeverStopsStaysInFlightWhenWrittenAtTheStallLimit) {
+  AddWorld();
+  Add(CollStart(0x10, 12, 256, 1, /*root=*/3), 100, OperationText("Broadcast", "ncclFloat32", "RING", "LL"));
+  Add(Stop(0x10), 100);
+  Add(KernelChannel(0x11, 0x10, 0), 110);  // waits for a peer that never comes
+  const trace::EventTables out = Emit(110 + kStall);
+  ASSERT_EQ(out.collectives.size(), 1u);  // the row is written, as before
+  const std::vector<trace::FlightCollective> entries = Entries();
+  ASSERT_EQ(entries.size(), 1u);
+  const trace::FlightCollective& stuck = entries[0];
+  EXPECT_TRUE(stuck.in_flight());
+  EXPECT_EQ(stuck.comm_hash, kHash);
+  EXPECT_EQ(stuck.sequence, 12u);
+  EXPECT_EQ(stuck.op, CollectiveOp::kBroadcast);
+  EXPECT_EQ(stuck.bytes, 1024u);
+  EXPECT_EQ(stuck.root, 3);
+  EXPECT_EQ(stuck.start_ns, 100);
+  EXPECT_EQ(flight_.completed_collectives(), 0u);
+  EXPECT_EQ(flight_.last_progress_ns(), 0);
+}
+
+TEST_F(NcclFlightTest, ACollectiveWrittenAtTheEndStaysInFlight) {
+  AddWorld();
+  AddAllReduce(0x10, 0, 1, 100);
+  Add(KernelChannel(0x11, 0x10, 0), 110);
+  Add(Stop(0x11), 120);
+  AddAllReduce(0x20, 1, 1, 200);
+  Add(KernelChannel(0x21, 0x20, 0), 210);  // still running when the process ends
+  EXPECT_EQ(Emit(300, /*final=*/true).collectives.size(), 2u);
+  const std::vector<trace::FlightCollective> entries = Entries();
+  ASSERT_EQ(entries.size(), 2u);
+  EXPECT_EQ(entries[0].sequence, 0u);
+  EXPECT_FALSE(entries[0].in_flight());
+  EXPECT_EQ(entries[1].sequence, 1u);
+  EXPECT_TRUE(entries[1].in_flight());
+  EXPECT_EQ(flight_.completed_collectives(), 1u);
+}
+
+TEST_F(NcclFlightTest, ASendIsEnteredWithItsPeer) {
+  AddWorld();
+  Add(P2pStart(0x10, /*peer=*/2, 16), 100, OperationText("Send", "ncclInt32"));
+  Add(P2pStart(0x20, /*peer=*/2, 16), 110, OperationText("Send", "ncclInt32"));
+  std::vector<trace::FlightCollective> entries = Entries();
+  ASSERT_EQ(entries.size(), 2u);
+  for (uint64_t i = 0; i < 2; ++i) {
+    EXPECT_TRUE(entries[i].in_flight());
+    EXPECT_EQ(entries[i].op, CollectiveOp::kSend);
+    EXPECT_EQ(entries[i].peer, 2);
+    EXPECT_EQ(entries[i].root, -1);
+    EXPECT_EQ(entries[i].bytes, 64u);
+    EXPECT_EQ(entries[i].sequence, i);  // the n-th send to that peer
+    EXPECT_EQ(entries[i].comm_hash, kHash);
+  }
+  Add(Stop(0x10), 100);
+  Add(KernelChannel(0x11, 0x10, 0), 120);
+  Add(Stop(0x11), 130);
+  ASSERT_EQ(Emit(130).collectives.size(), 1u);
+  entries = Entries();
+  ASSERT_EQ(entries.size(), 2u);
+  EXPECT_EQ(entries[0].end_ns, std::optional<int64_t>(130));
+  EXPECT_TRUE(entries[1].in_flight());
 }
 
 // ---- times ----------------------------------------------------------------------------------

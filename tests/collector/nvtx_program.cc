@@ -5,6 +5,8 @@
 //   fork      a forked child records too; only the parent's events may appear
 //   exec-quiet / exec-busy   exec this program in mode "after-exec", without / with events first
 //   handler   installs its own SIGTERM handler before NVTX loads the collector, then waits
+//   hang      inside a step, completes one `rankscope collective` all-reduce, enters a second
+//             and never leaves it (until killed), printing "ready" once it is inside
 #include <nvtx3/nvToolsExt.h>
 #include <nvtx3/nvToolsExtPayload.h>
 #include <pthread.h>
@@ -22,10 +24,14 @@
 #include <thread>
 #include <vector>
 
+#include "collective_payload.h"
 #include "step_payload.h"
 
 namespace {
 
+using rankscope::collector::testing::CollectivePayload;
+using rankscope::collector::testing::PushCollective;
+using rankscope::collector::testing::RegisterCollectiveSchema;
 using rankscope::collector::testing::RegisterStepSchema;
 using rankscope::collector::testing::StepPayload;
 
@@ -176,6 +182,24 @@ int Handler() {
   return 3;
 }
 
+int Hang() {
+  nvtxDomainHandle_t rankscope = nvtxDomainCreateA("rankscope");
+  const uint64_t schema = RegisterCollectiveSchema(rankscope);
+  const uint64_t comm = 0x9E3779B97F4A7C15;
+  nvtxEventAttributes_t step{};
+  step.version = NVTX_VERSION;
+  step.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
+  step.messageType = NVTX_MESSAGE_TYPE_ASCII;
+  step.message.ascii = "step";
+  nvtxDomainRangePushEx(rankscope, &step);
+  PushCollective(rankscope, schema, "allreduce", {comm, 0, 4096, -1, -1, 0, 2});
+  nvtxDomainRangePop(rankscope);
+  PushCollective(rankscope, schema, "allreduce", {comm, 1, 4096, -1, -1, 0, 2});  // its peer never comes
+  std::printf("ready\n");
+  std::fflush(stdout);
+  for (;;) pause();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -187,6 +211,7 @@ int main(int argc, char** argv) {
   if (mode == "exec-busy") return Exec(argv[0], true);
   if (mode == "after-exec") return AfterExec();
   if (mode == "handler") return Handler();
+  if (mode == "hang") return Hang();
   std::fprintf(stderr, "unknown mode %s\n", mode.c_str());
   return 2;
 }

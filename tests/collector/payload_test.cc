@@ -4,6 +4,8 @@
 
 #include <cstddef>
 #include <cstring>
+#include <optional>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -142,6 +144,54 @@ TEST(PayloadDecoder, EmptyUnlessSomethingToSay) {
   EXPECT_EQ(PayloadsToJson(registry, registry.DefaultDomain(), {}, false), "");
   EXPECT_EQ(PayloadsToJson(registry, registry.DefaultDomain(), {}, true),
             R"({"rankscope.unfinished":true})");
+}
+
+TEST(PayloadDecoder, ReadsTheRankscopeCollectiveConvention) {
+  NvtxRegistry registry({});
+  const NvtxDomain* domain = registry.CreateDomain("rankscope");
+  struct Fields {
+    uint64_t comm, sequence, bytes;
+    int64_t root, comm_size;
+  };
+  PayloadSchema schema;
+  schema.name = kCollectiveSchemaName;
+  schema.type = NVTX_PAYLOAD_SCHEMA_TYPE_STATIC;
+  schema.entries = {{0, NVTX_PAYLOAD_ENTRY_TYPE_UINT64, "comm", 0, offsetof(Fields, comm)},
+                    {0, NVTX_PAYLOAD_ENTRY_TYPE_UINT64, "sequence", 0, offsetof(Fields, sequence)},
+                    {0, NVTX_PAYLOAD_ENTRY_TYPE_UINT64, "bytes", 0, offsetof(Fields, bytes)},
+                    {0, NVTX_PAYLOAD_ENTRY_TYPE_INT64, "root", 0, offsetof(Fields, root)},
+                    {0, NVTX_PAYLOAD_ENTRY_TYPE_INT64, "comm_size", 0, offsetof(Fields, comm_size)}};
+  const uint64_t convention = registry.RegisterSchema(domain, schema, kStatic + 1);
+  schema.name = "rankscope allreduce";
+  const uint64_t other = registry.RegisterSchema(domain, schema, kStatic + 2);
+  schema.name = kCollectiveSchemaName;
+  schema.entries.erase(schema.entries.begin() + 1);  // no sequence
+  const uint64_t unnumbered = registry.RegisterSchema(domain, schema, kStatic + 3);
+
+  const Fields fields{0xCBF29CE484222325, 41, 1 << 20, 3, 8};
+  std::optional<CollectivePayload> payload = ReadCollectivePayload(
+      registry, domain, std::vector<PayloadPiece>{{other, Bytes(fields)}, {convention, Bytes(fields)}});
+  ASSERT_TRUE(payload.has_value());
+  EXPECT_EQ(payload->comm_hash, 0xCBF29CE484222325);  // every bit of a uint64 id
+  EXPECT_EQ(payload->sequence, 41u);
+  EXPECT_EQ(payload->bytes, 1u << 20);
+  EXPECT_EQ(payload->root, 3);
+  EXPECT_EQ(payload->peer, -1);       // absent fields keep their "not applicable"
+  EXPECT_EQ(payload->comm_rank, -1);  // and "unknown"
+  EXPECT_EQ(payload->comm_size, 8);
+
+  // Numbers that do not fit read as unknown rather than as another rank.
+  const Fields odd{1, 2, 0, int64_t{1} << 40, -4};
+  payload = ReadCollectivePayload(registry, domain, std::vector<PayloadPiece>{{convention, Bytes(odd)}});
+  ASSERT_TRUE(payload.has_value());
+  EXPECT_EQ(payload->root, -1);
+  EXPECT_EQ(payload->comm_size, 0);
+
+  EXPECT_FALSE(ReadCollectivePayload(registry, domain, std::vector<PayloadPiece>{{other, Bytes(fields)}}));
+  EXPECT_FALSE(ReadCollectivePayload(registry, domain, std::vector<PayloadPiece>{{unnumbered, Bytes(fields)}}));
+  EXPECT_FALSE(ReadCollectivePayload(registry, registry.DefaultDomain(),  // schemas belong to their domain
+                                     std::vector<PayloadPiece>{{convention, Bytes(fields)}}));
+  EXPECT_FALSE(ReadCollectivePayload(registry, domain, {}));
 }
 
 TEST(NvtxRegistry, DomainsFollowTheTraceSelection) {

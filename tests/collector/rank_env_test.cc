@@ -92,6 +92,24 @@ TEST(ReadConfig, TraceSelectionDefaultsToEverythingAndRejectsUnknownItems) {
   EXPECT_NE(bad.status().message().find("RANKSCOPE_TRACE"), std::string::npos);
 }
 
+TEST(ReadConfig, ProgressFileIsOneOrZero) {
+  const auto with = [](const char* value) {
+    return ReadConfig(FakeEnv({{"RANKSCOPE_RUN_DIR", "/tmp/x"}, {"RANKSCOPE_RUN_ID", "abc"},
+                               {"RANKSCOPE_PROGRESS_FILE", value}}));
+  };
+  auto unset = ReadConfig(FakeEnv({{"RANKSCOPE_RUN_DIR", "/tmp/x"}, {"RANKSCOPE_RUN_ID", "abc"}}));
+  ASSERT_TRUE(unset.ok());
+  EXPECT_FALSE(unset->progress_file);
+  ASSERT_TRUE(with("1").ok());
+  EXPECT_TRUE(with("1")->progress_file);
+  ASSERT_TRUE(with("0").ok());
+  EXPECT_FALSE(with("0")->progress_file);
+  auto bad = with("yes");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("RANKSCOPE_PROGRESS_FILE='yes' is not 0 or 1"), std::string::npos)
+      << bad.status().message();
+}
+
 TEST(ReadConfig, InertWithoutRunDirAndStrictWithIt) {
   auto inert = ReadConfig(FakeEnv({{"RANK", "nonsense"}}));
   ASSERT_TRUE(inert.ok());
