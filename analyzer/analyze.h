@@ -3,7 +3,8 @@
 //
 // Rules where docs/metrics.md leaves a choice (docs/report-json.md repeats them for users):
 // - Steps: NVTX ranges whose name is one of `step_names` (any case) or "ProfilerStep#N",
-//   on the thread lane that has the most of them, outermost ranges only. The number is the
+//   on the thread lane that has the most of them, outermost ranges only, without those the
+//   run ended inside (payload "rankscope.unfinished": true). The number is the
 //   "step" field of the range's payload JSON, else N of ProfilerStep#N, else an integer
 //   scalar payload, else the range's index. Without step ranges the whole trace (its
 //   device-activity extent) is one step, which --skip-steps never drops. When

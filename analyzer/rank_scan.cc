@@ -320,6 +320,12 @@ void RankScanner::Impl::ChooseSteps(RankActivity& activity) {
     // Outermost ranges only: a step nested in (or overlapping) the previous one is a phase.
     if (!activity.steps.empty() && candidate.start_ns < activity.steps.back().end_ns) continue;
     const Json args = ParseObject(Str(candidate.args));
+    // A step the run ended inside (the collector closed it at the end, or a hang was stopped)
+    // never finished: its length measures the end of the run, not a step.
+    if (const auto unfinished = args.find("rankscope.unfinished");
+        unfinished != args.end() && unfinished->is_boolean() && unfinished->get<bool>()) {
+      continue;
+    }
     StepRange step;
     step.start_ns = candidate.start_ns;
     step.end_ns = candidate.end_ns;
