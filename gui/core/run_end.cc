@@ -176,7 +176,7 @@ size_t ApplyRankEnd(RankTimeline& rank, const std::vector<trace::Lane>& lanes, c
     mark.start_ns = flagged.start_ns;
     mark.as_of_ns = out.has_state ? state.as_of_ns : flagged.end_ns;
     mark.range.lane = flagged.lane;
-    mark.range.depth = at->row;
+    mark.range.depth = at->row;  // its row; the state, when it names the range, says better
     mark.range.start_ns = flagged.start_ns;
     mark.range.name = name;
     for (size_t k = 0; k < state.open_ranges.size(); ++k) {
@@ -295,8 +295,10 @@ size_t ApplyRankEnd(RankTimeline& rank, const std::vector<trace::Lane>& lanes, c
     rank.events += count;
   }
   if (new_tracks) {
+    // Load's order; tracks of lanes `lanes` does not hold (undeclared events) last.
+    auto known = [&](const Track& track) { return declared(track.lane); };
     std::stable_sort(rank.tracks.begin(), rank.tracks.end(), [&](const Track& a, const Track& b) {
-      if (a.lane == trace::kNoLane || b.lane == trace::kNoLane) return b.lane == trace::kNoLane && a.lane != b.lane;
+      if (!known(a) || !known(b)) return known(a) && !known(b);
       return analyzer::LaneShownBefore(lanes[a.lane - 1], lanes[b.lane - 1]);
     });
   }
