@@ -7,6 +7,9 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <tuple>
+
+#include "gui/core/run_end.h"
 
 namespace rankscope::gui {
 namespace {
@@ -232,9 +235,11 @@ class ModelBuilder final : public analyzer::ViewEventSink {
   Status OnRankDone(size_t index) override {
     RankBuilder& builder = Builder(index);
     RankTimeline timeline = Finish(builder);
+    std::vector<std::string> warnings = AddRankEnd(timeline, builder.header.lanes);
     {
       std::lock_guard lock(mutex_);
       finished_[index] = std::move(timeline);
+      if (!warnings.empty()) warnings_[index] = std::move(warnings);
       builders_.erase(index);
     }
     return Status::Ok();
@@ -246,12 +251,33 @@ class ModelBuilder final : public analyzer::ViewEventSink {
     return ranks;
   }
 
+  // By rank, in rank order.
+  std::vector<std::string> TakeWarnings() {
+    std::vector<std::string> all;
+    for (auto& [index, warnings] : warnings_) {
+      for (std::string& warning : warnings) all.push_back(std::move(warning));
+    }
+    return all;
+  }
+
  private:
   RankBuilder& Builder(size_t index) {
     std::lock_guard lock(mutex_);
     std::unique_ptr<RankBuilder>& builder = builders_[index];
     if (!builder) builder = std::make_unique<RankBuilder>();
     return *builder;
+  }
+
+  // The rank's end state on its lanes; what cannot be read or placed is a warning, never an
+  // error: the events are shown either way.
+  static std::vector<std::string> AddRankEnd(RankTimeline& timeline, const std::vector<trace::Lane>& lanes) {
+    if (timeline.rank < 0) return {};  // ranked files only, as the diagnosis reads them
+    Result<RankEndInput> input = ReadRankEndInput(timeline);
+    if (!input.ok()) return {fmt::format("in-flight state not shown: {}", input.status().message())};
+    const size_t unplaced = ApplyRankEnd(timeline, lanes, *input);
+    if (unplaced == 0) return {};
+    return {fmt::format("{}: {} in-flight state entr{} name{} a lane the file does not declare (not shown)",
+                        timeline.file.string(), unplaced, unplaced == 1 ? "y" : "ies", unplaced == 1 ? "s" : "")};
   }
 
   static RankTimeline Finish(RankBuilder& builder) {
@@ -294,6 +320,7 @@ class ModelBuilder final : public analyzer::ViewEventSink {
   std::mutex mutex_;
   std::map<size_t, std::unique_ptr<RankBuilder>> builders_;
   std::map<size_t, RankTimeline> finished_;
+  std::map<size_t, std::vector<std::string>> warnings_;
 };
 
 }  // namespace
@@ -364,6 +391,7 @@ Result<std::unique_ptr<TimelineModel>> TimelineModel::Load(const std::filesystem
   RS_ASSIGN_OR_RETURN(analyzer::ViewRun loaded, analyzer::StreamRunEvents(run, load, builder));
   auto model = std::make_unique<TimelineModel>(run, builder.Take());
   for (std::string& warning : loaded.warnings) model->AddWarning(std::move(warning));
+  for (std::string& warning : builder.TakeWarnings()) model->AddWarning(std::move(warning));
   return model;
 }
 
@@ -385,13 +413,19 @@ void TimelineModel::ApplyClockAlignment(const analyzer::ClockAlignment& clock) {
 
 void TimelineModel::UpdateExtent() {
   bool any = false;
-  for (const RankTimeline& timeline : ranks_) {
-    if (timeline.events == 0) continue;
-    const int64_t first = timeline.first_ns + timeline.clock_offset_ns;
-    const int64_t last = timeline.last_ns + timeline.clock_offset_ns;
+  auto include = [&](int64_t first, int64_t last) {
     start_ns_ = any ? std::min(start_ns_, first) : first;
     end_ns_ = any ? std::max(end_ns_, last) : last;
     any = true;
+  };
+  for (const RankTimeline& timeline : ranks_) {
+    if (timeline.events > 0) {
+      include(timeline.first_ns + timeline.clock_offset_ns, timeline.last_ns + timeline.clock_offset_ns);
+    }
+    if (timeline.end.show_marker) {
+      const int64_t as_of = timeline.end.as_of_ns + timeline.clock_offset_ns;
+      include(as_of, as_of);
+    }
   }
   if (!any) start_ns_ = end_ns_ = 0;
 }
@@ -435,6 +469,20 @@ EventClass TimelineModel::ClassOf(const EventRef& ref) const {
 
 EventSource TimelineModel::SourceOf(const EventRef& ref) const {
   return static_cast<EventSource>(row(ref).source[ref.index]);
+}
+
+const EndMark* TimelineModel::FindEndMark(const EventRef& ref) const {
+  if (ref.rank >= ranks_.size()) return nullptr;
+  const std::vector<EndMark>& marks = ranks_[ref.rank].end.marks;
+  const auto key = std::make_tuple(ref.track, ref.row, ref.index);
+  auto it = std::lower_bound(marks.begin(), marks.end(), key, [](const EndMark& mark, const auto& k) {
+    return std::make_tuple(mark.track, mark.row, mark.index) < k;
+  });
+  return it != marks.end() && std::make_tuple(it->track, it->row, it->index) == key ? &*it : nullptr;
+}
+
+bool TimelineModel::HasEndMarks() const {
+  return std::any_of(ranks_.begin(), ranks_.end(), [](const RankTimeline& rank) { return !rank.end.marks.empty(); });
 }
 
 uint32_t TimelineModel::CorrelationOf(const EventRef& ref) const {

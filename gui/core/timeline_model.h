@@ -1,7 +1,9 @@
 // The viewer's data: every event of a run, rank by rank and lane by lane, in columns that
 // cost 22 bytes per event (26 where correlation ids exist). Nested events stack in rows,
 // so each row is a sorted run of non-overlapping events that one binary search culls.
-// Loaded through the analyzer (analyzer/run_events.h), which classifies every event.
+// Loaded through the analyzer (analyzer/run_events.h), which classifies every event. Each
+// rank also keeps what it was inside when its file ended (RankEndState, placed by
+// gui/core/run_end.h).
 #pragma once
 
 #include <cstdint>
@@ -12,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "analyzer/hang.h"
 #include "analyzer/range_stats.h"
 #include "analyzer/report.h"
 #include "analyzer/run_events.h"
@@ -48,6 +51,36 @@ struct Track {
   size_t events = 0;
 };
 
+// A collective in flight, or a range open, when the rank's file ended: one event of the rank's
+// rows, drawn in the "open at end" style.
+enum class EndMarkKind : uint8_t { kCollective, kOpenRange };
+
+struct EndMark {
+  EndMarkKind kind = EndMarkKind::kOpenRange;
+  uint32_t track = 0, row = 0, index = 0;  // the event, within its rank
+  // The event is a row of the file: a range its collector closed at the end and flagged
+  // unfinished (args "rankscope.unfinished"), or a collective it wrote. False: the event
+  // was added from the in-flight state, as the file holds no row for it (a SIGKILLed rank).
+  bool file_row = false;
+  int64_t start_ns = 0;  // own clock: entered or opened
+  int64_t as_of_ns = 0;  // own clock: the state's time (a flagged row's end without a state)
+  std::string label;     // "AllReduce #41 in flight (12.4 s)", "backward · open at end (12.5 s)"
+  trace::FlightCollective collective;  // kCollective
+  trace::OpenRange range;              // kOpenRange
+};
+
+// How a rank's file ended, and its marks.
+struct RankEndState {
+  bool has_state = false;  // the file holds an in-flight state (schema 3, at least one drain)
+  int64_t as_of_ns = 0;    // own clock; 0 without a state
+  bool closed_cleanly = true;
+  std::string ended_by;    // meta collector.ended_by: "exit", "signal 15", "" (never closed)
+  // The "state at" marker is drawn: the state holds marks, or the file did not end by exit
+  // or exec (a signal, a kill).
+  bool show_marker = false;
+  std::vector<EndMark> marks;  // by (track, row, index)
+};
+
 struct RankTimeline {
   int rank = -1;  // -1: the file names no rank
   std::string host;
@@ -58,6 +91,7 @@ struct RankTimeline {
   int64_t first_ns = 0;              // extent of its events, own clock
   int64_t last_ns = 0;
   size_t events = 0;
+  RankEndState end;
 
   std::string Label() const;  // "rank 3 · host-a"
   const std::string& Str(uint32_t id) const;
@@ -77,7 +111,9 @@ struct ModelLoadOptions {
 
 class TimelineModel {
  public:
-  // Reads a run directory or one rank file. Errors are one line naming the file.
+  // Reads a run directory or one rank file, and each rank's end state (ReadRankEndInput,
+  // ApplyRankEnd; a state that cannot be read is a warning). Errors are one line naming
+  // the file.
   static Result<std::unique_ptr<TimelineModel>> Load(const std::filesystem::path& run, const ModelLoadOptions& options);
   // A model of ranks built elsewhere (tests, benchmarks): rows must already hold their
   // invariants.
@@ -91,7 +127,8 @@ class TimelineModel {
   // Puts ranks on the run's common clock, from the analyzer's clock alignment.
   void ApplyClockAlignment(const analyzer::ClockAlignment& clock);
 
-  // The run's extent on the common clock: [first event, last event end).
+  // The run's extent on the common clock: [first event, last event end), reaching each
+  // shown "state at" marker.
   int64_t start_ns() const { return start_ns_; }
   int64_t end_ns() const { return end_ns_; }
   size_t events() const;
@@ -107,6 +144,9 @@ class TimelineModel {
   EventClass ClassOf(const EventRef& ref) const;
   EventSource SourceOf(const EventRef& ref) const;
   uint32_t CorrelationOf(const EventRef& ref) const;  // 0 if none
+  // The end mark `ref` is, if any: O(log marks of its rank).
+  const EndMark* FindEndMark(const EventRef& ref) const;
+  bool HasEndMarks() const;
 
  private:
   void UpdateExtent();

@@ -6,6 +6,7 @@
 
 #include "analyzer/run_events.h"
 #include "gui/core/queries.h"
+#include "gui/core/run_end.h"
 #include "gui/widgets/value_text.h"
 
 namespace rankscope::gui {
@@ -50,8 +51,21 @@ void DetailsPanel::setEvent(const TimelineModel* model, std::optional<EventRef> 
   const int64_t end = model->DisplayEnd(e);
   const analyzer::EventSource source = model->SourceOf(e);
 
-  QString html =
-      QStringLiteral("<h3 style='margin-bottom:4px'>%1</h3><table cellspacing='2'>").arg(HtmlText(model->Name(e)));
+  // An end mark says what it is first; one the file holds as a row then shows that row.
+  const EndMark* mark = model->FindEndMark(e);
+  QString html = QStringLiteral("<h3 style='margin-bottom:4px'>%1</h3><table cellspacing='2'>")
+                     .arg(HtmlText(mark ? mark->label : model->Name(e)));
+  if (mark) {
+    html += Row(tr("rank"), HtmlText(rank.Label()));
+    for (const auto& [label, value] : EndMarkFields(*model, e, *mark)) {
+      html += Row(QString::fromStdString(label), HtmlText(value));
+    }
+    if (!mark->file_row) {
+      browser_->setHtml(html + QStringLiteral("</table>"));
+      return;
+    }
+    html += tr("</table><p style='color:#666; margin:8px 0 2px 0'>As the file holds it:</p><table cellspacing='2'>");
+  }
   html += Row(tr("start"), DurationText(start - model->start_ns()) + tr(" after the run's start"));
   html += Row(tr("duration"), DurationText(end - start));
   html += Row(tr("rank"), HtmlText(rank.Label()));

@@ -1,6 +1,8 @@
 // The "Details" tab: the selected event's name, times, rank, lane and class, the fields
 // its rank file holds for it (analyzer::ReadEventDetails: payload, args, grid, bytes...),
-// and the correlated API call or device work as a link.
+// and the correlated API call or device work as a link. For a collective in flight or a range
+// open when its rank's file ended (an end mark), what it is first (EndMarkFields:
+// communicator, sequence, op, bytes, peer, since when and for how long; thread, depth).
 #pragma once
 
 #include <QWidget>

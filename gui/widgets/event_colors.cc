@@ -34,12 +34,24 @@ QColor TextColorOn(const QColor& fill) {
   return luma > 140 ? QColor(0x10, 0x10, 0x10) : QColor(Qt::white);
 }
 
+QColor OpenAtEndFill() { return QColor(0xfb, 0xe3, 0xe3); }
+QColor OpenAtEndColor() { return QColor(0xc6, 0x28, 0x28); }
+
+void PaintOpenAtEnd(QPainter& p, const QRect& rect) {
+  p.fillRect(rect, OpenAtEndFill());
+  p.fillRect(rect, QBrush(OpenAtEndColor(), Qt::BDiagPattern));
+  p.setPen(OpenAtEndColor());
+  p.setBrush(Qt::NoBrush);
+  p.drawRect(rect.adjusted(0, 0, -1, -1));
+}
+
 QColor OverlapColor() { return QColor(0x8e, 0x5b, 0xb5); }
 QColor IdleColor() { return QColor(0xe6, 0xe6, 0xe6); }
 
 LegendStrip::LegendStrip(QWidget* parent) : QWidget(parent) {
   setSizePolicy(QSizePolicy::Expanding, QSizePolicy::Fixed);
-  setToolTip(tr("Event colors by class; folded items hold many events narrower than a pixel"));
+  setToolTip(tr("Event colors by class; folded items hold many events narrower than a pixel; hatched red: a "
+                "collective in flight or a range open when its rank's file ended"));
 }
 
 namespace {
@@ -55,7 +67,8 @@ QSize LegendStrip::sizeHint() const {
   for (int c = 0; c < analyzer::kEventClassCount; ++c) {
     width += kSwatch + 4 + fm.horizontalAdvance(analyzer::EventClassName(static_cast<EventClass>(c))) + kItemGap;
   }
-  width += kSwatch + 4 + fm.horizontalAdvance(tr("folded"));
+  width += kSwatch + 4 + fm.horizontalAdvance(tr("folded")) + kItemGap;
+  width += kSwatch + 4 + fm.horizontalAdvance(tr("open at end"));
   return {width + 8, fm.height() + 6};
 }
 
@@ -81,6 +94,10 @@ void LegendStrip::paintEvent(QPaintEvent*) {
          QString::fromUtf8(analyzer::EventClassName(event_class)));
   }
   item(FoldedClassColor(EventClass::kCompute), FoldedOutlineColor(EventClass::kCompute), tr("folded"));
+  PaintOpenAtEnd(p, QRect(x, swatch_y, kSwatch, kSwatch));
+  x += kSwatch + 4;
+  p.setPen(palette().color(QPalette::WindowText));
+  p.drawText(QRect(x, 0, width() - x, height()), Qt::AlignVCenter | Qt::AlignLeft, tr("open at end"));
 }
 
 }  // namespace rankscope::gui

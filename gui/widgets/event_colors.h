@@ -5,6 +5,8 @@
 #include <QColor>
 #include <QWidget>
 
+class QPainter;
+
 #include "analyzer/classify.h"
 
 namespace rankscope::gui {
@@ -19,11 +21,19 @@ QColor FoldedOutlineColor(analyzer::EventClass event_class);
 // Black or white, whichever reads better on `fill`.
 QColor TextColorOn(const QColor& fill);
 
+// The "open at end" style of a collective in flight or a range open when its rank's file
+// ended: a pale red fill under red diagonal hatching, outlined red. Unlike any class color,
+// so it reads as "unfinished" whatever the class beneath.
+QColor OpenAtEndFill();
+QColor OpenAtEndColor();  // the hatching, the outline, the label and the "state at" marker
+void PaintOpenAtEnd(QPainter& p, const QRect& rect);
+
 // Colors of the breakdown parts that are not a single class.
 QColor OverlapColor();  // compute and comm at once
 QColor IdleColor();
 
-// A one-line legend: a swatch and the class name for each EventClass, plus "folded".
+// A one-line legend: a swatch and the class name for each EventClass, plus "folded" and
+// "open at end".
 class LegendStrip : public QWidget {
  public:
   explicit LegendStrip(QWidget* parent = nullptr);

@@ -33,6 +33,7 @@
 #include <cmath>
 
 #include "analyzer/analyze.h"
+#include "analyzer/hang.h"
 #include "interop/interop.h"
 #include "gui/widgets/details_panel.h"
 #include "gui/widgets/event_colors.h"
@@ -67,6 +68,9 @@ struct LoadedRun {
 struct RunAnalysis {
   std::shared_ptr<const analyzer::Report> report;
   QString error;
+  // When the analysis failed: why the run did not finish, if it did not (a run that hung
+  // before anything measurable).
+  std::optional<analyzer::HangReport> diagnosis;
 };
 
 struct MainWindow::Run {
@@ -78,6 +82,7 @@ struct MainWindow::Run {
   double load_seconds = 0;
   std::shared_ptr<const analyzer::Report> report;
   QString analysis_error;
+  std::optional<analyzer::HangReport> failed_diagnosis;  // with analysis_error
   bool analyzing = false;
   // The view when another run was shown, restored when this one comes back.
   std::optional<std::pair<int64_t, int64_t>> saved_range;
@@ -147,8 +152,23 @@ RunAnalysis Analyze(const interop::ResolvedRun& run) {
     analysis.report = std::make_shared<const analyzer::Report>(std::move(report).value());
   } else {
     analysis.error = QString::fromStdString(run.Describe(report.status().message()));
+    // A run that hung before anything measurable still says who waited for whom, as
+    // `rankscope analyze` does. Another tool's trace holds no in-flight state.
+    if (!run.imported()) {
+      Result<std::optional<analyzer::HangReport>> end = analyzer::DiagnoseRun(run.path());
+      if (end.ok() && end->has_value()) analysis.diagnosis = std::move(**end);
+    }
   }
   return analysis;
+}
+
+// The culprits of a run's end diagnosis, for the timeline's rank headers.
+std::vector<int> CulpritRanks(const analyzer::HangReport* diagnosis) {
+  std::vector<int> ranks;
+  if (diagnosis) {
+    for (const analyzer::Culprit& culprit : diagnosis->culprits) ranks.push_back(culprit.rank);
+  }
+  return ranks;
 }
 
 QString DisplayName(const QString& path) {
@@ -433,6 +453,7 @@ void MainWindow::ApplyAnalysis(uint64_t id, RunAnalysis analysis) {
   if (ok) {
     run->report = analysis.report;
     run->analysis_error.clear();
+    run->failed_diagnosis.reset();
     // No measurement may read the model while its clocks move.
     range_panel_->waitForIdle();
     const std::vector<int64_t> before = Offsets(*run->model);
@@ -450,14 +471,16 @@ void MainWindow::ApplyAnalysis(uint64_t id, RunAnalysis analysis) {
     }
   } else {
     run->analysis_error = analysis.error;
+    run->failed_diagnosis = std::move(analysis.diagnosis);
   }
   if (is_current) {
     if (ok) {
       run_panel_->setReport(run->report);
       timeline_->setStragglers(run->report->cross_rank.stragglers);
     } else {
-      run_panel_->setError(run->analysis_error);
+      run_panel_->setError(run->analysis_error, run->failed_diagnosis);
     }
+    timeline_->setCulprits(CulpritRanks(run_panel_->diagnosis()));
   }
   UpdateScalingTab();
   UpdateStatus();
@@ -502,6 +525,7 @@ void MainWindow::closeRun(int index) {
       overview_->clear();
       run_panel_->clear();
       timeline_->setStragglers({});
+      timeline_->setCulprits({});
     }
   } else {
     run_selector_->setCurrentIndex(current_);
@@ -561,10 +585,11 @@ void MainWindow::ShowRun(int index) {
   if (run.report) {
     run_panel_->setReport(run.report);
   } else if (!run.analysis_error.isEmpty()) {
-    run_panel_->setError(run.analysis_error);
+    run_panel_->setError(run.analysis_error, run.failed_diagnosis);
   } else {
     run_panel_->setAnalyzing();
   }
+  timeline_->setCulprits(CulpritRanks(run_panel_->diagnosis()));
   UpdateTitle();
   UpdateStatus();
   timeline_->setFocus();
@@ -618,6 +643,10 @@ void MainWindow::UpdateStatus() {
                           DurationText(std::llround(run.load_seconds * 1e9)));
   if (run.analyzing) text += tr(" · analyzing…");
   if (!run.analysis_error.isEmpty()) text += tr(" · analysis failed");
+  const analyzer::HangReport* end =
+      run.report && run.report->did_not_finish ? &*run.report->did_not_finish
+                                              : (run.failed_diagnosis ? &*run.failed_diagnosis : nullptr);
+  if (end) text += tr(" · did not finish: %1 (Run tab)").arg(QString::fromUtf8(analyzer::RunEndVerdictName(end->verdict)));
   // An imported trace: what the importer left out or assumed, in full in the Run tab.
   const std::vector<std::string>& notes = run.source->notes();
   QString notes_tip;

@@ -6,6 +6,8 @@
 // overview), shows the timeline, then runs analyzer::AnalyzeRun on another worker; when
 // the report arrives the model gets the report's clock alignment and the side panel its
 // numbers. openRunBlocking() does the same on the calling thread (tests, screenshots).
+// When the analysis fails, analyzer::DiagnoseRun still tells the Run tab why a run that did
+// not finish stopped; a diagnosis's culprits are marked in the timeline's rank headers.
 //
 // Errors: a run that cannot be opened emits loadFailed(message) and, unless
 // setShowErrorDialogs(false), opens a critical QMessageBox (objectName

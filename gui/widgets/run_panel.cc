@@ -172,6 +172,31 @@ bool BreakdownBars::event(QEvent* event) {
   return QWidget::event(event);
 }
 
+// ---- The run's end ----------------------------------------------------------------------
+
+QString RunEndHtml(const analyzer::HangReport& diagnosis) {
+  QString html = QStringLiteral("<p style='margin:0 0 4px 0'><b style='color:#b71c1c; font-size:large'>%1</b>%2</p>")
+                     .arg(HtmlText(report::RunEndHeading(diagnosis)),
+                          diagnosis.live ? QObject::tr(" (read while a process still recorded)") : QString());
+  html += QStringLiteral("<p style='margin:0 0 4px 0'>%1</p>").arg(HtmlText(diagnosis.summary));
+  if (!diagnosis.culprits.empty()) {
+    QStringList culprits;
+    for (const analyzer::Culprit& culprit : diagnosis.culprits) {
+      QStringList reasons;
+      for (const std::string& reason : culprit.reasons) reasons << HtmlText(reason);
+      culprits << QStringLiteral("<a href='rank:%1'>rank %1</a> (%2)").arg(culprit.rank).arg(reasons.join(QStringLiteral(", ")));
+    }
+    html += QObject::tr("<p style='margin:0 0 4px 0'><b>Culprits</b> (click to show in the timeline): %1</p>")
+                .arg(culprits.join(QStringLiteral(" · ")));
+  }
+  QString details;
+  for (const analyzer::CommunicatorEnd* comm : report::CommunicatorsToShow(diagnosis)) {
+    details += QStringLiteral("• %1<br>").arg(HtmlText(report::CommunicatorLine(*comm)));
+  }
+  details += QStringLiteral("• %1").arg(HtmlText(report::RankEndsLine(diagnosis)));
+  return html + QStringLiteral("<p style='margin:0; color:#555'>%1</p>").arg(details);
+}
+
 // ---- RunPanel --------------------------------------------------------------------------
 
 RunPanel::RunPanel(QWidget* parent) : QWidget(parent) {
@@ -185,6 +210,20 @@ RunPanel::RunPanel(QWidget* parent) : QWidget(parent) {
   scroll->setWidget(content);
   auto* layout = new QVBoxLayout(content);
 
+  diagnosis_label_ = new QLabel(content);
+  diagnosis_label_->setObjectName(QStringLiteral("runEndDiagnosis"));
+  diagnosis_label_->setWordWrap(true);
+  diagnosis_label_->setTextFormat(Qt::RichText);
+  diagnosis_label_->setTextInteractionFlags(Qt::TextBrowserInteraction);
+  diagnosis_label_->setOpenExternalLinks(false);
+  diagnosis_label_->setStyleSheet(QStringLiteral(
+      "QLabel#runEndDiagnosis { background: #fdecea; border: 1px solid #e3a3a3; border-radius: 3px; padding: 6px; }"));
+  diagnosis_label_->hide();
+  connect(diagnosis_label_, &QLabel::linkActivated, this, [this](const QString& link) {
+    bool ok = false;
+    const int rank = link.startsWith(QLatin1String("rank:")) ? link.mid(5).toInt(&ok) : 0;
+    if (ok) emit rankClicked(rank);
+  });
   status_ = new QLabel(content);
   status_->setWordWrap(true);
   status_->setTextInteractionFlags(Qt::TextSelectableByMouse);
@@ -231,6 +270,7 @@ RunPanel::RunPanel(QWidget* parent) : QWidget(parent) {
   });
   connect(bars_, &BreakdownBars::rankClicked, this, &RunPanel::rankClicked);
 
+  layout->addWidget(diagnosis_label_);
   layout->addWidget(import_notes_);
   layout->addWidget(status_);
   layout->addWidget(summary_);
@@ -247,6 +287,7 @@ RunPanel::RunPanel(QWidget* parent) : QWidget(parent) {
 void RunPanel::clear() {
   setImportNotes({});
   report_.reset();
+  diagnosis_.reset();
   error_.clear();
   status_->setText(tr("No run open."));
   status_->setStyleSheet(QString());
@@ -270,6 +311,7 @@ QString RunPanel::importNotesText() const {
 
 void RunPanel::setAnalyzing() {
   report_.reset();
+  diagnosis_.reset();
   error_.clear();
   status_->setText(tr("Analyzing the run…"));
   status_->setStyleSheet(QString());
@@ -277,8 +319,9 @@ void RunPanel::setAnalyzing() {
   Fill();
 }
 
-void RunPanel::setError(const QString& message) {
+void RunPanel::setError(const QString& message, std::optional<analyzer::HangReport> diagnosis) {
   report_.reset();
+  diagnosis_ = std::move(diagnosis);
   error_ = message;
   status_->setText(tr("Analysis failed: %1\nThe timeline stays usable.").arg(message));
   status_->setStyleSheet(QStringLiteral("color: #b00020;"));
@@ -288,13 +331,27 @@ void RunPanel::setError(const QString& message) {
 
 void RunPanel::setReport(std::shared_ptr<const analyzer::Report> report) {
   report_ = std::move(report);
+  diagnosis_ = report_ ? report_->did_not_finish : std::nullopt;
   error_.clear();
   status_->setStyleSheet(QString());
   status_->setVisible(false);
   Fill();
 }
 
+void RunPanel::ShowDiagnosis() {
+  diagnosis_label_->setText(diagnosis_ ? RunEndHtml(*diagnosis_) : QString());
+  diagnosis_label_->setVisible(diagnosis_.has_value());
+}
+
+QString RunPanel::diagnosisText() const {
+  if (!diagnosis_) return {};
+  QTextDocument doc;
+  doc.setHtml(diagnosis_label_->text());
+  return doc.toPlainText();
+}
+
 void RunPanel::Fill() {
+  ShowDiagnosis();
   const analyzer::Report* report = report_.get();
   const bool has = report != nullptr;
   summary_->setVisible(has);

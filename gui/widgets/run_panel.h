@@ -3,12 +3,15 @@
 // bar per rank and device of where its time went; clicking a bar asks the timeline to
 // scroll to that rank. The full text report is one click away. Above it all, for another
 // tool's trace, the importer's notes (what it left out, how it chose ranks and times),
-// whether or not the analysis succeeds.
+// whether or not the analysis succeeds. Above everything, for a run that did not finish
+// (a hang, a mismatch, killed ranks), the diagnosis: its verdict, its paragraph and its
+// culprits, each a link to its rank in the timeline.
 #pragma once
 
 #include <QWidget>
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "analyzer/report.h"
@@ -54,6 +57,10 @@ class BreakdownBars : public QWidget {
   const analyzer::Report* report_ = nullptr;
 };
 
+// The heading, paragraph, culprits (as "rank:N" links), communicators and file ends of a
+// diagnosis, as rich text: what the Run tab shows of a run that did not finish.
+QString RunEndHtml(const analyzer::HangReport& diagnosis);
+
 class RunPanel : public QWidget {
   Q_OBJECT
 
@@ -63,8 +70,10 @@ class RunPanel : public QWidget {
   // "Analyzing…" while the report is computed.
   void setAnalyzing();
   void setReport(std::shared_ptr<const analyzer::Report> report);
-  // The analysis failed: the error line instead of the numbers.
-  void setError(const QString& message);
+  // The analysis failed: the error line instead of the numbers, under the diagnosis of the
+  // run's end when there is one (analyzer::DiagnoseRun: a run that hung before anything
+  // measurable).
+  void setError(const QString& message, std::optional<analyzer::HangReport> diagnosis = std::nullopt);
   void clear();
   // The notes of the import the run was read through (interop::ResolvedRun::notes()); none
   // for a rankscope run. Kept until the next call or clear().
@@ -74,6 +83,11 @@ class RunPanel : public QWidget {
 
   const analyzer::Report* report() const { return report_.get(); }
   QString errorText() const { return error_; }
+  // The run's end diagnosis shown (Report::did_not_finish, or setError's); nullptr when none.
+  const analyzer::HangReport* diagnosis() const { return diagnosis_ ? &*diagnosis_ : nullptr; }
+  // Its text as shown ("" when none); the label's objectName is "runEndDiagnosis", and its
+  // culprit links are "rank:N".
+  QString diagnosisText() const;
   // The summary and metrics as plain text (what the tab shows, for tests).
   QString summaryText() const;
   BreakdownBars* breakdownBars() const { return bars_; }
@@ -83,9 +97,12 @@ class RunPanel : public QWidget {
 
  private:
   void Fill();
+  void ShowDiagnosis();
 
   std::shared_ptr<const analyzer::Report> report_;
   QString error_;
+  std::optional<analyzer::HangReport> diagnosis_;
+  QLabel* diagnosis_label_ = nullptr;
   QLabel* status_ = nullptr;
   QLabel* import_notes_ = nullptr;
   std::vector<std::string> notes_;

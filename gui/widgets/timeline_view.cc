@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <tuple>
 
 #include "gui/core/queries.h"
 #include "gui/widgets/event_colors.h"
@@ -327,6 +328,11 @@ void TimelineView::setStragglers(const std::vector<int>& ranks) {
   update();
 }
 
+void TimelineView::setCulprits(const std::vector<int>& ranks) {
+  culprits_ = ranks;
+  update();
+}
+
 void TimelineView::setSearchMatches(std::vector<EventRef> matches) {
   matches_ = std::move(matches);
   update();
@@ -394,12 +400,14 @@ void TimelineView::BuildGeometry(const GeometryKey& key) {
     for (auto& rects : *set) rects.clear();
   }
   g.labels.clear();
+  g.end_marks.clear();
+  g.state_markers.clear();
   g.headers.clear();
   g.rows.clear();
   g.row_index.clear();
   g.key = key;
   g.valid = true;
-  stats_.rows = stats_.items = stats_.folded = stats_.labels = 0;
+  stats_.rows = stats_.items = stats_.folded = stats_.labels = stats_.end_marks = stats_.state_markers = 0;
   if (!model_) return;
 
   const double ns_per_px = view_.NsPerPixel();
@@ -410,11 +418,23 @@ void TimelineView::BuildGeometry(const GeometryKey& key) {
   const LodOptions options;
   const auto [first, last] = layout_.VisibleEntries(key.vertical_offset, key.vertical_offset + RowsAreaHeight());
   const auto& entries = layout_.entries();
+  // Each rank's visible span, for its "state at" marker.
+  struct RankSpan {
+    int top = 0, bottom = 0, header_y = 0, header_height = 0;
+    bool seen = false;
+  };
+  std::vector<RankSpan> spans(model_->ranks().size());
   for (size_t e = first; e < last && e < entries.size(); ++e) {
     const LayoutEntry& entry = entries[e];
     const int y = contentToWidgetY(entry.y);
+    RankSpan& span = spans[entry.rank];
+    span.top = span.seen ? std::min(span.top, y) : y;
+    span.bottom = span.seen ? std::max(span.bottom, y + entry.height) : y + entry.height;
+    span.seen = true;
     if (entry.kind == LayoutEntry::Kind::kRankHeader) {
       g.headers.push_back({entry.rank, y, entry.height});
+      span.header_y = y;
+      span.header_height = entry.height;
       continue;
     }
     g.rows.push_back({entry.rank, entry.track, entry.row, y, entry.height, entry.first_row_of_track});
@@ -427,6 +447,16 @@ void TimelineView::BuildGeometry(const GeometryKey& key) {
     BuildRowGeometry(row, view_.start_ns() - rank.clock_offset_ns, ns_per_px, width, options, &items_scratch_);
     const int top = y + 1;
     const int h = std::max(1, entry.height - 2);
+    // The row's end marks (sorted by track, row, index): they carry their own labels.
+    const std::vector<EndMark>& marks = rank.end.marks;
+    const auto marks_begin = std::partition_point(marks.begin(), marks.end(), [&](const EndMark& m) {
+      return std::tie(m.track, m.row) < std::tie(entry.track, entry.row);
+    });
+    const auto marks_end = std::partition_point(
+        marks_begin, marks.end(), [&](const EndMark& m) { return m.track == entry.track && m.row == entry.row; });
+    auto is_mark = [&](uint32_t index) {
+      return std::any_of(marks_begin, marks_end, [&](const EndMark& m) { return m.index == index; });
+    };
     for (const DrawItem& item : items_scratch_) {
       auto [x0, x1] = PixelSpan(item.x0, item.x1);
       x0 = std::max(x0 + left, left);
@@ -449,7 +479,7 @@ void TimelineView::BuildGeometry(const GeometryKey& key) {
           g.solid[c].emplace_back(x0, top, w, h);
         }
       }
-      if (x1 - x0 >= kLabelMinWidthPx) {
+      if (x1 - x0 >= kLabelMinWidthPx && !(item.count == 1 && is_mark(item.index))) {
         const QString name =
             item.count > 1 ? tr("%L1 events").arg(item.count) : QString::fromStdString(rank.Str(row.name[item.index]));
         const QRect text_rect(x0 + 3, top, x1 - x0 - 6, h);
@@ -461,6 +491,31 @@ void TimelineView::BuildGeometry(const GeometryKey& key) {
         ++stats_.labels;
       }
     }
+    for (auto mark = marks_begin; mark != marks_end; ++mark) {
+      const double x0 = view_.ToX(row.start[mark->index] + rank.clock_offset_ns);
+      const double x1 = view_.ToX(row.end[mark->index] + rank.clock_offset_ns);
+      if (x1 < 0 || x0 > width) continue;
+      auto [a, b] = PixelSpan(std::max(x0, -2.0), std::min(x1, width + 2.0));
+      a = std::max(a + left, left);
+      b = std::min(b + left, right);
+      if (b - a < 3) a = std::max(left, b - 3);  // however short, wide enough to see and click
+      const QRect rect(a, top, std::max(3, b - a), h);
+      QString label = fm.elidedText(QString::fromStdString(mark->label), Qt::ElideRight, rect.width() - 6);
+      if (label == QStringLiteral("…")) label.clear();
+      g.end_marks.push_back({rect, label});
+      ++stats_.end_marks;
+    }
+  }
+  for (size_t r = 0; r < spans.size(); ++r) {
+    const RankTimeline& rank = model_->ranks()[r];
+    if (!spans[r].seen || !rank.end.show_marker) continue;
+    const int64_t at = rank.end.as_of_ns + rank.clock_offset_ns;
+    const double x = view_.ToX(at);
+    if (x < 0 || x > width) continue;
+    g.state_markers.push_back({left + static_cast<int>(std::lround(x)), spans[r].top, spans[r].bottom,
+                               spans[r].header_y, spans[r].header_height,
+                               tr("state at %1").arg(DurationText(at - model_->start_ns()))});
+    ++stats_.state_markers;
   }
   ++stats_.builds;
   stats_.build_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
@@ -523,10 +578,38 @@ void TimelineView::PaintRows(QPainter& p, const std::vector<Tick>& ticks) {
     p.setPen(label.color);
     p.drawText(label.rect, Qt::AlignVCenter | Qt::AlignLeft, label.text);
   }
+  PaintEndMarks(p);
   // Header bands carry a thin rule under them.
   p.setPen(kSeparator);
   for (const VisibleHeader& header : g.headers) {
     p.drawLine(0, header.y + header.height - 1, right, header.y + header.height - 1);
+  }
+}
+
+void TimelineView::PaintEndMarks(QPainter& p) {
+  const Geometry& g = geometry_;
+  const QFontMetrics fm(font());
+  const QColor text = OpenAtEndColor().darker(140);
+  for (const EndMarkItem& mark : g.end_marks) {
+    PaintOpenAtEnd(p, mark.rect);
+    if (mark.label.isEmpty()) continue;
+    // On a pale backing, so the hatching does not cross the letters.
+    const QRect text_rect = mark.rect.adjusted(3, 0, -3, 0);
+    const QRect ink = fm.boundingRect(text_rect, Qt::AlignVCenter | Qt::AlignLeft, mark.label);
+    p.fillRect(ink.adjusted(-2, 1, 2, -1).intersected(mark.rect.adjusted(1, 1, -1, -1)), QColor(255, 255, 255, 225));
+    p.setPen(text);
+    p.drawText(text_rect, Qt::AlignVCenter | Qt::AlignLeft, mark.label);
+  }
+  const int right = timeAreaLeft() + timeAreaWidth();
+  for (const StateMarker& marker : g.state_markers) {
+    p.setPen(QPen(OpenAtEndColor(), 1, Qt::DashLine));
+    p.drawLine(marker.x, marker.top, marker.x, marker.bottom - 1);
+    if (marker.header_height == 0) continue;
+    const int w = fm.horizontalAdvance(marker.text);
+    // Right of the line, or left of it near the view's right edge.
+    const int x = marker.x + 4 + w <= right ? marker.x + 4 : marker.x - 4 - w;
+    p.setPen(OpenAtEndColor());
+    p.drawText(QRect(x, marker.header_y, w + 1, marker.header_height), Qt::AlignVCenter | Qt::AlignLeft, marker.text);
   }
 }
 
@@ -559,17 +642,19 @@ void TimelineView::PaintLabels(QPainter& p) {
     p.fillRect(QRect(0, header.y, kLabelColumnPx, header.height), kHeaderFill);
     const RankTimeline& rank = model_->ranks()[header.rank];
     const bool straggler = std::find(stragglers_.begin(), stragglers_.end(), rank.rank) != stragglers_.end();
+    const bool culprit = std::find(culprits_.begin(), culprits_.end(), rank.rank) != culprits_.end();
     p.setFont(bold);
     QRect r(4, header.y, kLabelColumnPx - 8, header.height);
     QString text = HeaderText(header.rank);
-    if (straggler) {
-      const QString mark = tr("straggler");
+    if (straggler || culprit) {
+      // Why the run did not finish outranks how fast it ran.
+      const QString mark = culprit ? tr("culprit") : tr("straggler");
       const int mark_width = bold_fm.horizontalAdvance(mark) + 6;
       p.setPen(kStragglerRed);
       p.drawText(r, Qt::AlignVCenter | Qt::AlignRight, mark);
       r.setWidth(r.width() - mark_width);
     }
-    p.setPen(straggler ? kStragglerRed : palette().color(QPalette::WindowText));
+    p.setPen(straggler || culprit ? kStragglerRed : palette().color(QPalette::WindowText));
     p.drawText(r, Qt::AlignVCenter | Qt::AlignLeft, bold_fm.elidedText(text, Qt::ElideRight, r.width()));
     p.setFont(font());
     p.setPen(kSeparator);
@@ -859,6 +944,12 @@ QString TimelineView::ToolTipAt(const QPoint& pos) const {
   const auto ref = eventAt(pos);
   if (!ref) return {};
   const int64_t start = model_->DisplayStart(*ref);
+  if (const EndMark* mark = model_->FindEndMark(*ref)) {
+    return tr("%1\n%2 at %3 · click for details")
+        .arg(QString::fromStdString(mark->label),
+             mark->kind == EndMarkKind::kCollective ? tr("entered") : tr("opened"),
+             DurationText(mark->start_ns + model_->rank(*ref).clock_offset_ns - model_->start_ns()));
+  }
   return tr("%1\n%2 · %3 at %4")
       .arg(QString::fromStdString(model_->Name(*ref)),
            QString::fromUtf8(analyzer::EventClassName(model_->ClassOf(*ref))),

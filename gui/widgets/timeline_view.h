@@ -4,6 +4,9 @@
 // visible row asks the core's LOD (BuildRowGeometry) for a few items per pixel, rects
 // are batched by color with antialiasing off, and the built geometry is cached on
 // (view range, width, layout, scroll) so a selection or hover repaint does not rebuild it.
+// A rank's end marks (RankEndState: collectives in flight, ranges open when its file ended)
+// are drawn over their events, hatched red with their label, and a dashed "state at" line
+// marks when its in-flight state was taken.
 #pragma once
 
 #include <QElapsedTimer>
@@ -95,6 +98,10 @@ class TimelineView : public QWidget {
   // Ranks (RankTimeline::rank numbers) whose headers get the straggler mark.
   void setStragglers(const std::vector<int>& ranks);
   const std::vector<int>& stragglers() const { return stragglers_; }
+  // Ranks the run's end diagnosis names as culprits (HangReport::culprits): their headers
+  // get the "culprit" mark.
+  void setCulprits(const std::vector<int>& ranks);
+  const std::vector<int>& culprits() const { return culprits_; }
   // Search results to outline (sorted by start, from FindEvents).
   void setSearchMatches(std::vector<EventRef> matches);
   const std::vector<EventRef>& searchMatches() const { return matches_; }
@@ -112,6 +119,8 @@ class TimelineView : public QWidget {
     size_t items = 0;  // draw items (single + folded)
     size_t folded = 0;
     size_t labels = 0;
+    size_t end_marks = 0;      // end marks drawn
+    size_t state_markers = 0;  // "state at" lines drawn
     double build_ms = 0;  // BuildRowGeometry and batching
     uint64_t builds = 0;  // geometry builds since the model was set
   };
@@ -158,6 +167,15 @@ class TimelineView : public QWidget {
     int y = 0, height = 0;
     bool first_row_of_track = false;
   };
+  struct EndMarkItem {
+    QRect rect;
+    QString label;  // elided to the rect; empty when it does not fit
+  };
+  struct StateMarker {
+    int x = 0, top = 0, bottom = 0;  // the rank's visible rows, header included
+    int header_y = 0, header_height = 0;  // 0 height: the header is off screen
+    QString text;  // "state at 12.4 s"
+  };
   struct GeometryKey {
     int64_t start_ns = 0, end_ns = 0;
     int width = 0, height = 0;
@@ -172,6 +190,8 @@ class TimelineView : public QWidget {
     GeometryKey key;
     std::array<std::vector<QRect>, analyzer::kEventClassCount> solid, folded, folded_band;
     std::vector<Label> labels;
+    std::vector<EndMarkItem> end_marks;
+    std::vector<StateMarker> state_markers;
     std::vector<VisibleHeader> headers;
     std::vector<VisibleRow> rows;
     std::unordered_map<uint64_t, size_t> row_index;  // RowKey -> index in `rows`
@@ -206,6 +226,7 @@ class TimelineView : public QWidget {
   void PaintSelection(QPainter& p);
   void PaintFlow(QPainter& p);
   void PaintRange(QPainter& p);
+  void PaintEndMarks(QPainter& p);
   void PaintEmpty(QPainter& p);
   QString HeaderText(uint32_t rank_index) const;
   QString ToolTipAt(const QPoint& pos) const;
@@ -220,6 +241,7 @@ class TimelineView : public QWidget {
   uint64_t layout_version_ = 0;
   std::vector<bool> collapsed_;
   std::vector<int> stragglers_;
+  std::vector<int> culprits_;
   std::vector<EventRef> matches_;
 
   std::optional<EventRef> selected_;

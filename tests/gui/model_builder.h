@@ -1,8 +1,13 @@
 // Small TimelineModels built by hand for the view-core tests: rows from literal events,
-// ranks from tracks of rows, and rank files on disk written through TraceWriter.
+// ranks from tracks of rows, and rank files on disk written through TraceWriter (those of a
+// run that did not finish among them).
 #pragma once
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <limits>
@@ -18,7 +23,9 @@
 #include "analyzer/run_events.h"
 #include "gui/core/timeline_model.h"
 #include "trace/events.h"
+#include "trace/in_flight.h"
 #include "trace/reader.h"
+#include "trace/run_dir.h"
 #include "trace/writer.h"
 
 namespace rankscope::gui {
@@ -197,6 +204,95 @@ inline std::optional<EventRef> FindByName(const TimelineModel& model, uint32_t r
     }
   }
   return std::nullopt;
+}
+
+// ---- Rank files of a run that did not finish ----------------------------------------------
+
+inline constexpr int64_t kEndRunOriginNs = 1'800'000'000'000'000'000;  // an instant in 2027
+// Seconds after kEndRunOriginNs.
+inline constexpr int64_t EndRunAt(double seconds) { return kEndRunOriginNs + static_cast<int64_t>(seconds * 1e9); }
+inline constexpr uint64_t kEndRunComm = 0x3f2a11c09e4b7d21;
+
+struct EndedRankFile {
+  int rank = 0;
+  int world_size = 2;
+  std::string ended_by{};  // meta collector.ended_by; "" writes none
+  std::optional<trace::InFlightState> state{};  // written with TraceWriter::ReplaceInFlight
+  bool kernel = true;        // a kernel at 1.0-1.5 s, so AnalyzeRun has something to measure
+  bool flagged_step = false;  // a "step" row 2-9 s flagged unfinished, as a collector closing it
+  // false: written by a child process that exits without closing the file, as SIGKILL leaves it.
+  bool closed = true;
+};
+
+// Rank file `spec.rank` of run "hung" in `dir`: lane 1 the thread "main" (tid 1000), lane 2 the
+// communicator kEndRunComm, lane 3 a GPU stream.
+inline void WriteEndedRankFile(const std::filesystem::path& dir, const EndedRankFile& spec) {
+  auto write = [&]() -> bool {
+    trace::RankIdentity who;
+    who.run_id = "hung";
+    who.rank = spec.rank;
+    who.world_size = spec.world_size;
+    who.host = "node-a";
+    who.pid = 1000 + spec.rank;
+    auto created = trace::TraceWriter::Create(dir / trace::RankFileName(spec.rank), who);
+    if (!created.ok()) return false;
+    trace::TraceWriter& writer = **created;
+    trace::Lane main;
+    main.kind = trace::LaneKind::kCpuThread;
+    main.pid = who.pid;
+    main.tid = 1000;
+    main.name = "main";
+    trace::Lane comm;
+    comm.kind = trace::LaneKind::kCommunicator;
+    comm.pid = who.pid;
+    comm.comm_hash = kEndRunComm;
+    trace::Lane stream;
+    stream.kind = trace::LaneKind::kGpuStream;
+    stream.pid = who.pid;
+    stream.device = 0;
+    stream.stream = 7;
+    if (writer.AddLane(main) != 1 || writer.AddLane(comm) != 2 || writer.AddLane(stream) != 3) return false;
+    trace::EventTables events;
+    if (spec.kernel) {
+      trace::KernelEvent kernel;
+      kernel.lane = 3;
+      kernel.name = writer.Intern("gemm");
+      kernel.start_ns = EndRunAt(1.0);
+      kernel.end_ns = EndRunAt(1.5);
+      events.kernels.push_back(kernel);
+    }
+    if (spec.flagged_step) {
+      trace::NvtxRangeEvent step;
+      step.lane = 1;
+      step.name = writer.Intern("step");
+      step.start_ns = EndRunAt(2.0);
+      step.end_ns = EndRunAt(9.0);
+      step.args = writer.Intern("{\"rankscope.unfinished\":true}");
+      events.nvtx_ranges.push_back(step);
+      trace::NvtxRangeEvent done = step;  // ends at the same instant, not flagged
+      done.name = writer.Intern("zero");
+      done.start_ns = EndRunAt(8.0);
+      done.args = trace::kEmptyString;
+      events.nvtx_ranges.push_back(done);
+      writer.SetMeta("collector.unfinished_ranges", "1");
+    }
+    if (!events.empty() && !writer.Submit(std::move(events))) return false;
+    if (!spec.ended_by.empty()) writer.SetMeta("collector.ended_by", spec.ended_by);
+    if (spec.state) writer.ReplaceInFlight(*spec.state);
+    if (spec.closed) return writer.Close().ok();
+    if (!writer.Flush(std::chrono::seconds(10)).ok()) return false;
+    [[maybe_unused]] trace::TraceWriter* leaked = created->release();  // never closed, as after a kill
+    return true;
+  };
+  if (spec.closed) {
+    ASSERT_TRUE(write());
+    return;
+  }
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(write() ? 0 : 1);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
 }  // namespace testing

@@ -1,12 +1,14 @@
 // The viewer's widgets under QTest on the offscreen platform: keys and clicks do what the
 // README says, range statistics are the analyzer's numbers, bad files leave a usable window,
-// values read as the reports write them, and the Scaling tab shows the reports' chart.
+// values read as the reports write them, the Scaling tab shows the reports' chart, and a
+// hung run leads the Run tab with its diagnosis and marks what was in flight.
 #include <QApplication>
 #include <QImage>
 #include <QLabel>
 #include <QMessageBox>
 #include <QStatusBar>
 #include <QTableWidget>
+#include <QSignalSpy>
 #include <QTest>
 #include <QTimer>
 #include <QWheelEvent>
@@ -38,6 +40,7 @@
 #include "gui/widgets/timeline_view.h"
 #include "report/scaling_plot.h"
 #include "tests/analyzer/breakdown_expect.h"
+#include "tests/gui/model_builder.h"
 #include "tests/trace_builder.h"
 #include "tests/rank_file_writer.h"
 #include "tests/temp_dir.h"
@@ -613,6 +616,136 @@ TEST(WidgetsGpuTest, SelectingAKernelLinksItsLaunchCallWithAFlow) {
   view->selectEvent(*launch);
   ASSERT_TRUE(view->flowPeer().has_value());
   EXPECT_EQ(*view->flowPeer(), *kernel);
+}
+
+// ---- A run that did not finish ----------------------------------------------------------
+
+using testing::EndRunAt;
+
+// Two ranks stopped by SIGTERM at 9.5 s: rank 0 waits in AllReduce #5 (entered at 3 s) inside
+// an open "step", rank 1 never entered it and is inside "step" › "load".
+void WriteHungRun(const std::filesystem::path& dir, bool kernels) {
+  for (int rank = 0; rank < 2; ++rank) {
+    trace::InFlightState state;
+    state.as_of_ns = EndRunAt(9.5);
+    for (uint64_t sequence = 4; sequence <= 5; ++sequence) {
+      trace::FlightCollective c;
+      c.comm_hash = testing::kEndRunComm;
+      c.sequence = sequence;
+      c.op = trace::CollectiveOp::kAllReduce;
+      c.name = "AllReduce";
+      c.bytes = 8 << 20;
+      c.comm_rank = rank;
+      c.comm_size = 2;
+      c.start_ns = EndRunAt(sequence == 4 ? 2.5 : 3.0);
+      if (sequence == 4) c.end_ns = EndRunAt(2.6);
+      if (sequence == 5 && rank == 1) continue;
+      state.collectives.push_back(c);
+      state.completed_collectives += sequence == 4 ? 1 : 0;
+    }
+    auto open = [&](uint32_t depth, double start_s, std::string name) {
+      trace::OpenRange range;
+      range.lane = 1;  // main
+      range.depth = depth;
+      range.start_ns = EndRunAt(start_s);
+      range.name = std::move(name);
+      state.open_ranges.push_back(std::move(range));
+    };
+    open(0, 2.0, "step");
+    if (rank == 1) open(1, 2.7, "load");
+    testing::WriteEndedRankFile(dir, {.rank = rank, .ended_by = "signal 15", .state = state, .kernel = kernels});
+  }
+}
+
+class HungRunTest : public ::testing::Test {
+ protected:
+  void Open(bool kernels) {
+    WriteHungRun(dir_.path(), kernels);
+    window_.setShowErrorDialogs(false);
+    window_.setRecordRecentFiles(false);
+    window_.resize(1400, 800);
+    window_.show();
+    ASSERT_TRUE(QTest::qWaitForWindowExposed(&window_));
+    ASSERT_TRUE(window_.openRunBlocking(QString::fromStdString(dir_.path().string())));
+    ASSERT_TRUE(window_.waitUntilIdle());
+  }
+
+  rankscope::testing::TempDir dir_;
+  MainWindow window_;
+};
+
+TEST_F(HungRunTest, TheRunTabLeadsWithTheDiagnosisAndItsCulpritsLinkToTheirRanks) {
+  Open(/*kernels=*/true);
+  const analyzer::Report* report = window_.currentReport();
+  ASSERT_NE(report, nullptr);
+  ASSERT_TRUE(report->did_not_finish.has_value());
+  EXPECT_EQ(report->did_not_finish->verdict, analyzer::RunEndVerdict::kHang);
+  RunPanel* panel = window_.runPanel();
+  EXPECT_TRUE(panel->diagnosis() != nullptr);
+  auto* label = panel->findChild<QLabel*>(QStringLiteral("runEndDiagnosis"));
+  ASSERT_NE(label, nullptr);
+  EXPECT_TRUE(label->isVisible());
+  const QString text = panel->diagnosisText();
+  EXPECT_TRUE(text.startsWith(QStringLiteral("Did not finish: hang"))) << text.toStdString();
+  EXPECT_TRUE(text.contains(QString::fromStdString(report->did_not_finish->summary))) << text.toStdString();
+  EXPECT_TRUE(text.contains(QStringLiteral("Rank 1 never entered AllReduce #5"))) << text.toStdString();
+  EXPECT_TRUE(label->text().contains(QStringLiteral("<a href='rank:1'>rank 1</a>")));
+  EXPECT_TRUE(window_.statusText().contains(QStringLiteral("did not finish: hang")));
+  EXPECT_EQ(window_.timelineView()->culprits(), std::vector<int>{1});
+
+  // The culprit's link shows its rank: collapsed, it opens again.
+  window_.timelineView()->setRankCollapsed(1, true);
+  QSignalSpy clicked(panel, &RunPanel::rankClicked);
+  emit label->linkActivated(QStringLiteral("rank:1"));
+  ASSERT_EQ(clicked.count(), 1);
+  EXPECT_EQ(clicked.front().front().toInt(), 1);
+  EXPECT_FALSE(window_.timelineView()->isRankCollapsed(1));
+}
+
+TEST_F(HungRunTest, ClickingAnInFlightMarkFillsTheDetails) {
+  Open(/*kernels=*/true);
+  TimelineView* view = window_.timelineView();
+  const TimelineModel& model = *view->model();
+  const RankTimeline& rank0 = model.ranks()[0];
+  const auto collective = std::find_if(rank0.end.marks.begin(), rank0.end.marks.end(),
+                                       [](const EndMark& m) { return m.kind == EndMarkKind::kCollective; });
+  ASSERT_NE(collective, rank0.end.marks.end());
+  const EventRef ref{0, collective->track, collective->row, collective->index};
+  view->fitAll();
+  EXPECT_EQ(view->view().end_ns(), model.end_ns());
+  EXPECT_EQ(model.end_ns(), EndRunAt(9.5) + rank0.clock_offset_ns);
+  // Drawn: every rank's marks (rank 0: the collective and step, rank 1: step and load) and
+  // both "state at" lines.
+  window_.grab();
+  EXPECT_EQ(view->frameStats().end_marks, 4u);
+  EXPECT_EQ(view->frameStats().state_markers, 2u);
+
+  const LayoutEntry* entry = view->layout().RowEntry(ref.rank, ref.track, ref.row);
+  ASSERT_NE(entry, nullptr);
+  const int64_t middle = (model.DisplayStart(ref) + model.DisplayEnd(ref)) / 2;
+  const QPoint at(static_cast<int>(std::lround(view->timeToX(middle))),
+                  view->contentToWidgetY(entry->y + entry->height / 2));
+  QTest::mouseClick(view, Qt::LeftButton, Qt::NoModifier, at);
+  ASSERT_TRUE(view->selectedEvent().has_value());
+  EXPECT_EQ(*view->selectedEvent(), ref);
+  EXPECT_EQ(window_.sidePanel()->currentWidget(), window_.detailsPanel());
+  const QString details = window_.detailsPanel()->text();
+  EXPECT_TRUE(details.contains(QStringLiteral("AllReduce #5 in flight (6.50 s)"))) << details.toStdString();
+  EXPECT_TRUE(details.contains(QStringLiteral("3f2a11c09e4b7d21"))) << details.toStdString();
+  EXPECT_TRUE(details.contains(QStringLiteral("in flight for\n6.50 s when the state was taken"))) << details.toStdString();
+  EXPECT_TRUE(details.contains(QStringLiteral("ended by signal 15"))) << details.toStdString();
+}
+
+// Nothing measurable (no kernels): the analysis fails, the diagnosis still heads the Run tab.
+TEST_F(HungRunTest, ARunThatHungBeforeAnythingMeasurableStillShowsItsDiagnosis) {
+  Open(/*kernels=*/false);
+  RunPanel* panel = window_.runPanel();
+  EXPECT_EQ(window_.currentReport(), nullptr);
+  EXPECT_FALSE(panel->errorText().isEmpty());
+  EXPECT_TRUE(panel->diagnosis() != nullptr);
+  EXPECT_TRUE(panel->diagnosisText().contains(QStringLiteral("Rank 1 never entered AllReduce #5")))
+      << panel->diagnosisText().toStdString();
+  EXPECT_EQ(window_.timelineView()->culprits(), std::vector<int>{1});
 }
 
 }  // namespace
