@@ -221,13 +221,17 @@ namespace {
 // What the collector counts as a completed training step for progress: a range named as
 // the analyzer's default step names, or PyTorch's ProfilerStep#N.
 bool IsStepName(std::string_view name) {
-  const auto lower = [](std::string_view text) {
-    std::string out(text);
-    for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return out;
+  // Without a copy: the drain asks for every range it opens.
+  const auto equal_without_case = [](std::string_view text, std::string_view lower) {
+    if (text.size() != lower.size()) return false;
+    for (size_t i = 0; i < text.size(); ++i) {
+      if (std::tolower(static_cast<unsigned char>(text[i])) != lower[i]) return false;
+    }
+    return true;
   };
-  const std::string n = lower(name);
-  return n == "step" || n == "train_step" || n.starts_with("profilerstep#");
+  constexpr std::string_view kProfilerStep = "profilerstep#";
+  return equal_without_case(name, "step") || equal_without_case(name, "train_step") ||
+         (name.size() > kProfilerStep.size() && equal_without_case(name.substr(0, kProfilerStep.size()), kProfilerStep));
 }
 }  // namespace
 
