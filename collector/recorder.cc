@@ -393,6 +393,25 @@ std::string_view TakeText(std::string_view& text, size_t size) {
 }
 }  // namespace
 
+namespace {
+// A hook's collective as the flight recorder keeps it, entered at the body's start.
+trace::FlightCollective FlightCollectiveOf(const HookCollectiveBody& body, std::string_view name, trace::LaneId lane) {
+  trace::FlightCollective collective;
+  collective.comm_hash = body.comm_hash;
+  collective.sequence = body.sequence;
+  collective.op = body.op;
+  collective.name = std::string(name);
+  collective.bytes = body.bytes;
+  collective.root = body.root;
+  collective.peer = body.peer;
+  collective.comm_rank = body.comm_rank;
+  collective.comm_size = body.comm_size;
+  collective.lane = lane;
+  collective.start_ns = body.start_ns;
+  return collective;
+}
+}  // namespace
+
 void Recorder::DrainState::AddHookRange(const RecordReader& record, const ThreadState& thread) {
   const std::optional<HookRangeBody> body = record.body<HookRangeBody>();
   if (!body || body->end_ns < body->start_ns) {
@@ -453,19 +472,7 @@ void Recorder::DrainState::AddHookCollective(const RecordReader& record, const T
   collective.comm_rank = body->comm_rank;
   collective.comm_size = body->comm_size;
   batch.collectives.push_back(collective);
-  trace::FlightCollective finished;
-  finished.comm_hash = body->comm_hash;
-  finished.sequence = body->sequence;
-  finished.op = body->op;
-  finished.name = std::string(name);
-  finished.bytes = body->bytes;
-  finished.root = body->root;
-  finished.peer = body->peer;
-  finished.comm_rank = body->comm_rank;
-  finished.comm_size = body->comm_size;
-  finished.lane = thread.lane;
-  finished.start_ns = body->start_ns;
-  flight.Complete(finished, body->end_ns);
+  flight.Complete(FlightCollectiveOf(*body, name, thread.lane), body->end_ns);
   // The time it took, as communication on the thread that completed it.
   AddHookRangeEvent(thread, body->start_ns, body->end_ns, collective.name, HookRole::kComm, text);
 }
@@ -474,19 +481,7 @@ void Recorder::DrainState::AddHookCollectiveBegin(const RecordReader& record, co
   const std::optional<HookCollectiveBody> body = record.body<HookCollectiveBody>();
   if (!body) return;
   std::string_view text = record.text();
-  trace::FlightCollective entered;
-  entered.comm_hash = body->comm_hash;
-  entered.sequence = body->sequence;
-  entered.op = body->op;
-  entered.name = std::string(TakeText(text, body->name_size));
-  entered.bytes = body->bytes;
-  entered.root = body->root;
-  entered.peer = body->peer;
-  entered.comm_rank = body->comm_rank;
-  entered.comm_size = body->comm_size;
-  entered.lane = thread.lane;
-  entered.start_ns = body->start_ns;
-  flight.Enter(std::move(entered));
+  flight.Enter(FlightCollectiveOf(*body, TakeText(text, body->name_size), thread.lane));
 }
 
 trace::StringId Recorder::DrainState::InternDomain(const NvtxDomain* domain) {
