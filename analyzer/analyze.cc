@@ -530,4 +530,66 @@ Result<Report> AnalyzeTraces(const std::vector<trace::RankTrace>& traces, const 
   return BuildReport(std::move(ranks), std::move(info), std::move(warnings), options);
 }
 
+struct StreamedRunAnalysis::Rank {
+  Rank(std::filesystem::path from, const AnalyzeOptions& options)
+      : source(std::move(from)), scanner(ScanOptions{options.classify, options.step_names}) {}
+  std::filesystem::path source;
+  RankScanner scanner;
+};
+
+StreamedRunAnalysis::StreamedRunAnalysis(AnalyzeOptions options) : options_(std::move(options)) {}
+StreamedRunAnalysis::~StreamedRunAnalysis() = default;
+
+trace::SpanVisitor& StreamedRunAnalysis::AddRank(std::filesystem::path source) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ranks_.push_back(std::make_unique<Rank>(std::move(source), options_));
+  return ranks_.back()->scanner;
+}
+
+Result<Report> StreamedRunAnalysis::Finish(const std::filesystem::path& display) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (ranks_.empty()) return InvalidArgument(fmt::format("{}: no ranks to analyze", display.string()));
+  const size_t count = ranks_.size();
+  std::vector<std::optional<RankActivity>> activities(count);
+  RS_RETURN_IF_ERROR(ParallelFor(count, options_.threads, [&](size_t i) -> Status {
+    RS_ASSIGN_OR_RETURN(RankActivity activity, ranks_[i]->scanner.Finish());
+    if (activity.rank < 0) {
+      return InternalError(fmt::format("{}: a rank streamed without saying which rank it is",
+                                       ranks_[i]->source.string()));
+    }
+    activities[i] = std::move(activity);
+    return Status::Ok();
+  }, nullptr));
+  // The run as OpenRun would describe the same ranks written to files: one world size, the
+  // ranks missing from it.
+  std::vector<trace::RunFile> files;
+  for (size_t i = 0; i < count; ++i) files.push_back({ranks_[i]->source, activities[i]->meta});
+  RS_ASSIGN_OR_RETURN(trace::Run run, trace::RunOfFiles(display, std::move(files)));
+  RunInfo info;
+  info.directory = display.string();
+  info.run_id = run.run_id;
+  info.world_size = run.world_size;
+  info.missing_ranks = run.missing_ranks;
+  info.unfinished_files = run.crashed;
+  std::vector<std::string> warnings = run.Warnings();
+
+  // Measured in rank order, as AnalyzeRun measures the files, so warnings come in one order.
+  std::vector<size_t> order(count);
+  for (size_t i = 0; i < count; ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return activities[a]->rank < activities[b]->rank; });
+  std::vector<std::optional<RankResult>> results(count);
+  std::vector<std::vector<std::string>> rank_warnings(count);
+  RS_RETURN_IF_ERROR(ParallelFor(count, options_.threads, [&](size_t i) -> Status {
+    results[i] = MeasureRank(std::move(*activities[order[i]]), options_, &rank_warnings[i]);
+    return Status::Ok();
+  }, options_.progress));
+  std::vector<RankResult> ranks;
+  for (size_t i = 0; i < count; ++i) {
+    warnings.insert(warnings.end(), rank_warnings[i].begin(), rank_warnings[i].end());
+    ranks.push_back(std::move(*results[i]));
+  }
+  ranks_.clear();
+  return BuildReport(std::move(ranks), std::move(info), std::move(warnings), options_);
+}
+
 }  // namespace rankscope::analyzer

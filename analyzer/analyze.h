@@ -34,6 +34,8 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -71,5 +73,31 @@ Result<Report> AnalyzeRun(const std::filesystem::path& run, const AnalyzeOptions
 // The same analysis over traces already in memory (tests, importers). Each trace's meta
 // must name its rank.
 Result<Report> AnalyzeTraces(const std::vector<trace::RankTrace>& ranks, const AnalyzeOptions& options);
+
+// A run whose ranks stream in from elsewhere: another tool's traces read straight into the
+// analysis (interop/), without rank files. Each rank gets a visitor, fed OnHeader, then
+// OnMoreNames and OnSpans as the reading goes, then OnTrailer (trace/reader.h); different
+// ranks' visitors may be fed at once. Finish measures every rank and builds the report, as
+// AnalyzeRun does for the same ranks written to files.
+class StreamedRunAnalysis {
+ public:
+  explicit StreamedRunAnalysis(AnalyzeOptions options);
+  ~StreamedRunAnalysis();
+  StreamedRunAnalysis(const StreamedRunAnalysis&) = delete;
+  StreamedRunAnalysis& operator=(const StreamedRunAnalysis&) = delete;
+
+  // A visitor for one more rank, alive as long as this object; `source` (the input that
+  // holds the rank) names it in messages. Safe to call from several threads.
+  trace::SpanVisitor& AddRank(std::filesystem::path source);
+  // Once every rank has had its trailer: the report of the run `display` names (what the
+  // user gave). Fails as AnalyzeRun does on the same ranks, and on ranks without a rank.
+  Result<Report> Finish(const std::filesystem::path& display);
+
+ private:
+  struct Rank;
+  AnalyzeOptions options_;
+  std::mutex mutex_;
+  std::vector<std::unique_ptr<Rank>> ranks_;
+};
 
 }  // namespace rankscope::analyzer

@@ -1,5 +1,6 @@
 #include "analyzer/rank_scan.h"
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -152,6 +153,8 @@ class RankScanner::Impl {
 
   Status OnHeader(trace::StreamHeader header);
   Status OnSpans(trace::SpanTable table, std::span<const trace::SpanRow> rows);
+  Status OnMoreNames(std::span<const std::string> strings, std::span<const trace::Lane> lanes);
+  Status OnTrailer(trace::StreamTrailer trailer);
   Result<RankActivity> Finish();
 
  private:
@@ -202,6 +205,46 @@ Status RankScanner::Impl::OnHeader(trace::StreamHeader header) {
   classifier_.Reset(&header_);
   name_totals_.resize(strings);
   events_ += static_cast<int64_t>(header_.marks.size() + header_.collectives.size());
+  return Status::Ok();
+}
+
+// Lanes are numbered 1..N in the order they come: an added lane must take the next id.
+static Status CheckLaneIds(const std::vector<trace::Lane>& lanes) {
+  for (size_t i = 0; i < lanes.size(); ++i) {
+    if (lanes[i].id != i + 1) {
+      return InternalError(fmt::format("rank stream numbered a lane {} where {} was due", lanes[i].id, i + 1));
+    }
+  }
+  return Status::Ok();
+}
+
+Status RankScanner::Impl::OnMoreNames(std::span<const std::string> strings, std::span<const trace::Lane> lanes) {
+  if (!have_header_) return InternalError("rank stream sent names before its header");
+  header_.strings.insert(header_.strings.end(), strings.begin(), strings.end());
+  header_.lanes.insert(header_.lanes.end(), lanes.begin(), lanes.end());
+  RS_RETURN_IF_ERROR(CheckLaneIds(header_.lanes));
+  device_lanes_.resize(header_.lanes.size() + 1);
+  range_lanes_.resize(header_.lanes.size() + 1);
+  name_totals_.resize(header_.strings.size());
+  classifier_.HeaderGrew();
+  return Status::Ok();
+}
+
+Status RankScanner::Impl::OnTrailer(trace::StreamTrailer trailer) {
+  if (!have_header_) return InternalError("rank stream sent its trailer before its header");
+  if (trailer.lanes.size() < header_.lanes.size()) {
+    return InternalError("rank stream's trailer holds fewer lanes than its rows used");
+  }
+  RS_RETURN_IF_ERROR(CheckLaneIds(trailer.lanes));
+  header_.meta = std::move(trailer.meta);
+  header_.lanes = std::move(trailer.lanes);
+  events_ += static_cast<int64_t>(trailer.marks.size() + trailer.collectives.size());
+  header_.drops.insert(header_.drops.end(), trailer.drops.begin(), trailer.drops.end());
+  header_.marks.insert(header_.marks.end(), trailer.marks.begin(), trailer.marks.end());
+  header_.collectives.insert(header_.collectives.end(), trailer.collectives.begin(), trailer.collectives.end());
+  device_lanes_.resize(header_.lanes.size() + 1);
+  range_lanes_.resize(header_.lanes.size() + 1);
+  classifier_.HeaderGrew();
   return Status::Ok();
 }
 
@@ -516,6 +559,10 @@ Status RankScanner::OnHeader(trace::StreamHeader header) { return impl_->OnHeade
 Status RankScanner::OnSpans(trace::SpanTable table, std::span<const trace::SpanRow> rows) {
   return impl_->OnSpans(table, rows);
 }
+Status RankScanner::OnMoreNames(std::span<const std::string> strings, std::span<const trace::Lane> lanes) {
+  return impl_->OnMoreNames(strings, lanes);
+}
+Status RankScanner::OnTrailer(trace::StreamTrailer trailer) { return impl_->OnTrailer(std::move(trailer)); }
 Result<RankActivity> RankScanner::Finish() { return impl_->Finish(); }
 
 Status FeedRankTrace(const trace::RankTrace& trace, trace::SpanVisitor& visitor, trace::StreamOptions options) {
@@ -527,7 +574,10 @@ Status FeedRankTrace(const trace::RankTrace& trace, trace::SpanVisitor& visitor,
   header.marks = trace.events.nvtx_marks;
   header.collectives = trace.events.collectives;
   RS_RETURN_IF_ERROR(visitor.OnHeader(std::move(header)));
+  return FeedEventTables(trace.events, visitor, options);
+}
 
+Status FeedEventTables(const trace::EventTables& events, trace::SpanVisitor& visitor, trace::StreamOptions options) {
   constexpr size_t kBatch = 4096;
   std::vector<trace::SpanRow> batch;
   batch.reserve(kBatch);
@@ -537,8 +587,8 @@ Status FeedRankTrace(const trace::RankTrace& trace, trace::SpanVisitor& visitor,
     batch.clear();
     return status;
   };
-  auto feed = [&](trace::SpanTable table, const auto& events, auto to_row) -> Status {
-    for (const auto& event : events) {
+  auto feed = [&](trace::SpanTable table, const auto& rows_of_table, auto to_row) -> Status {
+    for (const auto& event : rows_of_table) {
       batch.push_back(to_row(event));
       if (batch.size() == kBatch) RS_RETURN_IF_ERROR(flush(table));
     }
@@ -553,13 +603,13 @@ Status FeedRankTrace(const trace::RankTrace& trace, trace::SpanVisitor& visitor,
     if (options.host_calls) row.correlation_id = e.correlation_id;
     return row;
   };
-  RS_RETURN_IF_ERROR(feed(trace::SpanTable::kKernels, trace.events.kernels,
+  RS_RETURN_IF_ERROR(feed(trace::SpanTable::kKernels, events.kernels,
                           [&](const trace::KernelEvent& e) { return common(e, e.name); }));
-  RS_RETURN_IF_ERROR(feed(trace::SpanTable::kMemcpys, trace.events.memcpys,
+  RS_RETURN_IF_ERROR(feed(trace::SpanTable::kMemcpys, events.memcpys,
                           [&](const trace::MemcpyEvent& e) { return common(e, trace::kEmptyString); }));
-  RS_RETURN_IF_ERROR(feed(trace::SpanTable::kMemsets, trace.events.memsets,
+  RS_RETURN_IF_ERROR(feed(trace::SpanTable::kMemsets, events.memsets,
                           [&](const trace::MemsetEvent& e) { return common(e, trace::kEmptyString); }));
-  RS_RETURN_IF_ERROR(feed(trace::SpanTable::kNvtxRanges, trace.events.nvtx_ranges, [&](const trace::NvtxRangeEvent& e) {
+  RS_RETURN_IF_ERROR(feed(trace::SpanTable::kNvtxRanges, events.nvtx_ranges, [&](const trace::NvtxRangeEvent& e) {
     trace::SpanRow row = common(e, e.name);
     row.correlation_id = 0;
     row.domain = e.domain;
@@ -570,9 +620,9 @@ Status FeedRankTrace(const trace::RankTrace& trace, trace::SpanVisitor& visitor,
     return row;
   }));
   if (!options.host_calls) return Status::Ok();
-  RS_RETURN_IF_ERROR(feed(trace::SpanTable::kApiCalls, trace.events.api_calls,
+  RS_RETURN_IF_ERROR(feed(trace::SpanTable::kApiCalls, events.api_calls,
                           [&](const trace::ApiCallEvent& e) { return common(e, e.name); }));
-  return feed(trace::SpanTable::kSyncs, trace.events.syncs,
+  return feed(trace::SpanTable::kSyncs, events.syncs,
               [&](const trace::SyncEvent& e) { return common(e, e.name); });
 }
 

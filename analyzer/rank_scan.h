@@ -85,6 +85,8 @@ class RankScanner final : public trace::SpanVisitor {
 
   Status OnHeader(trace::StreamHeader header) override;
   Status OnSpans(trace::SpanTable table, std::span<const trace::SpanRow> rows) override;
+  Status OnMoreNames(std::span<const std::string> strings, std::span<const trace::Lane> lanes) override;
+  Status OnTrailer(trace::StreamTrailer trailer) override;
   // The rank's activity; fails when the header never came.
   Result<RankActivity> Finish();
 
@@ -96,5 +98,10 @@ class RankScanner final : public trace::SpanVisitor {
 
 // Streams an in-memory trace into `visitor` as TraceReader::Stream would stream its file.
 Status FeedRankTrace(const trace::RankTrace& trace, trace::SpanVisitor& visitor, trace::StreamOptions options = {});
+// The rows of `events` (kernels, copies, sets and NVTX ranges; API calls and syncs with
+// options.host_calls) as TraceReader::Stream streams a file's, table by table; marks and
+// collectives, which a file's header carries, are not sent.
+Status FeedEventTables(const trace::EventTables& events, trace::SpanVisitor& visitor,
+                       trace::StreamOptions options = {});
 
 }  // namespace rankscope::analyzer

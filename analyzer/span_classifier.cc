@@ -118,6 +118,15 @@ void SpanClassifier::Reset(const trace::StreamHeader* header) {
   category_class_.clear();
 }
 
+void SpanClassifier::HeaderGrew() {
+  const size_t strings = header_ != nullptr ? header_->strings.size() : 0;
+  for (std::vector<int8_t>* cache : {&kernel_class_, &user_class_, &step_name_, &comm_name_, &cpu_op_domain_}) {
+    if (cache->size() < strings) cache->resize(strings, kUnknown);
+  }
+  // A lane's role or a meta entry may have changed what a category means.
+  category_class_.clear();
+}
+
 const std::string& SpanClassifier::Str(trace::StringId id) const {
   static const std::string kEmpty;
   return header_ != nullptr && id < header_->strings.size() ? header_->strings[id] : kEmpty;

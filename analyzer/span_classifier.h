@@ -42,6 +42,9 @@ class SpanClassifier {
   // Starts a rank: clears the caches and the deferred ranges. `header` (strings, lanes,
   // meta) must outlive the calls until the next Reset.
   void Reset(const trace::StreamHeader* header);
+  // The header's strings or lanes grew, or its meta changed (a stream that learns its rank
+  // as it goes): the caches cover the new strings; what is known stays.
+  void HeaderGrew();
 
   // Whether a range of this name is a step range (§2: a step name in any case, or
   // ProfilerStep#N). Steps are never device work.

@@ -134,29 +134,26 @@ int RunAnalyze(const AnalyzeRequest& request, std::FILE* out, std::FILE* err, bo
       PrintText(err, fmt::format("\rrankscope: read {}/{} rank files{}", done, total, done == total ? "\n" : ""));
     };
   }
-  Result<std::unique_ptr<interop::ResolvedRun>> run = ResolveInputs(request.inputs, err);
-  if (!run.ok()) {
-    PrintError(err, run.status().message());
-    return kExitUsage;
-  }
-  Result<analyzer::Report> report = analyzer::AnalyzeRun((*run)->path(), *options);
-  if (!report.ok()) {
+  const std::vector<std::filesystem::path> paths(request.inputs.begin(), request.inputs.end());
+  Result<interop::AnalyzedInputs> analyzed = interop::AnalyzeInputs(paths, *options);
+  if (!analyzed.ok()) {
     // A run that hung before anything measurable still says who waited for whom.
-    if (!(*run)->imported()) {
-      Result<std::optional<analyzer::HangReport>> end = analyzer::DiagnoseRun((*run)->path());
+    const auto is_rankscope_run = [&] {
+      const Result<interop::TraceFormat> kind = interop::DetectTraceFormat(paths[0]);
+      return kind.ok() && (*kind == interop::TraceFormat::kRankscopeRun || *kind == interop::TraceFormat::kRankscopeFile);
+    };
+    if (paths.size() == 1 && is_rankscope_run()) {
+      Result<std::optional<analyzer::HangReport>> end = analyzer::DiagnoseRun(paths[0]);
       if (end.ok() && *end) {
         PrintText(err, *format == ReportFormat::kJson ? report::HangReportToJson(**end) + "\n"
                                                       : report::HangReportToText(**end));
       }
     }
-    PrintError(err, (*run)->Describe(report.status().message()));
+    PrintError(err, analyzed.status().message());
     return kExitUsage;
   }
-  // An imported run lives in a temporary directory: the report names what the user gave.
-  if ((*run)->imported()) {
-    report->run.directory = (*run)->display();
-    for (std::string& warning : report->warnings) warning = (*run)->Describe(std::move(warning));
-  }
+  for (const std::string& note : analyzed->notes) PrintNote(err, note);
+  analyzer::Report* report = &analyzed->report;
 
   std::string text;
   switch (*format) {

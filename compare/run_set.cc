@@ -54,19 +54,26 @@ Result<ComparableSet> ReadJsonReport(const fs::path& path) {
   return ParseComparableJson(text.str(), path.string());
 }
 
-// A run, or another tool's traces of one run (imported into a temporary run for the
-// analysis; messages name the user's path, not the temporary one).
+// The comparable figures of a report; its warnings, each prefixed with `source`, join
+// `warnings`.
+ComparableRun ComparableOfReport(const analyzer::Report& report, const std::string& source,
+                                 std::vector<std::string>* warnings, bool* partial) {
+  for (const std::string& warning : report.warnings) warnings->push_back(source + ": " + warning);
+  const bool partial_run = !report.run.missing_ranks.empty() || !report.run.ranks_without_activity.empty();
+  if (partial_run && partial != nullptr) *partial = true;
+  ComparableRun comparable = MakeComparable(report);
+  comparable.source = source;
+  return comparable;
+}
+
+// A run, or another tool's traces of one run (read straight into the analysis).
 Result<ComparableSet> LoadRun(const fs::path& path, const analyzer::AnalyzeOptions& options,
                               std::vector<std::string>* warnings, bool* partial) {
-  RS_ASSIGN_OR_RETURN(std::unique_ptr<interop::ResolvedRun> run, interop::ResolveRun({path}));
-  for (const std::string& note : run->notes()) warnings->push_back(path.string() + ": " + note);
-  const size_t warned = warnings->size();
-  Result<ComparableRun> comparable = AnalyzeToComparable(run->path(), path.string(), options, warnings, partial);
-  for (size_t i = warned; i < warnings->size(); ++i) (*warnings)[i] = run->Describe(std::move((*warnings)[i]));
-  if (!comparable.ok()) return Status(comparable.status().code(), run->Describe(comparable.status().message()));
+  RS_ASSIGN_OR_RETURN(interop::AnalyzedInputs analyzed, interop::AnalyzeInputs({path}, options));
+  for (const std::string& note : analyzed.notes) warnings->push_back(path.string() + ": " + note);
   ComparableSet set;
   set.source = path.string();
-  set.runs.push_back(std::move(comparable).value());
+  set.runs.push_back(ComparableOfReport(analyzed.report, path.string(), warnings, partial));
   return set;
 }
 
@@ -95,12 +102,7 @@ Result<ComparableRun> AnalyzeToComparable(const fs::path& run, const std::string
                                           std::vector<std::string>* warnings, bool* partial) {
   Result<analyzer::Report> report = analyzer::AnalyzeRun(run, options);
   if (!report.ok()) return report.status();
-  for (const std::string& warning : report->warnings) warnings->push_back(source + ": " + warning);
-  const bool partial_run = !report->run.missing_ranks.empty() || !report->run.ranks_without_activity.empty();
-  if (partial_run && partial != nullptr) *partial = true;
-  ComparableRun comparable = MakeComparable(*report);
-  comparable.source = source;
-  return comparable;
+  return ComparableOfReport(*report, source, warnings, partial);
 }
 
 Result<ComparableSet> LoadComparableSet(const fs::path& path, const analyzer::AnalyzeOptions& options,

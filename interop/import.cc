@@ -45,10 +45,6 @@ std::string Head(const fs::path& path, size_t bytes) {
 namespace {
 
 constexpr unsigned char kGzipMagic[] = {0x1f, 0x8b};
-constexpr size_t kBatchEvents = 65536;
-// Beyond this many events handed to the writer and not yet committed, the importer waits:
-// it must not outrun the writer's queue, which would drop events.
-constexpr uint64_t kMaxBacklog = 512 * 1024;
 
 bool IsGzip(std::string_view head) {
   return head.size() >= 2 && static_cast<unsigned char>(head[0]) == kGzipMagic[0] &&
@@ -290,215 +286,6 @@ std::vector<DamagedEvents::Line> DamagedEvents::Lines() const {
   return lines;
 }
 
-// ---- RankFileBuilder ------------------------------------------------------------------------
-
-Result<std::unique_ptr<RankFileBuilder>> RankFileBuilder::Create(const fs::path& file, const trace::RankIdentity& who) {
-  RS_ASSIGN_OR_RETURN(std::unique_ptr<trace::TraceWriter> writer, trace::TraceWriter::Create(file, who));
-  return std::unique_ptr<RankFileBuilder>(new RankFileBuilder(file, who, std::move(writer)));
-}
-
-RankFileBuilder::RankFileBuilder(fs::path path, trace::RankIdentity identity,
-                                 std::unique_ptr<trace::TraceWriter> writer)
-    : path_(std::move(path)), identity_(std::move(identity)), writer_(std::move(writer)) {}
-
-RankFileBuilder::~RankFileBuilder() {
-  if (!closed_) (void)writer_->Close();
-}
-
-trace::LaneId RankFileBuilder::Lane(const trace::Lane& lane) {
-  for (auto& [known, id] : lanes_) {
-    if (known.SameIdentity(lane)) {
-      if (!lane.name.empty() && lane.name != known.name) {
-        known.name = lane.name;
-        writer_->AddLane(lane);  // renames it
-      }
-      return id;
-    }
-  }
-  const trace::LaneId id = writer_->AddLane(lane);
-  lanes_.emplace_back(lane, id);
-  return id;
-}
-
-trace::StringId RankFileBuilder::Intern(std::string_view text) {
-  if (text.empty()) return trace::kEmptyString;
-  auto it = strings_.find(std::string(text));
-  if (it != strings_.end()) return it->second;
-  const trace::StringId id = writer_->Intern(text);
-  strings_.emplace(std::string(text), id);
-  return id;
-}
-
-void RankFileBuilder::SetMeta(std::string_view key, std::string_view value) { writer_->SetMeta(key, value); }
-
-void RankFileBuilder::AddDrops(const trace::DropRecord& drop) { writer_->AddDrops(drop); }
-
-void RankFileBuilder::Flush(bool force) {
-  const size_t pending = batch_.size();
-  if (pending == 0 || (!force && pending < kBatchEvents)) return;
-  // The queue refuses batches it cannot hold: wait until the writer has room.
-  for (;;) {
-    const trace::WriterStats stats = writer_->stats();
-    if (stats.events_submitted - stats.events_committed <= kMaxBacklog) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  written_ += pending;
-  writer_->Submit(std::move(batch_));
-  batch_ = trace::EventTables{};
-}
-
-Status RankFileBuilder::Close() {
-  if (closed_) return Status::Ok();
-  Flush(/*force=*/true);
-  closed_ = true;
-  const trace::WriterStats before = writer_->stats();
-  RS_RETURN_IF_ERROR(writer_->Close());
-  if (before.events_dropped > 0) {
-    return InternalError(fmt::format("{}: the writer refused {} events (damaged input: events on unknown lanes "
-                                     "or ending before they start?)",
-                                     path_.string(), before.events_dropped));
-  }
-  return Status::Ok();
-}
-
-// ---- RunSink --------------------------------------------------------------------------------
-
-namespace {
-
-// Sets the world size of a rank file its writer already closed: an import knows it only once
-// every input is read. The same meta row the writer would have written, one file at a time.
-Status SetWorldSizeOfClosedFile(const fs::path& file, int world_size) {
-  sqlite3* raw = nullptr;
-  const int rc = sqlite3_open_v2(file.c_str(), &raw, SQLITE_OPEN_READWRITE, nullptr);
-  trace::sql::DbHandle db(raw);
-  if (rc != SQLITE_OK) {
-    return trace::sql::FromSqlite(raw, rc, "opening it to set its world size").WithContext(file.string());
-  }
-  sqlite3_busy_timeout(raw, 5000);
-  RS_ASSIGN_OR_RETURN(trace::sql::Statement upsert,
-                      trace::sql::Statement::Prepare(raw, "INSERT OR REPLACE INTO meta VALUES(?, ?)"));
-  upsert.BindText(1, trace::meta_key::kWorldSize);
-  upsert.BindText(2, std::to_string(world_size));
-  Status set = upsert.StepDone("setting its world size");
-  if (!set.ok()) return set.WithContext(file.string());
-  return Status::Ok();
-}
-
-}  // namespace
-
-RunSink::RunSink(fs::path run_dir, std::string run_id) : run_dir_(std::move(run_dir)), run_id_(std::move(run_id)) {}
-
-RunSink::~RunSink() {
-  if (finished_) return;
-  // An import that failed leaves no rank files of its own behind.
-  std::error_code ec;
-  for (auto& [rank, builder] : open_) {
-    const fs::path path = builder->path();
-    builder.reset();
-    fs::remove(path, ec);
-  }
-  for (const auto& [rank, closed] : closed_) fs::remove(closed.path, ec);
-}
-
-Result<RankFileBuilder*> RunSink::Rank(trace::RankIdentity who, std::string_view source, bool note_assignment) {
-  if (!who.rank) {
-    int free_rank = 0;
-    while (sources_.contains(free_rank)) ++free_rank;
-    who.rank = free_rank;
-    if (note_assignment) notes_.push_back(fmt::format("{}: no rank recorded; imported as rank {}", source, free_rank));
-  }
-  const int rank = *who.rank;
-  if (rank < 0 || rank >= (1 << 20)) {
-    return InvalidArgument(fmt::format("{}: rank {} is out of range", source, rank));
-  }
-  if (auto taken = sources_.find(rank); taken != sources_.end()) {
-    return InvalidArgument(
-        fmt::format("{} and {} both hold rank {}: import the traces of one run at a time", taken->second, source, rank));
-  }
-  if (!who.world_size) unknown_world_size_.insert(rank);
-  who.run_id = run_id_;
-  RS_ASSIGN_OR_RETURN(std::unique_ptr<RankFileBuilder> builder,
-                      RankFileBuilder::Create(run_dir_ / trace::RankFileName(rank), who));
-  sources_.emplace(rank, std::string(source));
-  RankFileBuilder* raw = builder.get();
-  open_.emplace(rank, std::move(builder));
-  return raw;
-}
-
-void RunSink::NoteLeftOut(std::string line) {
-  left_out_.push_back(line);
-  notes_.push_back(std::move(line));
-}
-
-void RunSink::NoteDamaged(std::string_view source, const DamagedEvents& damaged) {
-  for (const DamagedEvents::Line& line : damaged.Lines()) NoteLeftOut(fmt::format("{}: {}", source, line.text));
-}
-
-std::vector<int> RunSink::ranks_taken() const {
-  std::vector<int> ranks;
-  for (const auto& [rank, source] : sources_) ranks.push_back(rank);
-  return ranks;
-}
-
-Status RunSink::CloseOpenRanks() {
-  while (!open_.empty()) {
-    auto it = open_.begin();
-    RankFileBuilder& builder = *it->second;
-    ClosedRank closed;
-    closed.path = builder.path();
-    closed.events = builder.events_written() + builder.events().size();
-    for (const DamagedEvents::Line& line : builder.damaged().Lines()) {
-      closed.damaged.push_back(fmt::format("{}: {}", sources_.at(it->first), line.text));
-      builder.SetMeta(line.meta_key, line.text);
-    }
-    const Status status = builder.Close();
-    // Closed or not, it is the sink's to remove on failure from here on.
-    closed_.emplace(it->first, std::move(closed));
-    open_.erase(it);
-    RS_RETURN_IF_ERROR(status);
-  }
-  return Status::Ok();
-}
-
-Status RunSink::Finish(ImportResult* result) {
-  RS_RETURN_IF_ERROR(CloseOpenRanks());
-  const int ranks = static_cast<int>(closed_.size());
-  if (ranks == 0) return InvalidArgument("nothing to import: no input held a rank with events");
-  uint64_t events = 0;
-  for (const auto& [rank, closed] : closed_) events += closed.events;
-  if (events == 0) {
-    // A run with nothing in it would only puzzle every command that reads it.
-    std::vector<std::string> why = left_out_;
-    for (const auto& [rank, closed] : closed_) why.insert(why.end(), closed.damaged.begin(), closed.damaged.end());
-    if (why.empty()) {
-      std::string inputs;
-      for (const auto& [rank, source] : sources_) inputs += (inputs.empty() ? "" : ", ") + source;
-      why.push_back(fmt::format("{} hold{} no events", inputs, sources_.size() == 1 ? "s" : ""));
-    }
-    std::string line;
-    for (const std::string& reason : why) line += (line.empty() ? "" : "; ") + reason;
-    return InvalidArgument("no events rankscope imports: " + line);
-  }
-  // Where a trace does not say, the world holds at least every rank imported and the highest.
-  const int assumed_world_size = std::max(ranks, closed_.rbegin()->first + 1);
-  if (!unknown_world_size_.empty()) {
-    notes_.push_back(fmt::format("{} of the traces record no world size; taken as {} ({})", unknown_world_size_.size(),
-                                 assumed_world_size,
-                                 assumed_world_size == ranks ? "the ranks imported" : "the highest rank imported + 1"));
-  }
-  for (const auto& [rank, closed] : closed_) {
-    if (unknown_world_size_.contains(rank)) {
-      RS_RETURN_IF_ERROR(SetWorldSizeOfClosedFile(closed.path, assumed_world_size));
-    }
-    notes_.insert(notes_.end(), closed.damaged.begin(), closed.damaged.end());
-    result->events += closed.events;
-    result->rank_files.push_back(closed.path);
-  }
-  result->notes.insert(result->notes.end(), notes_.begin(), notes_.end());
-  finished_ = true;
-  return Status::Ok();
-}
-
 }  // namespace import
 
 // ---- formats ----------------------------------------------------------------------------------
@@ -666,8 +453,7 @@ Result<ImportResult> ImportIntoRunDirectory(const std::vector<std::pair<fs::path
   {
     import::RunSink sink(staging->path(), run_id);
     for (const auto& [file, format] : files) {
-      RS_RETURN_IF_ERROR(format == TraceFormat::kNsysSqlite ? import::ImportNsys(file, sink)
-                                                            : import::ImportKineto(file, sink));
+      RS_RETURN_IF_ERROR(import::ImportOne(file, format, sink));
       // One input's files at a time: a thousand ranks need no more descriptors than one.
       RS_RETURN_IF_ERROR(sink.CloseOpenRanks());
     }
@@ -687,8 +473,9 @@ Result<ImportResult> ImportIntoRunDirectory(const std::vector<std::pair<fs::path
 
 }  // namespace
 
-Result<ImportResult> ImportTraces(const std::vector<fs::path>& inputs, const fs::path& run_dir,
-                                  const ImportOptions& options) {
+namespace import {
+
+Result<std::vector<std::pair<fs::path, TraceFormat>>> ForeignTraceFiles(const std::vector<fs::path>& inputs) {
   if (inputs.empty()) return InvalidArgument("no traces to import");
   std::vector<std::pair<fs::path, TraceFormat>> files;
   for (const fs::path& input : inputs) {
@@ -707,6 +494,18 @@ Result<ImportResult> ImportTraces(const std::vector<fs::path>& inputs, const fs:
                                            Quoted(input), TraceFormatName(format)));
     }
   }
+  return files;
+}
+
+Status ImportOne(const fs::path& file, TraceFormat format, RunSink& sink) {
+  return format == TraceFormat::kNsysSqlite ? ImportNsys(file, sink) : ImportKineto(file, sink);
+}
+
+}  // namespace import
+
+Result<ImportResult> ImportTraces(const std::vector<fs::path>& inputs, const fs::path& run_dir,
+                                  const ImportOptions& options) {
+  RS_ASSIGN_OR_RETURN(auto files, import::ForeignTraceFiles(inputs));
   RS_ASSIGN_OR_RETURN(const fs::path created, CreateRunDirectory(run_dir));
   Result<ImportResult> imported = ImportIntoRunDirectory(files, run_dir, options);
   if (!imported.ok()) RemoveCreatedDirectories(run_dir, created);

@@ -578,6 +578,7 @@ class ChromeImporter {
         if (!text.empty()) rank->string_ids.emplace(text, rank->builder->Intern(text));
       }
     }
+    sink_.DoneClaiming();  // inputs read beside this one may claim theirs now
     return Status::Ok();
   }
 

@@ -3,10 +3,13 @@
 // RankFileBuilder, and adds events to it; the sink writes the run directory.
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -22,6 +25,7 @@
 
 namespace rankscope::trace {
 class TraceWriter;
+class SpanVisitor;
 }
 
 namespace rankscope::interop::import {
@@ -80,13 +84,22 @@ class DamagedEvents {
   std::map<std::string, Kind, std::less<>> kinds_;
 };
 
-// One rank file an importer writes. Lanes (by identity) and strings are looked up once;
-// events go to the writer in batches, and the builder waits while the writer is behind
+// Where an import's ranks go when they are not written to files: commands that analyze
+// another tool's traces stream each rank straight into a visitor (analyzer/) that this gives
+// for the input (`source`) that holds it.
+using RankStreamOpener = std::function<trace::SpanVisitor&(const std::filesystem::path& source)>;
+
+// One rank an importer writes: into a rank file, or streamed into a visitor (the same rows,
+// strings, lanes and meta the file would hold). Lanes (by identity) and strings are looked
+// up once; events go out in batches; the file builder waits while the writer is behind
 // rather than let it drop events.
 class RankFileBuilder {
  public:
   static Result<std::unique_ptr<RankFileBuilder>> Create(const std::filesystem::path& file,
                                                          const trace::RankIdentity& who);
+  // `source` (the input) stands for the file in messages.
+  static std::unique_ptr<RankFileBuilder> CreateStream(trace::SpanVisitor& visitor, const trace::RankIdentity& who,
+                                                       std::filesystem::path source);
   ~RankFileBuilder();
   RankFileBuilder(const RankFileBuilder&) = delete;
   RankFileBuilder& operator=(const RankFileBuilder&) = delete;
@@ -108,35 +121,82 @@ class RankFileBuilder {
   uint64_t events_written() const { return written_; }
   const std::filesystem::path& path() const { return path_; }
   const trace::RankIdentity& identity() const { return identity_; }
-  // Closes the file; an error when the writer failed or refused any event.
+  bool streamed() const { return visitor_ != nullptr; }
+  // Closes the file; an error when the writer failed or refused any event. A stream sends
+  // what is left of its rows; its trailer waits for SendTrailer.
   Status Close();
+  // Streams only, after Close: the meta, lanes, marks, collectives and drops, with the world
+  // size the run settled on when the trace gave none.
+  Status SendTrailer(std::optional<int> world_size);
 
  private:
-  RankFileBuilder(std::filesystem::path path, trace::RankIdentity identity, std::unique_ptr<trace::TraceWriter> writer);
+  RankFileBuilder(std::filesystem::path path, trace::RankIdentity identity, std::unique_ptr<trace::TraceWriter> writer,
+                  trace::SpanVisitor* visitor);
+  void StreamBatch();
+  Result<trace::RankMeta> StreamMeta() const;
 
   std::filesystem::path path_;
   trace::RankIdentity identity_;
-  std::unique_ptr<trace::TraceWriter> writer_;
+  std::unique_ptr<trace::TraceWriter> writer_;  // null when streamed
   trace::EventTables batch_;
   uint64_t written_ = 0;
   std::unordered_map<std::string, trace::StringId> strings_;
   std::vector<std::pair<trace::Lane, trace::LaneId>> lanes_;  // few: a linear scan
   DamagedEvents damaged_;
   bool closed_ = false;
+
+  // Streamed: what a rank file would hold beside its rows.
+  trace::SpanVisitor* visitor_ = nullptr;
+  std::vector<std::string> stream_strings_;  // index = StringId
+  size_t strings_sent_ = 0;
+  size_t lanes_sent_ = 0;
+  bool header_sent_ = false;
+  std::map<std::string, std::string> meta_rows_;  // SetMeta's
+  std::vector<trace::DropRecord> drops_;
+  std::vector<trace::NvtxMarkEvent> marks_;
+  std::vector<trace::CollectiveEvent> collectives_;
+  Status stream_status_ = Status::Ok();  // the visitor's first error
 };
 
-// The run an import writes: rank files on demand, one per rank, refusing a rank that two
-// inputs claim; and the notes the user sees. Each input's rank files are closed once it is
-// read (CloseOpenRanks), so the files an import holds open do not grow with its inputs.
+// Which input holds which rank, shared by the inputs of one run. Inputs read at once claim
+// in their order, as a sequential import would: an input's first claim waits until every
+// input before it is done claiming.
+class RankClaims {
+ public:
+  explicit RankClaims(bool ordered) : ordered_(ordered) {}
+  void WaitForTurn(size_t input);
+  // Idempotent; every input must say it (also when it failed), or later inputs wait forever.
+  void DoneClaiming(size_t input);
+  // Read and written by the input holding the turn only (or after every input is done).
+  std::map<int, std::string> sources;  // the input that gave each rank
+
+ private:
+  bool ordered_;
+  std::mutex mutex_;
+  std::condition_variable turn_;
+  std::set<size_t> done_;
+  size_t next_ = 0;
+};
+
+// What an import writes for one input (or, for tests, a whole run): rank files (or streams)
+// on demand, one per rank, refusing a rank that two inputs claim; and the notes the user
+// sees. Each input's rank files are closed once it is read (CloseOpenRanks), so the files an
+// import holds open do not grow with its inputs.
 class RunSink {
  public:
+  // Rank files in `run_dir`, inputs read one after another through this one sink.
   RunSink(std::filesystem::path run_dir, std::string run_id);
+  // Input `input` of several read at once, each with its own sink, its ranks streamed
+  // through `open` (no files).
+  RunSink(std::shared_ptr<RankClaims> claims, size_t input, RankStreamOpener open, std::string run_id);
   ~RunSink();  // removes every rank file it created unless Finish succeeded
 
   // The rank file for `who` (its run id is set here). A rank of nullopt takes the lowest
   // rank no input has claimed, which is noted unless the importer says why itself
   // (`note_assignment` false). `source` names the input in messages.
   Result<RankFileBuilder*> Rank(trace::RankIdentity who, std::string_view source, bool note_assignment = true);
+  // The importer has made every claim it will (inputs after it may claim now).
+  void DoneClaiming();
   void Note(std::string line) { notes_.push_back(std::move(line)); }
   // A note of events an input left out (kinds no importer reads); Finish quotes it too when
   // the import keeps no events at all.
@@ -145,8 +205,8 @@ class RunSink {
   // line starting with `source`.
   void NoteDamaged(std::string_view source, const DamagedEvents& damaged);
   const std::string& run_id() const { return run_id_; }
-  // The ranks inputs have claimed so far, lowest first.
-  std::vector<int> ranks_taken() const;
+  // The ranks inputs have claimed so far, lowest first (waits for this input's turn).
+  std::vector<int> ranks_taken();
 
   // Closes the rank files opened so far (an input's, once it is read); each rank's damaged
   // events become meta rows now and notes at Finish.
@@ -157,19 +217,25 @@ class RunSink {
   // become notes. An import that keeps no events fails, its one line saying what was left
   // out and why. Errors leave nothing behind.
   Status Finish(ImportResult* result);
+  // Finish over the sinks of a run's inputs, in input order; streamed ranks get their
+  // trailers here.
+  static Status FinishAll(const std::vector<RunSink*>& sinks, ImportResult* result);
 
  private:
   struct ClosedRank {
     std::filesystem::path path;
     uint64_t events = 0;
     std::vector<std::string> damaged;  // the notes of its damaged events
+    std::unique_ptr<RankFileBuilder> stream;  // streamed ranks wait here for their trailer
   };
 
   std::filesystem::path run_dir_;
   std::string run_id_;
+  std::shared_ptr<RankClaims> claims_;
+  size_t input_ = 0;
+  RankStreamOpener open_stream_;  // empty: rank files
   std::map<int, std::unique_ptr<RankFileBuilder>> open_;
   std::map<int, ClosedRank> closed_;
-  std::map<int, std::string> sources_;  // which input gave each rank: every rank claimed
   std::set<int> unknown_world_size_;
   std::vector<std::string> notes_;
   std::vector<std::string> left_out_;  // the notes of what was left out, also in notes_
@@ -221,6 +287,13 @@ std::string_view NsysRankSourceName(NsysRankSource source);
 // environment; processes without it take the lowest ranks left, by pid. An error for no
 // processes or one pid listed twice.
 Result<NsysRankChoice> ChooseNsysRanks(const NsysRankEvidence& evidence);
+
+// The files `inputs` name (a directory of Kineto traces: each of them), with their formats;
+// one line for an input that is not another tool's trace.
+Result<std::vector<std::pair<std::filesystem::path, TraceFormat>>> ForeignTraceFiles(
+    const std::vector<std::filesystem::path>& inputs);
+// ImportNsys or ImportKineto, by format.
+Status ImportOne(const std::filesystem::path& file, TraceFormat format, RunSink& sink);
 
 // Kineto / PyTorch profiler JSON: one rank, from `distributedInfo` (or, for a rankscope
 // Chrome export, every rank it holds).

@@ -1171,6 +1171,7 @@ Status KinetoImporter::Run() {
     }
   }
   RS_ASSIGN_OR_RETURN(builder_, sink_.Rank(top.who, source_));
+  sink_.DoneClaiming();  // inputs read beside this one may claim theirs now
   if (rank_from_name) builder_->SetMeta("import.rank_source", "file name");
   RS_RETURN_IF_ERROR(ConvertEvents(doc, events));
   if (type == od::json_type::array) RS_RETURN_IF_ERROR(AtEnd(doc));

@@ -1107,6 +1107,7 @@ Status NsysImporter::CreateRankFiles(const NsysRankChoice& choice) {
       b.SetMeta(fmt::format("nvtx.category.{}.{}", DomainName(category_process, domain), category), name);
     }
   }
+  sink_.DoneClaiming();  // inputs read beside this one may claim theirs now
   return Status::Ok();
 }
 

@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "analyzer/analyze.h"
 #include "base/status.h"
 
 namespace rankscope::interop {
@@ -84,6 +85,20 @@ class ResolvedRun {
 
 // Several inputs must all be foreign traces of one run (Kineto files, one per rank).
 Result<std::unique_ptr<ResolvedRun>> ResolveRun(const std::vector<std::filesystem::path>& inputs);
+
+// What commands that analyze call with the inputs the user gave. A run directory or rank
+// file is analyzed from its files (analyzer::AnalyzeRun). Other tools' traces (Kineto files,
+// a directory of them, nsys exports) are read straight into the analysis, inputs in
+// parallel (options.threads), without rank files: the same ranks, rows and meta `import`
+// writes, so the report is the one `import` then `analyze` gives.
+struct AnalyzedInputs {
+  analyzer::Report report;
+  std::vector<std::string> notes;  // the reading's: how ranks were chosen, what was left out
+  bool foreign = false;            // read from other tools' traces
+  std::filesystem::path run;       // the run directory or rank file, when not foreign
+};
+Result<AnalyzedInputs> AnalyzeInputs(const std::vector<std::filesystem::path>& inputs,
+                                     const analyzer::AnalyzeOptions& options);
 
 struct ChromeExportResult {
   uint64_t events = 0;  // trace events written, flows and metadata included

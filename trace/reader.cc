@@ -878,4 +878,12 @@ Status TraceReader::Stream(SpanVisitor& visitor, StreamOptions options) const {
   return Status::Ok();
 }
 
+Status SpanVisitor::OnMoreNames(std::span<const std::string>, std::span<const Lane>) {
+  return Unsupported("this reader of rank files takes no strings or lanes after the header");
+}
+
+Status SpanVisitor::OnTrailer(StreamTrailer) {
+  return Unsupported("this reader of rank files takes no trailer");
+}
+
 }  // namespace rankscope::trace

@@ -68,6 +68,16 @@ struct SpanRow {
   uint64_t correlation_id = 0;     // with StreamOptions::host_calls only
 };
 
+// What a stream that learns its rank as it goes (another tool's trace read straight into an
+// analysis, interop/) knows only at its end.
+struct StreamTrailer {
+  RankMeta meta;                   // replaces the header's
+  std::vector<Lane> lanes;         // replaces the header's and the additions (names may change)
+  std::vector<DropRecord> drops;
+  std::vector<NvtxMarkEvent> marks;
+  std::vector<CollectiveEvent> collectives;
+};
+
 class SpanVisitor {
  public:
   virtual ~SpanVisitor() = default;
@@ -75,6 +85,12 @@ class SpanVisitor {
   // Rows of one table in storage order (time order within a lane for files rankscope
   // wrote), in batches. An error stops the stream and is returned by Stream.
   virtual Status OnSpans(SpanTable table, std::span<const SpanRow> rows) = 0;
+
+  // Streams that are not read from a rank file (TraceReader::Stream never calls these):
+  // strings and lanes appended to the header's, before the first row that uses them; then,
+  // after the last row, the trailer. Visitors that only read files refuse them.
+  virtual Status OnMoreNames(std::span<const std::string> strings, std::span<const Lane> lanes);
+  virtual Status OnTrailer(StreamTrailer trailer);
 };
 
 struct LoadOptions {

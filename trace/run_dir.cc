@@ -174,18 +174,34 @@ Result<Run> OpenRun(const fs::path& path) {
   }
   std::sort(files.begin(), files.end());
 
-  std::string first_run_id, first_name;
+  std::vector<RunFile> opened;
   for (const fs::path& file : files) {
     RS_ASSIGN_OR_RETURN(std::unique_ptr<TraceReader> reader, TraceReader::Open(file));
     RunFile run_file{file, reader->meta()};
     const RankMeta& meta = run_file.meta;
-    const std::string name = file.filename().string();
-    const ParsedRankFileName parsed = ParseRankFileName(name);
+    const ParsedRankFileName parsed = ParseRankFileName(file.filename().string());
     if (parsed.is_rank_file && parsed.rank != meta.rank) {
       return Inconsistent(fmt::format("{}: the file name says rank {} but the file records rank {}",
                                       file.string(), parsed.rank ? std::to_string(*parsed.rank) : "unknown",
                                       meta.rank ? std::to_string(*meta.rank) : "unknown"));
     }
+    opened.push_back(std::move(run_file));
+  }
+  RS_ASSIGN_OR_RETURN(run, RunOfFiles(run.directory, std::move(opened)));
+  // Asked after the files were opened: a run that ended in between reads as ended, its files
+  // as they were left. A lock that cannot be probed says nothing either way.
+  if (Result<bool> recording = RunIsRecording(run.directory); recording.ok()) run.recording = *recording;
+  return run;
+}
+
+Result<Run> RunOfFiles(const fs::path& directory, std::vector<RunFile> files) {
+  Run run;
+  run.directory = directory;
+  std::string first_run_id, first_name;
+  for (RunFile& run_file : files) {
+    const fs::path& file = run_file.path;
+    const RankMeta& meta = run_file.meta;
+    const std::string name = file.filename().string();
     if (first_name.empty()) {
       first_run_id = meta.run_id;
       first_name = name;
@@ -206,10 +222,6 @@ Result<Run> OpenRun(const fs::path& path) {
     list.push_back(std::move(run_file));
   }
   run.run_id = first_run_id;
-  // Asked after the files were opened: a run that ended in between reads as ended, its files
-  // as they were left. A lock that cannot be probed says nothing either way.
-  if (Result<bool> recording = RunIsRecording(run.directory); recording.ok()) run.recording = *recording;
-
   std::sort(run.ranks.begin(), run.ranks.end(),
             [](const RunFile& a, const RunFile& b) { return *a.meta.rank < *b.meta.rank; });
   std::sort(run.unranked.begin(), run.unranked.end(),

@@ -82,4 +82,9 @@ struct Run {
 // errors: they are listed in the Run.
 Result<Run> OpenRun(const std::filesystem::path& path);
 
+// What OpenRun makes of the files it opened (not their names): one run id, one world size,
+// missing and extra ranks, unclosed files. Also for ranks read from elsewhere (another
+// tool's traces analyzed without rank files), whose `path` is the input that held them.
+Result<Run> RunOfFiles(const std::filesystem::path& directory, std::vector<RunFile> files);
+
 }  // namespace rankscope::trace
