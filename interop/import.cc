@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "interop/import_internal.h"
+#include "interop/inflate.h"
 #include "base/file_check.h"
 #include "base/text.h"
 #include "trace/recording_lock.h"
@@ -141,87 +142,24 @@ Result<TraceFormat> SqliteFormat(const fs::path& path) {
                      "(no META_DATA_EXPORT or EXPORT_META_DATA table)");
 }
 
-// ReadMaybeGzip, but a file too large for memory throws std::bad_alloc.
-Result<std::string> ReadMaybeGzipOrThrow(const fs::path& file, size_t max_bytes) {
+}  // namespace
+
+Result<std::string> ReadMaybeGzip(const fs::path& file, size_t max_bytes) {
   RS_RETURN_IF_ERROR(CheckRegularFile(file));
   std::error_code ec;
   const uintmax_t size = fs::file_size(file, ec);
   if (ec) return IoError(fmt::format("{}: cannot read its size: {}", Quoted(file), ec.message()));
-  // Compressed or not, a file larger than the limit would be larger once unpacked too.
+  // Told apart here for the message; ReadWholeIfAtMost refuses such a file too.
   if (size > max_bytes) {
     return Unsupported(
         fmt::format("{}: {} bytes, more than the {} the JSON parser takes", Quoted(file), size, max_bytes));
   }
-  std::ifstream in(file, std::ios::binary);
-  if (!in) return IoError(fmt::format("{}: cannot open: {}", Quoted(file), std::strerror(errno)));
-  std::string raw;
-  raw.reserve(static_cast<size_t>(size) + kJsonPadding);
-  raw.resize(static_cast<size_t>(size));
-  in.read(raw.data(), static_cast<std::streamsize>(size));
-  if (static_cast<uintmax_t>(in.gcount()) != size) {
-    return IoError(fmt::format("{}: read {} of {} bytes", Quoted(file), in.gcount(), size));
+  RS_ASSIGN_OR_RETURN(std::optional<std::string> bytes, ReadWholeIfAtMost(file, max_bytes, kJsonPadding));
+  if (!bytes) {
+    return Unsupported(
+        fmt::format("{}: more than {} bytes once unpacked, the most the JSON parser takes", Quoted(file), max_bytes));
   }
-  if (!IsGzip(raw)) return raw;
-
-  // gzip: inflate every member (a concatenation of gzip streams is one gzip file).
-  std::string out;
-  out.reserve(std::min<size_t>(raw.size() * 4, max_bytes) + kJsonPadding);
-  // Ended on every way out, an allocation failure's included.
-  struct Inflater {
-    z_stream zs{};
-    bool ready = false;
-    ~Inflater() {
-      if (ready) inflateEnd(&zs);
-    }
-  } inflater;
-  z_stream& zs = inflater.zs;
-  if (inflateInit2(&zs, 15 + 16) != Z_OK) return InternalError("zlib: inflateInit2 failed");
-  inflater.ready = true;
-  zs.next_in = reinterpret_cast<Bytef*>(raw.data());
-  const auto consumed = [&] { return static_cast<size_t>(zs.next_in - reinterpret_cast<Bytef*>(raw.data())); };
-  std::array<char, 1 << 16> chunk{};
-  for (;;) {
-    if (zs.avail_in == 0) zs.avail_in = static_cast<uInt>(std::min<size_t>(raw.size() - consumed(), UINT32_MAX));
-    zs.next_out = reinterpret_cast<Bytef*>(chunk.data());
-    zs.avail_out = chunk.size();
-    const int rc = inflate(&zs, Z_NO_FLUSH);
-    const size_t produced = chunk.size() - zs.avail_out;
-    // Checked at every chunk: a gzip bomb is refused once it passes the limit, not inflated whole.
-    if (out.size() + produced > max_bytes) {
-      return Unsupported(
-          fmt::format("{}: more than {} bytes once unpacked, the most the JSON parser takes", Quoted(file), max_bytes));
-    }
-    out.append(chunk.data(), produced);
-    if (rc == Z_STREAM_END) {
-      // Another member may follow; zero bytes (padding) may end the file.
-      const std::string_view rest = std::string_view(raw).substr(consumed());
-      if (std::all_of(rest.begin(), rest.end(), [](char c) { return c == 0; })) break;
-      if (!IsGzip(rest)) {
-        return Corrupt(fmt::format("{}: damaged gzip file: {} bytes of something else after the compressed data",
-                                   Quoted(file), rest.size()));
-      }
-      inflateReset(&zs);
-      continue;
-    }
-    if (rc == Z_OK) continue;
-    if (rc == Z_BUF_ERROR && consumed() == raw.size()) {
-      return Corrupt(fmt::format("{}: truncated gzip file: the compressed data ends early", Quoted(file)));
-    }
-    return Corrupt(fmt::format("{}: damaged gzip file: {}", Quoted(file),
-                               zs.msg != nullptr ? std::string(zs.msg) : fmt::format("zlib error {}", rc)));
-  }
-  out.reserve(out.size() + kJsonPadding);
-  return out;
-}
-
-}  // namespace
-
-Result<std::string> ReadMaybeGzip(const fs::path& file, size_t max_bytes) {
-  try {
-    return ReadMaybeGzipOrThrow(file, max_bytes);
-  } catch (const std::bad_alloc&) {
-    return Unsupported(fmt::format("{}: out of memory while reading it", Quoted(file)));
-  }
+  return std::move(*bytes);
 }
 
 std::string TextHead(const fs::path& file, size_t max_bytes) {
