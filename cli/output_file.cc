@@ -1,6 +1,7 @@
 #include "cli/output_file.h"
 
 #include <fmt/format.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -29,7 +30,32 @@ Status CheckOutputPath(const std::string& option, const fs::path& path) {
   return Status::Ok();
 }
 
+namespace {
+
+Status WriteAll(int fd, const std::string& text) {
+  for (size_t written = 0; written < text.size();) {
+    const ssize_t n = ::write(fd, text.data() + written, text.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return IoError(std::strerror(n < 0 ? errno : EIO));
+    written += static_cast<size_t>(n);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status WriteFileAtomically(const fs::path& path, const std::string& text) {
+  // A character device (/dev/null, /dev/stdout) is written into: renaming over it would put
+  // a file where the device was.
+  struct stat info {};
+  if (::stat(path.c_str(), &info) == 0 && S_ISCHR(info.st_mode)) {
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0) return IoError(fmt::format("cannot write {}: {}", path.string(), std::strerror(errno)));
+    Status written = WriteAll(fd, text);
+    if (::close(fd) != 0 && written.ok()) written = IoError(std::strerror(errno));
+    if (!written.ok()) return IoError(fmt::format("cannot write {}: {}", path.string(), written.message()));
+    return Status::Ok();
+  }
   // A name no file had: an existing one (a FIFO above all, which would block the open) is
   // never opened, only replaced by the rename.
   std::string temporary = path.string() + ".tmp-XXXXXX";
@@ -41,12 +67,7 @@ Status WriteFileAtomically(const fs::path& path, const std::string& text) {
     ::unlink(temporary.c_str());
     return IoError(fmt::format("cannot write {}: {}", temporary, std::strerror(error)));
   };
-  for (size_t written = 0; written < text.size();) {
-    const ssize_t n = ::write(fd, text.data() + written, text.size() - written);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return fail(n < 0 ? errno : EIO);
-    written += static_cast<size_t>(n);
-  }
+  if (Status written = WriteAll(fd, text); !written.ok()) return fail(errno != 0 ? errno : EIO);
   if (::close(fd) != 0) {
     const int error = errno;
     ::unlink(temporary.c_str());

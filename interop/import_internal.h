@@ -295,9 +295,17 @@ Result<std::vector<std::pair<std::filesystem::path, TraceFormat>>> ForeignTraceF
 // ImportNsys or ImportKineto, by format.
 Status ImportOne(const std::filesystem::path& file, TraceFormat format, RunSink& sink);
 
+// How a Kineto trace is read: whole when it is at most `whole_file_bytes` once unpacked (one
+// parse), else in pieces (json_pieces.h: its top level, then traceEvents in chunks of
+// `chunk_bytes`), so an importer holds about that much of a file whatever its size.
+struct KinetoReadLimits {
+  size_t whole_file_bytes = size_t{256} << 20;
+  size_t chunk_bytes = size_t{32} << 20;
+};
+
 // Kineto / PyTorch profiler JSON: one rank, from `distributedInfo` (or, for a rankscope
 // Chrome export, every rank it holds).
-Status ImportKineto(const std::filesystem::path& file, RunSink& sink);
+Status ImportKineto(const std::filesystem::path& file, RunSink& sink, KinetoReadLimits limits = {});
 // An nsys SQLite export: one rank per process with CUDA activity or API calls.
 Status ImportNsys(const std::filesystem::path& file, RunSink& sink);
 // A Chrome trace that ExportChromeTrace wrote (its top-level "rankscope" object lists the

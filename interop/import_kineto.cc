@@ -54,6 +54,8 @@
 #include <fmt/format.h>
 
 #include "interop/import_internal.h"
+#include "interop/inflate.h"
+#include "interop/json_pieces.h"
 #include "base/text.h"
 #include "trace/schema.h"
 
@@ -70,6 +72,8 @@ __extension__ using Uint128 = unsigned __int128;
 
 // Kineto writes CUPTI's "no stream" (uint32 -1) for context and device synchronisations.
 constexpr int64_t kNoStream = 4294967295;
+// Read in pieces, a trace may be of any size this side of damage.
+constexpr uint64_t kMaxStreamedBytes = uint64_t{1} << 46;
 // Events converted between two looks at the batch size.
 constexpr uint64_t kFlushEvery = 1024;
 // The pid of every event of the older format (PyTorch without Kineto).
@@ -617,7 +621,8 @@ std::string_view DamagedKind(const RawEvent& e) {
 
 class KinetoImporter {
  public:
-  KinetoImporter(const fs::path& file, RunSink& sink) : file_(file), source_(Quoted(file)), sink_(sink) {}
+  KinetoImporter(const fs::path& file, RunSink& sink, KinetoReadLimits limits)
+      : file_(file), source_(Quoted(file)), sink_(sink), limits_(limits) {}
 
   Status Run();
 
@@ -630,11 +635,17 @@ class KinetoImporter {
     int64_t base_ns = 0;
   };
 
+  Status RunInPieces();
+  Status ClaimRank(TopLevel& top);
+  void FinishRank();
   Status Malformed(error_code error, od::document& doc, std::optional<uint64_t> event) const;
   Status ReadTopLevel(od::document& doc, TopLevel* top);
   Status AtEnd(od::document& doc) const;
+  // TAPE_ERROR when something follows the document's value.
+  static error_code AtEndError(od::document& doc);
   error_code ReadDistributedInfo(od::value& value, trace::RankIdentity* who);
-  Status ConvertEvents(od::document& doc, od::array events);
+  // Converts the array's events, numbered from `index`; the number after the last.
+  Result<uint64_t> ConvertEvents(od::document& doc, od::array events, uint64_t index);
   // Adds one event to the rank file; what is wrong with it when it is damaged (the policy
   // of import_internal.h), and then nothing of it is added.
   Damaged Convert(const RawEvent& e, uint64_t index);
@@ -692,7 +703,11 @@ class KinetoImporter {
   const fs::path& file_;
   const std::string source_;
   RunSink& sink_;
+  const KinetoReadLimits limits_;
   std::string json_;
+  // The text being parsed (json_, or a chunk of traceEvents) and its offset in the file.
+  std::string_view text_;
+  uint64_t text_offset_ = 0;
   RankFileBuilder* builder_ = nullptr;
   int64_t base_ns_ = 0;
 
@@ -721,8 +736,8 @@ class KinetoImporter {
 Status KinetoImporter::Malformed(error_code error, od::document& doc, std::optional<uint64_t> event) const {
   std::string where;
   const char* location = nullptr;
-  if (!doc.current_location().get(location) && location >= json_.data() && location <= json_.data() + json_.size()) {
-    where = fmt::format(" at byte {}", location - json_.data());
+  if (!doc.current_location().get(location) && location >= text_.data() && location <= text_.data() + text_.size()) {
+    where = fmt::format(" at byte {}", text_offset_ + static_cast<uint64_t>(location - text_.data()));
   }
   const std::string in = event ? fmt::format(" in traceEvents[{}]", *event) : std::string();
   return Corrupt(fmt::format("{}: malformed JSON{}{}: {}", source_, in, where, simdjson::error_message(error)));
@@ -733,7 +748,12 @@ Status KinetoImporter::AtEnd(od::document& doc) const {
   const char* location = nullptr;
   if (doc.current_location().get(location) != simdjson::SUCCESS) return Status::Ok();  // at the end
   return Corrupt(fmt::format("{}: malformed JSON at byte {}: more after the top-level value", source_,
-                             location - json_.data()));
+                             text_offset_ + static_cast<uint64_t>(location - text_.data())));
+}
+
+error_code KinetoImporter::AtEndError(od::document& doc) {
+  const char* location = nullptr;
+  return doc.current_location().get(location) != simdjson::SUCCESS ? simdjson::SUCCESS : simdjson::TAPE_ERROR;
 }
 
 Damage KinetoImporter::EventDamage(const RawEvent& e, uint64_t index, std::string reason,
@@ -1116,10 +1136,13 @@ Status KinetoImporter::ReadTopLevel(od::document& doc, TopLevel* top) {
 }
 
 Status KinetoImporter::Run() {
-  RS_ASSIGN_OR_RETURN(json_, ReadMaybeGzip(file_));
+  RS_ASSIGN_OR_RETURN(std::optional<std::string> whole, ReadWholeIfAtMost(file_, limits_.whole_file_bytes, kJsonPadding));
+  if (!whole) return RunInPieces();
+  json_ = std::move(*whole);
   // A byte-order mark is not JSON, and simdjson would refuse the file for it.
   if (json_.starts_with(kUtf8ByteOrderMark)) json_.erase(0, kUtf8ByteOrderMark.size());
   if (json_.capacity() < json_.size() + simdjson::SIMDJSON_PADDING) json_.reserve(json_.size() + kJsonPadding);
+  text_ = json_;
   od::parser parser;
   od::document doc;
   if (error_code e = parser.iterate(json_.data(), json_.size(), json_.capacity()).get(doc)) {
@@ -1159,6 +1182,64 @@ Status KinetoImporter::Run() {
                                                                 : "null"));
   }
 
+  RS_RETURN_IF_ERROR(ClaimRank(top));
+  RS_RETURN_IF_ERROR(ConvertEvents(doc, events, 0).status());
+  if (type == od::json_type::array) RS_RETURN_IF_ERROR(AtEnd(doc));
+  FinishRank();
+  return Status::Ok();
+}
+
+// A trace too large to hold (more than limits_.whole_file_bytes once unpacked): its top level without
+// traceEvents first, then traceEvents in chunks, so memory does not grow with the file.
+Status KinetoImporter::RunInPieces() {
+  TopLevel top;
+  TopLevelScan scan;
+  {
+    RS_ASSIGN_OR_RETURN(std::unique_ptr<FileBytes> bytes, FileBytes::Open(file_, kMaxStreamedBytes));
+    RS_ASSIGN_OR_RETURN(scan, ScanTopLevel(*bytes, "traceEvents", source_));
+  }
+  od::parser parser;
+  if (!scan.bare_array) {
+    json_ = std::move(scan.skeleton);
+    text_ = json_;
+    od::document doc;
+    if (error_code e = parser.iterate(json_.data(), json_.size(), json_.capacity()).get(doc)) {
+      return Corrupt(fmt::format("{}: malformed JSON: {}", source_, simdjson::error_message(e)));
+    }
+    RS_RETURN_IF_ERROR(ReadTopLevel(doc, &top));
+    if (top.rankscope) {
+      return Unsupported(fmt::format("{}: a rankscope Chrome export of more than {} bytes: too large to read", source_,
+                                     limits_.whole_file_bytes));
+    }
+    if (!top.has_events) return Corrupt(fmt::format("{}: no traceEvents array: not a PyTorch profiler trace", source_));
+    if (!scan.found) return Corrupt(fmt::format("{}: traceEvents is {}, not an array", source_, TypeName(top.events)));
+  }
+  RS_RETURN_IF_ERROR(ClaimRank(top));
+  RS_ASSIGN_OR_RETURN(std::unique_ptr<FileBytes> bytes, FileBytes::Open(file_, kMaxStreamedBytes));
+  ArrayChunks chunks(*bytes, scan.array_begin, limits_.chunk_bytes, source_);
+  uint64_t index = 0;
+  for (;;) {
+    RS_ASSIGN_OR_RETURN(std::string_view chunk, chunks.Next(simdjson::SIMDJSON_PADDING));
+    if (chunk.empty()) break;
+    // Malformed() places errors within the chunk, at its offset in the file.
+    text_ = chunk;
+    text_offset_ = chunks.chunk_offset() - 1;
+    od::document doc;
+    od::array events;
+    if (error_code e = parser.iterate(chunk.data(), chunk.size(), chunk.size() + simdjson::SIMDJSON_PADDING).get(doc)) {
+      return Corrupt(fmt::format("{}: malformed JSON in traceEvents near byte {}: {}", source_, text_offset_,
+                                 simdjson::error_message(e)));
+    }
+    if (error_code e = doc.get_array().get(events)) return Malformed(e, doc, index);
+    RS_ASSIGN_OR_RETURN(index, ConvertEvents(doc, events, index));
+    if (error_code e = AtEndError(doc)) return Malformed(e, doc, index);
+  }
+  FinishRank();
+  return Status::Ok();
+}
+
+// Which rank the trace is, claimed in the sink: its distributedInfo, else its file name.
+Status KinetoImporter::ClaimRank(TopLevel& top) {
   base_ns_ = top.base_ns;
   bool rank_from_name = false;
   if (!top.who.rank) {
@@ -1173,8 +1254,11 @@ Status KinetoImporter::Run() {
   RS_ASSIGN_OR_RETURN(builder_, sink_.Rank(top.who, source_));
   sink_.DoneClaiming();  // inputs read beside this one may claim theirs now
   if (rank_from_name) builder_->SetMeta("import.rank_source", "file name");
-  RS_RETURN_IF_ERROR(ConvertEvents(doc, events));
-  if (type == od::json_type::array) RS_RETURN_IF_ERROR(AtEnd(doc));
+  return Status::Ok();
+}
+
+// After the last event: correlations from flows, lane names, the notes.
+void KinetoImporter::FinishRank() {
   CorrelateByFlows();
   if (os_pid_) builder_->SetMeta(trace::meta_key::kPid, std::to_string(*os_pid_));
   NameLanes();
@@ -1200,11 +1284,9 @@ Status KinetoImporter::Run() {
     sink_.NoteLeftOut(fmt::format("{}: left out {} event{} of kinds rankscope does not import ({})", source_, total,
                                   total == 1 ? "" : "s", list));
   }
-  return Status::Ok();
 }
 
-Status KinetoImporter::ConvertEvents(od::document& doc, od::array events) {
-  uint64_t index = 0;
+Result<uint64_t> KinetoImporter::ConvertEvents(od::document& doc, od::array events, uint64_t index) {
   for (auto element : events) {
     od::value value;
     if (error_code e = std::move(element).get(value)) return Malformed(e, doc, index);
@@ -1221,7 +1303,7 @@ Status KinetoImporter::ConvertEvents(od::document& doc, od::array events) {
     }
     if (++index % kFlushEvery == 0) builder_->Flush();
   }
-  return Status::Ok();
+  return index;
 }
 
 Damaged KinetoImporter::Convert(const RawEvent& e, uint64_t index) {
@@ -1500,9 +1582,9 @@ Damaged KinetoImporter::ConvertCpuFunction(const RawEvent& e, uint64_t index) {
 
 }  // namespace
 
-Status ImportKineto(const fs::path& file, RunSink& sink) {
+Status ImportKineto(const fs::path& file, RunSink& sink, KinetoReadLimits limits) {
   try {
-    KinetoImporter importer(file, sink);
+    KinetoImporter importer(file, sink, limits);
     return importer.Run();
   } catch (const std::bad_alloc&) {
     return Unsupported(fmt::format("{}: out of memory while importing", Quoted(file)));

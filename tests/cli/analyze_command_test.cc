@@ -343,5 +343,14 @@ TEST(WriteFileAtomically, ReplacesWhatIsThereWithoutOpeningIt) {
   EXPECT_EQ(files, 1) << "no temporary left beside it";
 }
 
+// A character device is written into, not replaced: `--out /dev/null` must leave the device.
+TEST(WriteFileAtomically, WritesIntoACharacterDevice) {
+  const Status written = WriteFileAtomically("/dev/null", "{\"report\": 1}\n");
+  ASSERT_TRUE(written.ok()) << written.message();
+  struct stat info {};
+  ASSERT_EQ(::stat("/dev/null", &info), 0);
+  EXPECT_TRUE(S_ISCHR(info.st_mode)) << "/dev/null is no longer a device";
+}
+
 }  // namespace
 }  // namespace rankscope::cli
