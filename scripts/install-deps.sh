@@ -12,7 +12,7 @@ packages=(
   nlohmann-json3-dev # JSON
   libsimdjson-dev  # large JSON in: Kineto traces
   zlib1g-dev       # gzip: .json.gz traces read in pieces, and Chrome exports
-  libdeflate-dev   # gzip: .json.gz traces inflated whole, 2-3x zlib
+  libdeflate-dev   # gzip: .json.gz traces inflated whole, faster than zlib
   libeigen3-dev    # least squares of the scaling projection fit (compare/)
   clang libclang-rt-14-dev  # the importers' libFuzzer targets (tests/fuzz)
   libgtest-dev     # tests
