@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <malloc.h>  // malloc_trim
+
 #include <algorithm>
 #include <map>
 #include <set>
@@ -88,7 +90,7 @@ RankResult MeasureRank(RankActivity activity, const AnalyzeOptions& options, std
   return result;
 }
 
-// A file's end state (hang.h), read through the reader that streamed it, so that an unclosed
+// A file's end state (hang.h), read through the reader that streams it, so that an unclosed
 // file is not recovered a second time; an error only costs the diagnosis.
 using RankEndRead = std::optional<Result<RankEnd>>;
 
@@ -99,8 +101,11 @@ Result<RankActivity> ScanRank(const Source& source, const AnalyzeOptions& option
     RS_RETURN_IF_ERROR(FeedRankTrace(source, scanner));
   } else {
     RS_ASSIGN_OR_RETURN(std::unique_ptr<trace::TraceReader> reader, trace::TraceReader::Open(source));
-    RS_RETURN_IF_ERROR(reader->Stream(scanner));
+    // Before the stream, not after: the end state lives until the report is built, and
+    // allocated after the scan's large buffers it would sit above them in this thread's
+    // malloc arena and keep their memory from being reused (8 bytes more per event at peak).
     *end = ReadRankEnd(*reader);
+    RS_RETURN_IF_ERROR(reader->Stream(scanner));
   }
   return scanner.Finish();
 }
@@ -120,6 +125,9 @@ Result<std::vector<RankResult>> MeasureAll(const std::vector<Source>& sources, c
     return Status::Ok();
   };
   RS_RETURN_IF_ERROR(ParallelFor(count, options.threads, measure, options.progress));
+  // The workers' malloc arenas still hold what the scans freed; the serial part that follows
+  // allocates on this thread's arena, so hand that memory back instead of adding to it.
+  malloc_trim(0);
   std::vector<RankResult> out;
   for (size_t i = 0; i < count; ++i) {
     warnings->insert(warnings->end(), rank_warnings[i].begin(), rank_warnings[i].end());
