@@ -82,10 +82,13 @@ struct NameTotal {
 // sorted once at the end.
 class LaneClassIntervals {
  public:
-  void Add(Interval interval) {
-    if (merged_.empty() || interval.start >= merged_.back().start) {
-      if (!merged_.empty() && interval.start <= merged_.back().end) {
-        merged_.back().end = std::max(merged_.back().end, interval.end);
+  // Called once per row: inlined into the scanner's loops.
+  [[gnu::always_inline]] void Add(Interval interval) {
+    if (merged_.empty()) {
+      merged_.push_back(interval);
+    } else if (Interval& last = merged_.back(); interval.start >= last.start) {
+      if (interval.start <= last.end) {
+        last.end = std::max(last.end, interval.end);
       } else {
         merged_.push_back(interval);
       }
