@@ -2,8 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <malloc.h>  // malloc_trim
-
 #include <algorithm>
 #include <map>
 #include <set>
@@ -125,9 +123,6 @@ Result<std::vector<RankResult>> MeasureAll(const std::vector<Source>& sources, c
     return Status::Ok();
   };
   RS_RETURN_IF_ERROR(ParallelFor(count, options.threads, measure, options.progress));
-  // The workers' malloc arenas still hold what the scans freed; the serial part that follows
-  // allocates on this thread's arena, so hand that memory back instead of adding to it.
-  malloc_trim(0);
   std::vector<RankResult> out;
   for (size_t i = 0; i < count; ++i) {
     warnings->insert(warnings->end(), rank_warnings[i].begin(), rank_warnings[i].end());
