@@ -88,7 +88,7 @@ RankResult MeasureRank(RankActivity activity, const AnalyzeOptions& options, std
   return result;
 }
 
-// A file's end state (hang.h), read through the reader that streamed it, so that an unclosed
+// A file's end state (hang.h), read through the reader that streams it, so that an unclosed
 // file is not recovered a second time; an error only costs the diagnosis.
 using RankEndRead = std::optional<Result<RankEnd>>;
 
@@ -99,8 +99,11 @@ Result<RankActivity> ScanRank(const Source& source, const AnalyzeOptions& option
     RS_RETURN_IF_ERROR(FeedRankTrace(source, scanner));
   } else {
     RS_ASSIGN_OR_RETURN(std::unique_ptr<trace::TraceReader> reader, trace::TraceReader::Open(source));
-    RS_RETURN_IF_ERROR(reader->Stream(scanner));
+    // Before the stream, not after: the end state lives until the report is built, and
+    // allocated after the scan's large buffers it would sit above them in this thread's
+    // malloc arena and keep their memory from being reused (8 bytes more per event at peak).
     *end = ReadRankEnd(*reader);
+    RS_RETURN_IF_ERROR(reader->Stream(scanner));
   }
   return scanner.Finish();
 }

@@ -77,22 +77,51 @@ CollectiveMatch MatchCollectives(const std::vector<RankCollectives>& ranks) {
     size_t rank_index = 0;
     const CollectiveRecord* record = nullptr;
   };
+  const auto by_identity = [](const Entry& a, const Entry& b) {
+    return std::tie(a.group, a.sequence, a.rank_index) < std::tie(b.group, b.sequence, b.rank_index);
+  };
   std::vector<Entry> entries;
   size_t total_records = 0;
   for (const RankCollectives& rank : ranks) total_records += rank.records->size();
   entries.reserve(total_records);
+  // One run of entries per rank, in identity order. A rank's records come sorted by start,
+  // which is already identity order when its sequence numbers rise with time (the usual
+  // case): then the runs are only merged, not sorted again. Stable throughout, so that of
+  // a repeated id on one rank the earliest record is kept.
+  std::vector<size_t> run_ends;
   for (size_t r = 0; r < ranks.size(); ++r) {
     std::vector<uint64_t> kind_id;
     for (const std::string& kind : *ranks[r].kinds) {
       kind_id.push_back(kind_ids.try_emplace(kind, kind_ids.size()).first->second);
     }
+    const auto run_start = static_cast<ptrdiff_t>(entries.size());
     for (const CollectiveRecord& record : *ranks[r].records) {
       entries.push_back({by_plugin_ids ? record.comm_hash : kind_id[record.kind], record.sequence, r, &record});
     }
+    if (!std::is_sorted(entries.begin() + run_start, entries.end(), by_identity)) {
+      std::stable_sort(entries.begin() + run_start, entries.end(), by_identity);
+    }
+    run_ends.push_back(entries.size());
   }
-  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
-    return std::tie(a.group, a.sequence, a.rank_index) < std::tie(b.group, b.sequence, b.rank_index);
-  });
+  // Merges neighbouring runs pairwise until one is left (no two runs share a rank, so no
+  // two entries of different runs compare equal).
+  std::vector<Entry> merged(entries.size());
+  while (run_ends.size() > 1) {
+    std::vector<size_t> next_ends;
+    size_t start = 0;
+    for (size_t i = 0; i < run_ends.size(); i += 2) {
+      const size_t middle = run_ends[i];
+      const size_t end = i + 1 < run_ends.size() ? run_ends[i + 1] : middle;
+      std::merge(entries.begin() + static_cast<ptrdiff_t>(start), entries.begin() + static_cast<ptrdiff_t>(middle),
+                 entries.begin() + static_cast<ptrdiff_t>(middle), entries.begin() + static_cast<ptrdiff_t>(end),
+                 merged.begin() + static_cast<ptrdiff_t>(start), by_identity);
+      next_ends.push_back(end);
+      start = end;
+    }
+    entries.swap(merged);
+    run_ends = std::move(next_ends);
+  }
+  std::vector<Entry>().swap(merged);
   // Which ranks take part in a communicator: those that recorded any of its collectives
   // (without plugin ids, every rank that recorded any collective).
   std::map<uint64_t, std::set<size_t>> members;

@@ -18,8 +18,11 @@ void AppendMerged(std::vector<Interval>& out, Interval next) {
 }  // namespace
 
 IntervalSet IntervalSet::FromUnsorted(std::vector<Interval> intervals) {
-  std::sort(intervals.begin(), intervals.end(),
-            [](const Interval& x, const Interval& y) { return x.start < y.start; });
+  const auto by_start = [](const Interval& x, const Interval& y) { return x.start < y.start; };
+  // Often they come in order already (a rank's collectives): a linear check saves the sort.
+  if (!std::is_sorted(intervals.begin(), intervals.end(), by_start)) {
+    std::sort(intervals.begin(), intervals.end(), by_start);
+  }
   return FromSortedByStart(std::move(intervals));
 }
 

@@ -144,16 +144,35 @@ Stats ComputeStats(std::vector<double> samples) {
   Stats stats;
   stats.count = static_cast<int64_t>(samples.size());
   if (samples.empty()) return stats;
-  std::sort(samples.begin(), samples.end());
-  auto quantile = [&](double q) {
-    const double position = q * static_cast<double>(samples.size() - 1);
-    const auto below = static_cast<size_t>(std::floor(position));
-    const size_t above = std::min(below + 1, samples.size() - 1);
-    const double fraction = position - static_cast<double>(below);
-    return samples[below] + (samples[above] - samples[below]) * fraction;
+  // Four ranks at most are needed, not the whole order: each is selected in linear time
+  // (nth_element), within the part not yet known to hold only smaller values.
+  const size_t last = samples.size() - 1;
+  size_t known_smallest = 0;  // samples[0, known_smallest) are that many smallest, unordered
+  std::array<std::pair<size_t, double>, 4> selected;
+  size_t selected_count = 0;
+  auto value_at_rank = [&](size_t rank) {
+    for (size_t i = 0; i < selected_count; ++i) {
+      if (selected[i].first == rank) return selected[i].second;
+    }
+    const size_t from = rank >= known_smallest ? known_smallest : 0;
+    std::nth_element(samples.begin() + static_cast<ptrdiff_t>(from), samples.begin() + static_cast<ptrdiff_t>(rank),
+                     samples.end());
+    known_smallest = rank + 1;
+    const double value = samples[rank];
+    if (selected_count < selected.size()) selected[selected_count++] = {rank, value};
+    return value;
   };
-  stats.min = samples.front();
-  stats.max = samples.back();
+  auto quantile = [&](double q) {
+    const double position = q * static_cast<double>(last);
+    const auto below = static_cast<size_t>(std::floor(position));
+    const size_t above = std::min(below + 1, last);
+    const double fraction = position - static_cast<double>(below);
+    const double low = value_at_rank(below);
+    const double high = value_at_rank(above);
+    return low + (high - low) * fraction;
+  };
+  stats.min = *std::min_element(samples.begin(), samples.end());
+  stats.max = *std::max_element(samples.begin(), samples.end());
   stats.median = quantile(0.5);
   stats.p90 = quantile(0.9);
   return stats;

@@ -83,10 +83,13 @@ struct NameTotal {
 // sorted once at the end.
 class LaneClassIntervals {
  public:
-  void Add(Interval interval) {
-    if (merged_.empty() || interval.start >= merged_.back().start) {
-      if (!merged_.empty() && interval.start <= merged_.back().end) {
-        merged_.back().end = std::max(merged_.back().end, interval.end);
+  // Called once per row: inlined into the scanner's loops.
+  [[gnu::always_inline]] void Add(Interval interval) {
+    if (merged_.empty()) {
+      merged_.push_back(interval);
+    } else if (Interval& last = merged_.back(); interval.start >= last.start) {
+      if (interval.start <= last.end) {
+        last.end = std::max(last.end, interval.end);
       } else {
         merged_.push_back(interval);
       }
@@ -293,38 +296,49 @@ void RankScanner::Impl::AddCommRecord(std::vector<CollectiveRecord>& records, co
 Status RankScanner::Impl::OnSpans(trace::SpanTable table, std::span<const trace::SpanRow> rows) {
   if (!have_header_) return InternalError("rank stream sent events before its header");
   events_ += static_cast<int64_t>(rows.size());
-  for (const trace::SpanRow& row : rows) {
-    const std::optional<int64_t> duration = trace::CheckedDuration(row.start_ns, row.end_ns);
-    if (!duration || !KnownIds(row, header_)) {
-      ++invalid_events_;
-      continue;
+  // One loop per table, so that the per-row work is only what that table needs.
+  auto each_valid_row = [&](auto&& visit) {
+    for (const trace::SpanRow& row : rows) {
+      const std::optional<int64_t> duration = trace::CheckedDuration(row.start_ns, row.end_ns);
+      if (!duration || !KnownIds(row, header_)) {
+        ++invalid_events_;
+        continue;
+      }
+      visit(row, *duration);
     }
-    switch (table) {
-      case trace::SpanTable::kKernels: {
+  };
+  switch (table) {
+    case trace::SpanTable::kKernels: {
+      const bool kernels_are_collectives = header_.collectives.empty();
+      each_valid_row([&](const trace::SpanRow& row, int64_t duration) {
         const auto activity_class = static_cast<int8_t>(classifier_.DeviceRowClass(table, row));
         device_lanes_[row.lane].by_class[static_cast<size_t>(activity_class)].Add({row.start_ns, row.end_ns});
-        CountName(row.name, activity_class, *duration);
-        if (activity_class == static_cast<int8_t>(ActivityClass::kComm) && header_.collectives.empty()) {
+        CountName(row.name, activity_class, duration);
+        if (activity_class == static_cast<int8_t>(ActivityClass::kComm) && kernels_are_collectives) {
           AddCommRecord(kernel_records_, row, 0);
         }
-        break;
-      }
-      case trace::SpanTable::kMemcpys:
-      case trace::SpanTable::kMemsets: {
+      });
+      break;
+    }
+    case trace::SpanTable::kMemcpys:
+    case trace::SpanTable::kMemsets: {
+      NameTotal& total = table == trace::SpanTable::kMemcpys ? memcpy_total_ : memset_total_;
+      each_valid_row([&](const trace::SpanRow& row, int64_t duration) {
         classifier_.DeviceRowClass(table, row);  // device activity: the CPU-side rule is off
         device_lanes_[row.lane].by_class[static_cast<size_t>(ActivityClass::kMemory)].Add(
             {row.start_ns, row.end_ns});
-        NameTotal& total = table == trace::SpanTable::kMemcpys ? memcpy_total_ : memset_total_;
         ++total.count;
-        total.total_ns += *duration;
+        total.total_ns += duration;
         total.activity_class = static_cast<int8_t>(ActivityClass::kMemory);
-        break;
-      }
-      case trace::SpanTable::kNvtxRanges: {
+      });
+      break;
+    }
+    case trace::SpanTable::kNvtxRanges:
+      each_valid_row([&](const trace::SpanRow& row, int64_t) {
         if (classifier_.IsStep(row.name)) {
           step_candidates_.push_back(
               {row.lane, row.start_ns, row.end_ns, row.name, row.args, row.payload_kind, row.payload_int});
-          break;
+          return;
         }
         const RangeVerdict verdict = classifier_.ClassifyRange(row);
         if (verdict.deferred) {
@@ -332,12 +346,12 @@ Status RankScanner::Impl::OnSpans(trace::SpanTable table, std::span<const trace:
         } else if (verdict.activity_class) {
           AddRange(row, *verdict.activity_class);
         }
-        break;
-      }
-      case trace::SpanTable::kApiCalls:
-      case trace::SpanTable::kSyncs:
-        break;  // host calls are never device time
-    }
+      });
+      break;
+    case trace::SpanTable::kApiCalls:
+    case trace::SpanTable::kSyncs:
+      each_valid_row([](const trace::SpanRow&, int64_t) {});  // host calls are never device time
+      break;
   }
   return Status::Ok();
 }
@@ -412,6 +426,11 @@ void RankScanner::Impl::DropC10dCallsOfBackendCollectives(std::vector<Collective
 void RankScanner::Impl::ChooseCollectives(RankActivity& activity) {
   std::vector<CollectiveRecord> records;
   if (!header_.collectives.empty()) {
+    records.reserve(header_.collectives.size());
+    // Records of one name come in long runs: the last name's kind is looked up once.
+    trace::StringId last_name = trace::kEmptyString;
+    trace::CollectiveOp last_op = trace::CollectiveOp::kUnknown;
+    std::optional<uint32_t> last_kind;
     const auto& meta = header_.meta.entries;
     const auto entry_starts = [&meta](const char* key, std::string_view prefix) {
       const auto found = meta.find(key);
@@ -429,7 +448,12 @@ void RankScanner::Impl::ChooseCollectives(RankActivity& activity) {
       // A send or receive involves two ranks, not the communicator, and NCCL gives it no
       // sequence number shared across ranks: it is not matched as a collective.
       if (record.op == trace::CollectiveOp::kSend || record.op == trace::CollectiveOp::kRecv) continue;
-      record.kind = KindIndex(!name.empty() ? name : CollectiveOpName(record.op));
+      if (!last_kind || event.name != last_name || (name.empty() && record.op != last_op)) {
+        last_kind = KindIndex(!name.empty() ? name : CollectiveOpName(record.op));
+        last_name = event.name;
+        last_op = record.op;
+      }
+      record.kind = *last_kind;
       record.comm_size = event.comm_size;
       record.comm_hash = event.comm_hash;
       record.sequence = event.sequence;
@@ -446,8 +470,11 @@ void RankScanner::Impl::ChooseCollectives(RankActivity& activity) {
     records = kernels ? std::move(kernel_records_) : std::move(range_records_);
     if (!kernels) DropC10dCallsOfBackendCollectives(records);
   }
-  std::stable_sort(records.begin(), records.end(),
-                   [](const CollectiveRecord& a, const CollectiveRecord& b) { return a.start_ns < b.start_ns; });
+  const auto by_start = [](const CollectiveRecord& a, const CollectiveRecord& b) { return a.start_ns < b.start_ns; };
+  // Usually in order already (the writer receives them so): checking is linear, sorting not.
+  if (!std::is_sorted(records.begin(), records.end(), by_start)) {
+    std::stable_sort(records.begin(), records.end(), by_start);
+  }
   if (activity.collective_source != CollectiveSource::kPlugin && activity.collective_source != CollectiveSource::kHook) {
     // The n-th of each kind: the identity that matches it across ranks.
     std::vector<uint64_t> next(kinds_.size(), 0);

@@ -100,6 +100,34 @@ TEST_F(CrossRankStages, CommunicatorMembersAreTheRanksThatRecordedIt) {
   EXPECT_EQ(match.matched[1].arrivals[1].rank_index, 2u);
 }
 
+TEST_F(CrossRankStages, InterleavedCommunicatorsMatchInIdentityOrderKeepingARepeatsEarliestRecord) {
+  // Two communicators alternating in time on three ranks (so no rank's records are in
+  // identity order), 40 of each; rank 2 records sequence 7 of communicator B twice.
+  for (int rank = 0; rank < 3; ++rank) {
+    RankData& data = AddRank(rank);
+    for (uint64_t sequence = 0; sequence < 40; ++sequence) {
+      const auto t = static_cast<int64_t>(sequence) * 100 + rank;
+      data.records.push_back(Record(sequence, t, t + 10, 0xB));
+      data.records.push_back(Record(sequence, t + 50, t + 60, 0xA));
+      if (rank == 2 && sequence == 7) data.records.push_back(Record(sequence, t + 70, t + 80, 0xB));
+    }
+  }
+  const std::vector<RankCollectives> inputs = Inputs();
+  const CollectiveMatch match = MatchCollectives(inputs);
+  ASSERT_EQ(match.matched.size(), 80u);
+  EXPECT_EQ(match.unmatched, 0);
+  for (size_t i = 0; i < match.matched.size(); ++i) {
+    const CollectiveInstance& instance = match.matched[i];
+    ASSERT_EQ(instance.arrivals.size(), 3u) << i;
+    for (size_t r = 0; r < 3; ++r) {
+      EXPECT_EQ(instance.arrivals[r].rank_index, r);
+      EXPECT_EQ(instance.arrivals[r].record->comm_hash, i < 40 ? 0xAu : 0xBu) << i;
+      EXPECT_EQ(instance.arrivals[r].record->sequence, i % 40) << i;
+    }
+  }
+  EXPECT_EQ(match.matched[40 + 7].arrivals[2].record->start_ns, 7 * 100 + 2);  // the earlier of the two
+}
+
 TEST_F(CrossRankStages, MixedSourcesMatchByNameAndOrder) {
   RankData& r0 = AddRank(0);
   RankData& r1 = AddRank(1);

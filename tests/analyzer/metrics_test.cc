@@ -1,8 +1,11 @@
-// DeviceTimeline's sweep and MeasureCovering against set algebra on random activity.
+// DeviceTimeline's sweep and MeasureCovering against set algebra on random activity;
+// ComputeStats against quantiles read from the fully sorted samples.
 #include "analyzer/metrics.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <random>
 
 namespace rankscope::analyzer {
@@ -90,6 +93,38 @@ TEST(MeasureCovering, EqualsMeasuringTheWholeWindow) {
     const Interval window = timeline.Extent();
     ExpectSameTimes(MeasureCovering(timeline, window, steps), timeline.Measure(window));
   }
+}
+
+// numpy's default quantile (linear between closest ranks), from sorted samples.
+double SortedQuantile(const std::vector<double>& sorted, double q) {
+  const double position = q * static_cast<double>(sorted.size() - 1);
+  const auto below = static_cast<size_t>(std::floor(position));
+  const size_t above = std::min(below + 1, sorted.size() - 1);
+  return sorted[below] + (sorted[above] - sorted[below]) * (position - static_cast<double>(below));
+}
+
+TEST(ComputeStats, EqualsQuantilesOfTheSortedSamples) {
+  std::mt19937_64 random(5);
+  for (size_t size = 1; size <= 64; ++size) {
+    for (int trial = 0; trial < 4; ++trial) {
+      // Few distinct values on odd trials, so ties are common.
+      std::uniform_int_distribution<int> value(-50, trial % 2 == 0 ? 1'000'000 : 3);
+      std::vector<double> samples;
+      for (size_t i = 0; i < size; ++i) samples.push_back(value(random) * 0.25);
+      std::vector<double> sorted = samples;
+      std::sort(sorted.begin(), sorted.end());
+      const Stats stats = ComputeStats(samples);
+      ASSERT_EQ(stats.count, static_cast<int64_t>(size));
+      // Exactly equal: the same ranks, the same arithmetic.
+      EXPECT_EQ(stats.min, sorted.front()) << size;
+      EXPECT_EQ(stats.max, sorted.back()) << size;
+      EXPECT_EQ(stats.median, SortedQuantile(sorted, 0.5)) << size;
+      EXPECT_EQ(stats.p90, SortedQuantile(sorted, 0.9)) << size;
+    }
+  }
+  const Stats none = ComputeStats({});
+  EXPECT_EQ(none.count, 0);
+  EXPECT_EQ(none.median, 0.0);
 }
 
 }  // namespace

@@ -150,6 +150,42 @@ TEST(ReportJsonTest, InvalidUtf8InNamesIsReplacedNotThrown) {
   EXPECT_EQ(report["top_activities"][0]["name"].get<std::string>().rfind("kernel", 0), 0u);
 }
 
+// The writer lays the step rows out itself: the text must be exactly what nlohmann's
+// dump(2) makes of the same values, whatever the doubles, names and empty parts.
+TEST(ReportJsonTest, TextIsNlohmannsOwnLayoutOfIt) {
+  Report sample = testing::SampleReport();
+  const double awkward[] = {0.1 + 0.2, 1.0 / 3.0, 1e-7, 123456789.0, 1e21, 5e-324, -0.5, 100.0, 0.0,
+                            std::numeric_limits<double>::quiet_NaN()};
+  std::vector<analyzer::StepMetrics>& steps = sample.ranks[0].steps;
+  for (size_t i = 0; i < std::size(awkward); ++i) {
+    analyzer::StepMetrics step = steps.back();
+    step.number = steps.back().number + 1;
+    step.breakdown.overlap_pct = awkward[i];
+    step.breakdown.utilization_pct = awkward[(i + 3) % std::size(awkward)];
+    step.breakdown.comm_compute_ratio = i % 3 == 0 ? std::nullopt : std::optional<double>(awkward[(i + 5) % 10]);
+    step.wait_ns = -static_cast<int64_t>(i) * 1'000'000'007;
+    steps.push_back(step);
+  }
+  sample.ranks[1].steps.clear();  // an empty array among full ones
+  sample.ranks[1].host = "host \"two\"\t\xff";
+  sample.run.directory = "runs/\xce\xbc-bench";
+  // Parsed keeping the keys' order, then dumped again.
+  auto relaid = [](const std::string& text) {
+    const auto parsed = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+    EXPECT_FALSE(parsed.is_discarded());
+    return parsed.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
+  };
+  const std::string text = ReportToJson(sample);
+  EXPECT_EQ(text, relaid(text));
+  const json parsed = Parse(text);
+  EXPECT_EQ(parsed["ranks"][0]["steps"].size(), steps.size());
+  EXPECT_TRUE(parsed["ranks"][1]["steps"].empty());
+  EXPECT_TRUE(parsed["ranks"][0]["steps"].back()["overlap_pct"].is_null());  // NaN
+
+  const std::string empty = ReportToJson(testing::EmptyReport());
+  EXPECT_EQ(empty, relaid(empty));
+}
+
 TEST(ReportJsonTest, EmptyReport) {
   const json report = Parse(ReportToJson(testing::EmptyReport()));
   EXPECT_EQ(report["format"], "rankscope.report");
