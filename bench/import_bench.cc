@@ -11,14 +11,14 @@
 //   import_bench import FILE   interop::ImportTraces into a temporary run, end to end
 //   import_bench generator-version   the generator's version: a data set made by another
 //       version is made again
-// generate prints {events, bytes, steps}; parse and import print one JSON line: bytes (of
-// JSON text), seconds, mb_per_s, events.
+// Each prints one JSON line: generate {events, bytes, steps, generator}; parse {files,
+// threads, bytes (of JSON text), stored_bytes (as read from disk), seconds, mb_per_s, events};
+// import {bytes, seconds, mb_per_s, events (imported)}.
 #include <unistd.h>
 
 #include <simdjson.h>
 
 #include <algorithm>
-#include <array>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -26,7 +26,6 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <iterator>
 #include <memory>
 #include <random>
@@ -63,9 +62,9 @@ int Usage() {
 // Where the text goes: a plain file or a gzip stream, written in 4 MiB pieces.
 class TraceSink {
  public:
-  TraceSink(const fs::path& file, bool gzip) : path_(file) {
+  TraceSink(const fs::path& file, bool gzip) {
     if (gzip) {
-      gz_ = gzopen(file.c_str(), "wb6");
+      gz_ = gzopen(file.c_str(), "wb6");  // zlib's default level; inflating costs the same at any
     } else {
       plain_ = std::fopen(file.c_str(), "wb");
     }
@@ -82,7 +81,7 @@ class TraceSink {
   std::string& buffer() { return buffer_; }
   uint64_t bytes() const { return flushed_ + buffer_.size(); }
 
-  // Called after each event: writes the buffer out once it is large.
+  // Called between steps: writes the buffer out once it is large.
   bool MaybeFlush() { return buffer_.size() < kFlushAt || Flush(); }
 
   bool Flush() {
@@ -109,7 +108,6 @@ class TraceSink {
 
  private:
   static constexpr size_t kFlushAt = 4 << 20;
-  fs::path path_;
   FILE* plain_ = nullptr;
   gzFile gz_ = nullptr;
   std::string buffer_;
@@ -135,9 +133,12 @@ namespace {
 
 // Kernel names as a transformer's DDP step shows them in PyTorch 2.x traces.
 constexpr std::string_view kGemmKernels[] = {
-    "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas",
-    "sm90_xmma_gemm_bf16bf16_bf16f32_f32_nn_n_tilesize128x256x64_warpgroupsize2x1x1_execute_segment_k_off_kernel__5x_cublas",
-    "void cutlass::Kernel2<cutlass_80_wmma_tensorop_bf16_s161616gemm_bf16_32x32_128x2_tn_align8>(cutlass_80_wmma_tensorop_bf16_s161616gemm_bf16_32x32_128x2_tn_align8::Params)",
+    "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off_kernel"
+    "__5x_cublas",
+    "sm90_xmma_gemm_bf16bf16_bf16f32_f32_nn_n_tilesize128x256x64_warpgroupsize2x1x1_execute_segment_k_off_kernel"
+    "__5x_cublas",
+    "void cutlass::Kernel2<cutlass_80_wmma_tensorop_bf16_s161616gemm_bf16_32x32_128x2_tn_align8>"
+    "(cutlass_80_wmma_tensorop_bf16_s161616gemm_bf16_32x32_128x2_tn_align8::Params)",
     "ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_stages_64x3_nt",
 };
 // cuDNN's fused attention, which PyTorch's scaled_dot_product_attention picks on H100.
@@ -149,7 +150,8 @@ constexpr std::string_view kLayerNormKernel =
     "void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<c10::BFloat16, float>(int, float, "
     "c10::BFloat16 const*, c10::BFloat16 const*, c10::BFloat16 const*, float*, float*, c10::BFloat16*)";
 constexpr std::string_view kLayerNormBackwardKernel =
-    "void at::native::(anonymous namespace)::layer_norm_grad_input_kernel_vectorized<c10::BFloat16, float>(c10::BFloat16 "
+    "void at::native::(anonymous namespace)::layer_norm_grad_input_kernel_vectorized<c10::BFloat16, float>("
+    "c10::BFloat16 "
     "const*, c10::BFloat16 const*, float const*, float const*, c10::BFloat16 const*, c10::BFloat16*, int)";
 constexpr std::string_view kGeluKernel =
     "void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDAKernelImpl(at::TensorIteratorBase&, "
@@ -279,7 +281,8 @@ class KinetoRankGenerator {
       Metadata("thread_sort_index", rank_, stream, fmt::format(R"("sort_index": {})", stream));
     }
     Metadata("thread_name", pid_, pid_, fmt::format(R"J("name": "thread {} (python3)")J", pid_));
-    Metadata("thread_name", pid_, autograd_tid_, fmt::format(R"J("name": "thread {} (pt_autograd_0)")J", autograd_tid_));
+    Metadata("thread_name", pid_, autograd_tid_,
+             fmt::format(R"J("name": "thread {} (pt_autograd_0)")J", autograd_tid_));
     fmt::format_to(out_,
                    R"(  {{"ph": "X", "cat": "Trace", "ts": {}, "dur": {}, "pid": "Spans", "tid": "PyTorch Profiler", )"
                    R"J("name": "PyTorch Profiler (0)", "args": {{"Op count": 0}}}},
@@ -323,7 +326,9 @@ class KinetoRankGenerator {
 
   void AppendX(std::string_view category, std::string_view name, int pid, int tid, int64_t start_ns, int64_t dur_ns,
                std::string_view args) {
-    fmt::format_to(out_, R"(  {{"ph": "X", "cat": "{}", "name": "{}", "pid": {}, "tid": {}, "ts": {}, "dur": {}, "args": {{{}}}}},
+    fmt::format_to(out_,
+                   R"(  {{"ph": "X", "cat": "{}", "name": "{}", "pid": {}, "tid": {}, "ts": {}, "dur": {}, )"
+                   R"("args": {{{}}}}},
 )",
                    category, name, pid, tid, Micros{start_ns}, Micros{dur_ns}, args);
     ++events_;
@@ -332,7 +337,8 @@ class KinetoRankGenerator {
   // A range on this thread from start to end, written at `at` (where its start falls).
   void InsertX(size_t at, std::string_view category, std::string_view name, int64_t start_ns, int64_t end_ns,
                std::string_view args) {
-    text_.insert(at, fmt::format(R"(  {{"ph": "X", "cat": "{}", "name": "{}", "pid": {}, "tid": {}, "ts": {}, "dur": {}, "args": {{{}}}}},
+    text_.insert(at, fmt::format(R"(  {{"ph": "X", "cat": "{}", "name": "{}", "pid": {}, "tid": {}, "ts": {}, "dur": {}, )"
+                                 R"("args": {{{}}}}},
 )",
                                  category, name, pid_, tid_, Micros{start_ns}, Micros{end_ns - start_ns}, args));
     ++events_;
@@ -403,10 +409,11 @@ class KinetoRankGenerator {
     if (fwdbwd_phase_ != '\0') {
       // Forward op i of a layer links to backward op 9 - i of the same layer.
       const int slot = fwdbwd_phase_ == 's' ? fwdbwd_slot_ : kOpsPerLayer - 1 - fwdbwd_slot_;
-      fmt::format_to(out_, R"(  {{"ph": "{}", "id": {}, "pid": {}, "tid": {}, "ts": {}, "cat": "fwdbwd", "name": "fwdbwd"{}}},
+      const int64_t flow_id = static_cast<int64_t>(step_) * 1000 + fwdbwd_layer_ * kOpsPerLayer + slot;
+      fmt::format_to(out_,
+                     R"(  {{"ph": "{}", "id": {}, "pid": {}, "tid": {}, "ts": {}, "cat": "fwdbwd", "name": "fwdbwd"{}}},
 )",
-                     fwdbwd_phase_, static_cast<int64_t>(step_) * 1000 + fwdbwd_layer_ * kOpsPerLayer + slot, pid_, tid_,
-                     Micros{op_start}, fwdbwd_phase_ == 'f' ? R"(, "bp": "e")" : "");
+                     fwdbwd_phase_, flow_id, pid_, tid_, Micros{op_start}, fwdbwd_phase_ == 'f' ? R"(, "bp": "e")" : "");
       ++events_;
       ++fwdbwd_slot_;
     }
@@ -579,8 +586,8 @@ class KinetoRankGenerator {
     now_ns_ += 2'000;
   }
 
-  void MemoryCall(uint64_t external_id, std::string_view call, int cbid, std::string_view category, std::string_view name,
-                  int64_t bytes, double gb_per_s) {
+  void MemoryCall(uint64_t external_id, std::string_view call, int cbid, std::string_view category,
+                  std::string_view name, int64_t bytes, double gb_per_s) {
     const uint64_t correlation = NextId();
     const int64_t call_ns = now_ns_;
     const int64_t start = std::max(call_ns + 8'000, gpu_free_ns_ + 1'000);
@@ -724,7 +731,8 @@ bool ReadJson(const fs::path& file, std::string& packed, JsonText& text, uint64_
   }
   text.size = size;
   stored = size;
-  if (size >= 2 && static_cast<unsigned char>(text.data[0]) == 0x1f && static_cast<unsigned char>(text.data[1]) == 0x8b) {
+  const auto* head = reinterpret_cast<const unsigned char*>(text.data.get());
+  if (size >= 2 && head[0] == 0x1f && head[1] == 0x8b) {
     packed.assign(text.data.get(), size);
     return Inflate(packed, file, text, error);
   }
