@@ -106,30 +106,32 @@ def run_checked(cmd):
 
 # ---- data sets, made once ----------------------------------------------------------------------
 
-def ensure_data(bench, directory, params, files, smoke_reuse_check=False):
-    """Makes `files` ({name: generate arguments}) in `directory` unless its params.json holds
-    exactly `params` (with the generator's version), then returns what generate said about
-    each file. Other parameters replace the files the old params.json lists; a non-empty
-    directory without a params.json of ours is refused, never overwritten."""
+def ensure_data(bench, directory, variant, params, files, smoke_reuse_check=False):
+    """Makes `files` ({name: generate arguments}) in `directory` unless its params-VARIANT.json
+    holds exactly `params` (with the generator's version), then returns what generate said
+    about each file. Each variant (json, json.gz) has its own params file beside the trace
+    folders, never inside them (a folder of traces is read whole). Other parameters replace
+    the files the old params file lists; a non-empty directory without a params file of ours
+    is refused, never overwritten."""
     version = int(run_checked([bench, "generator-version"]).out.strip())
-    wanted = dict(params, generator=version)
-    params_file = os.path.join(directory, "params.json")
-    old = None
+    wanted = dict(params, variant=variant, generator=version)
+    params_file = os.path.join(directory, f"params-{variant}.json")
     if os.path.exists(params_file):
         with open(params_file) as f:
             old = json.load(f)
         if old.get("params") == wanted and all(os.path.exists(os.path.join(directory, n)) for n in files):
-            print(f"  reusing {directory}")
+            print(f"  reusing {directory} ({variant})")
             return old["files"]
         for name in old.get("files", {}):
             path = os.path.join(directory, name)
             if os.path.exists(path):
                 os.remove(path)
         os.remove(params_file)
-    elif os.path.isdir(directory) and os.listdir(directory):
-        raise BenchError(f"{directory} holds files but no params.json of ours: give another --dir or empty it")
+    elif os.path.isdir(directory) and os.listdir(directory) and not any(
+            n.startswith("params-") and n.endswith(".json") for n in os.listdir(directory)):
+        raise BenchError(f"{directory} holds files but no params-*.json of ours: give another --dir or empty it")
     if smoke_reuse_check:
-        raise BenchError(f"{directory} was not reused on the second look")
+        raise BenchError(f"{directory} ({variant}) was not reused on the second look")
     for name in files:
         os.makedirs(os.path.dirname(os.path.join(directory, name)), exist_ok=True)
     free = shutil.disk_usage(directory).free
@@ -147,7 +149,7 @@ def ensure_data(bench, directory, params, files, smoke_reuse_check=False):
     with open(params_file + ".tmp", "w") as f:
         json.dump({"params": wanted, "files": made}, f, indent=1)
     os.replace(params_file + ".tmp", params_file)
-    print(f"  generated {directory} in {time.monotonic() - start:.1f} s")
+    print(f"  generated {directory} ({variant}) in {time.monotonic() - start:.1f} s")
     return made
 
 
@@ -161,7 +163,7 @@ def import_mode(args, bench, data):
     mb = args.import_mb
     name = "trace.json.gz" if args.gzip else "trace.json"
     directory = os.path.join(data, f"kineto-import-{mb:g}mb")
-    made = ensure_data(bench, directory, {"mode": "import", "mb": mb, "gzip": args.gzip},
+    made = ensure_data(bench, directory, "json.gz" if args.gzip else "json", {"mode": "import", "mb": mb},
                        {name: ["--bytes", str(int(mb * 1e6))] + (["--gzip"] if args.gzip else [])})[name]
     trace = os.path.join(directory, name)
     print(f"import: {made['events']:,} events, {made['bytes'] / 1e6:.1f} MB of JSON"
@@ -196,22 +198,20 @@ def validate_report(report_path, ranks, steps):
 def analyze_set_mode(args, bench, rankscope, data):
     ranks, events = args.ranks, args.set_events
     directory = os.path.join(data, f"kineto-set-{ranks}x{events}")
-    files = {f"json/rank-{r}.json": ["--events", str(events), "--rank", str(r), "--world-size", str(ranks)]
-             for r in range(ranks)}
-    if args.gzip:
-        files.update({f"json.gz/rank-{r}.json.gz": arguments + ["--gzip"]
-                      for r, arguments in enumerate(list(files.values()))})
-    made = ensure_data(bench, directory, {"mode": "analyze-set", "ranks": ranks, "events": events, "gzip": args.gzip},
-                       files)
-    if args.smoke:
-        ensure_data(bench, directory, {"mode": "analyze-set", "ranks": ranks, "events": events, "gzip": args.gzip},
-                    files, smoke_reuse_check=True)
+    variants = ["json"] + (["json.gz"] if args.gzip else [])
+    params = {"mode": "analyze-set", "ranks": ranks, "events": events}
+    made = {}
+    for variant in variants:
+        files = {f"{variant}/rank-{r}.{variant}": ["--events", str(events), "--rank", str(r), "--world-size", str(ranks)]
+                 + (["--gzip"] if variant == "json.gz" else []) for r in range(ranks)}
+        made.update(ensure_data(bench, directory, variant, params, files))
+        if args.smoke:
+            ensure_data(bench, directory, variant, params, files, smoke_reuse_check=True)
     plain = [made[f"json/rank-{r}.json"] for r in range(ranks)]
     total_events = sum(m["events"] for m in plain)
     total_bytes = sum(m["bytes"] for m in plain)
     steps = plain[0]["steps"]
-    variants = ["json"] + (["json.gz"] if args.gzip else [])
-    gz_mb = sum(os.path.getsize(os.path.join(directory, n)) for n in files if n.endswith(".gz")) / 1e6
+    gz_mb = sum(os.path.getsize(os.path.join(directory, n)) for n in made if n.endswith(".gz")) / 1e6
     threads = args.threads or os.cpu_count() or 1
     print(f"analyze-set: {ranks} ranks x {plain[0]['events']:,} events ({plain[0]['bytes'] / 1e6:.1f} MB of JSON "
           f"each, {steps} steps); {total_events:,} events, {total_bytes / 1e6:.1f} MB in all"
@@ -291,7 +291,7 @@ def analyze_set_mode(args, bench, rankscope, data):
 def huge_mode(args, rankscope, bench, data):
     gb = args.huge_gb
     directory = os.path.join(data, f"kineto-huge-{gb:g}gb")
-    made = ensure_data(bench, directory, {"mode": "huge", "gb": gb, "bytes_needed": int(gb * 1e9)},
+    made = ensure_data(bench, directory, "json", {"mode": "huge", "gb": gb, "bytes_needed": int(gb * 1e9)},
                        {"trace.json": ["--bytes", str(int(gb * 1e9)), "--rank", "0", "--world-size", "1"]})["trace.json"]
     trace = os.path.join(directory, "trace.json")
     events = made["events"]
