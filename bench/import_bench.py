@@ -207,7 +207,8 @@ def analyze_set_mode(args, bench, rankscope, data):
     params = {"mode": "analyze-set", "ranks": ranks, "events": events}
     made = {}
     for variant in variants:
-        files = {f"{variant}/rank-{r}.{variant}": ["--events", str(events), "--rank", str(r), "--world-size", str(ranks)]
+        files = {f"{variant}/rank-{r}.{variant}":
+                 ["--events", str(events), "--rank", str(r), "--world-size", str(ranks)]
                  + (["--gzip"] if variant == "json.gz" else []) for r in range(ranks)}
         made.update(ensure_data(bench, directory, variant, params, files))
         if args.smoke:
@@ -220,11 +221,12 @@ def analyze_set_mode(args, bench, rankscope, data):
     threads = args.threads or os.cpu_count() or 1
     print(f"analyze-set: {ranks} ranks x {plain[0]['events']:,} events ({plain[0]['bytes'] / 1e6:.1f} MB of JSON "
           f"each, {steps} steps); {total_events:,} events, {total_bytes / 1e6:.1f} MB in all"
-          f"{f', {gz_mb:.1f} MB gzipped' if args.gzip else ''}; {args.runs} interleaved runs, walk on {threads} threads")
+          f"{f', {gz_mb:.1f} MB gzipped' if args.gzip else ''}; {args.runs} interleaved runs, "
+          f"walk on {threads} threads")
 
     def walk_cmd(variant):
-        folder = os.path.join(directory, variant)
-        return [bench, "parse", "--threads", str(threads)] + [os.path.join(folder, n) for n in sorted(os.listdir(folder))]
+        traces = sorted(os.path.join(directory, name) for name in made if name.startswith(variant + "/"))
+        return [bench, "parse", "--threads", str(threads)] + traces
 
     def analyze_cmd(variant, out="/dev/null"):
         return [rankscope, "analyze", os.path.join(directory, variant), "--format", "json", "--out", out]
@@ -296,8 +298,9 @@ def analyze_set_mode(args, bench, rankscope, data):
 def huge_mode(args, rankscope, bench, data):
     gb = args.huge_gb
     directory = os.path.join(data, f"kineto-huge-{gb:g}gb")
+    generate = ["--bytes", str(int(gb * 1e9)), "--rank", "0", "--world-size", "1"]
     made = ensure_data(bench, directory, "json", {"mode": "huge", "gb": gb, "bytes_needed": int(gb * 1e9)},
-                       {"trace.json": ["--bytes", str(int(gb * 1e9)), "--rank", "0", "--world-size", "1"]})["trace.json"]
+                       {"trace.json": generate})["trace.json"]
     trace = os.path.join(directory, "trace.json")
     events = made["events"]
     bound = HUGE_FIXED_BYTES + HUGE_BYTES_PER_EVENT * events
@@ -306,7 +309,8 @@ def huge_mode(args, rankscope, bench, data):
     with tempfile.TemporaryDirectory(prefix="import-bench-") as tmp:
         report = os.path.join(tmp, "report.json")
         # The smoke run keeps the report to check it; the timed run writes it nowhere.
-        done = measure([rankscope, "analyze", trace, "--format", "json", "--out", report if args.smoke else "/dev/null"])
+        out = report if args.smoke else "/dev/null"
+        done = measure([rankscope, "analyze", trace, "--format", "json", "--out", out])
         if done.code == 0 and args.smoke:
             validate_report(report, 1, made["steps"])
     if done.code != 0:
