@@ -27,6 +27,9 @@ Status ReadInputs(const std::vector<std::pair<fs::path, TraceFormat>>& files, in
   std::atomic<size_t> next{0};
   std::atomic<bool> failed{false};
   auto work = [&] {
+    struct Release {
+      ~Release() { import::ReleaseReadingBuffers(); }
+    } release;
     for (;;) {
       const size_t i = next.fetch_add(1);
       if (i >= count) return;

@@ -389,6 +389,10 @@ Result<ImportResult> ImportIntoRunDirectory(const std::vector<std::pair<fs::path
   const std::string run_id = options.run_id.empty() ? trace::GenerateRunId() : options.run_id;
   ImportResult result;
   {
+    // The reading buffers are freed with the import, however it ends.
+    struct Release {
+      ~Release() { import::ReleaseReadingBuffers(); }
+    } release;
     import::RunSink sink(staging->path(), run_id);
     for (const auto& [file, format] : files) {
       RS_RETURN_IF_ERROR(import::ImportOne(file, format, sink));

@@ -306,6 +306,9 @@ struct KinetoReadLimits {
 // Kineto / PyTorch profiler JSON: one rank, from `distributedInfo` (or, for a rankscope
 // Chrome export, every rank it holds).
 Status ImportKineto(const std::filesystem::path& file, RunSink& sink, KinetoReadLimits limits = {});
+// ImportKineto keeps, per thread, the buffers it read its last file with (the next file
+// reuses them); this frees the calling thread's.
+void ReleaseReadingBuffers();
 // An nsys SQLite export: one rank per process with CUDA activity or API calls.
 Status ImportNsys(const std::filesystem::path& file, RunSink& sink);
 // A Chrome trace that ExportChromeTrace wrote (its top-level "rankscope" object lists the

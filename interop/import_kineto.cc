@@ -151,6 +151,36 @@ std::optional<Decimal> ParseDecimal(std::string_view text) {
 
 // d · 10^scale, rounded to the nearest integer (halves away from zero); nullopt when that
 // does not fit in int64, or when `exact` and it is not an integer.
+// Microseconds as Kineto writes them ("4458676522690.655", "1695835572943623", at most
+// three decimals and 15 integer digits) in nanoseconds, in 64 bits; nullopt for any other
+// form, which MicrosToNanos reads exactly. This runs twice for every event.
+std::optional<int64_t> CommonMicrosToNanos(std::string_view text) {
+  size_t i = 0;
+  const size_t n = text.size();
+  const bool negative = n > 0 && text[0] == '-';
+  if (negative) ++i;
+  uint64_t whole = 0;
+  const size_t first = i;
+  for (; i < n && text[i] >= '0' && text[i] <= '9'; ++i) whole = whole * 10 + static_cast<unsigned>(text[i] - '0');
+  if (i == first || i - first > 15) return std::nullopt;
+  uint64_t fraction = 0;
+  int decimals = 0;
+  if (i < n && text[i] == '.') {
+    ++i;
+    for (; i < n && text[i] >= '0' && text[i] <= '9'; ++i, ++decimals) {
+      if (decimals == 3) return std::nullopt;
+      fraction = fraction * 10 + static_cast<unsigned>(text[i] - '0');
+    }
+    if (decimals == 0) return std::nullopt;
+  }
+  for (; i < n; ++i) {
+    if (!IsJsonSpace(text[i])) return std::nullopt;  // an exponent, or not a number
+  }
+  for (int k = decimals; k < 3; ++k) fraction *= 10;
+  const auto nanos = static_cast<int64_t>(whole * 1000 + fraction);
+  return negative ? -nanos : nanos;
+}
+
 std::optional<int64_t> Scaled(const Decimal& d, int scale, bool exact) {
   if (d.digits == 0) return 0;
   const int64_t e = d.exponent + scale;
@@ -179,7 +209,23 @@ std::optional<int64_t> Scaled(const Decimal& d, int scale, bool exact) {
   return static_cast<int64_t>(v);
 }
 
+// A JSON number of microseconds in whole nanoseconds, rounded half away from zero.
+std::optional<int64_t> MicrosToNanos(std::string_view text) {
+  if (std::optional<int64_t> common = CommonMicrosToNanos(text)) return common;
+  const std::optional<Decimal> d = ParseDecimal(text);
+  return d ? Scaled(*d, 3, /*exact=*/false) : std::nullopt;
+}
+
 std::optional<int64_t> IntegerFromText(std::string_view text) {
+  // Ids and counts as written nearly always: at most 18 plain digits, in 64 bits.
+  size_t i = text.starts_with('-') ? 1 : 0;
+  const size_t first = i;
+  uint64_t value = 0;
+  for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i) value = value * 10 + static_cast<unsigned>(text[i] - '0');
+  if (i > first && i - first <= 18 && (i == text.size() || IsJsonSpace(text[i]))) {
+    while (i < text.size() && IsJsonSpace(text[i])) ++i;
+    if (i == text.size()) return first == 1 ? -static_cast<int64_t>(value) : static_cast<int64_t>(value);
+  }
   const std::optional<Decimal> d = ParseDecimal(text);
   return d ? Scaled(*d, 0, /*exact=*/true) : std::nullopt;
 }
@@ -619,6 +665,20 @@ std::string_view DamagedKind(const RawEvent& e) {
 
 // ---- the importer -------------------------------------------------------------------------------
 
+// What a thread reads whole traces with, kept from one file to the next: a 50 MB trace read
+// into fresh memory (its text, and simdjson's index of it) costs more in page faults than
+// its parse.
+struct ReadingBuffers {
+  std::string text;
+  std::string compressed;
+  od::parser parser;
+};
+
+ReadingBuffers& ThreadReadingBuffers() {
+  thread_local ReadingBuffers buffers;
+  return buffers;
+}
+
 class KinetoImporter {
  public:
   KinetoImporter(const fs::path& file, RunSink& sink, KinetoReadLimits limits)
@@ -643,7 +703,9 @@ class KinetoImporter {
   Status AtEnd(od::document& doc) const;
   // TAPE_ERROR when something follows the document's value.
   static error_code AtEndError(od::document& doc);
-  error_code ReadDistributedInfo(od::value& value, trace::RankIdentity* who);
+  // What it finds wrong goes to `notes` (the sink's, unless the caller may drop them).
+  error_code ReadDistributedInfo(od::value& value, trace::RankIdentity* who, std::vector<std::string>* notes);
+  Result<bool> ConvertInOnePass(od::parser& parser, od::document& doc);
   // Converts the array's events, numbered from `index`; the number after the last.
   Result<uint64_t> ConvertEvents(od::document& doc, od::array events, uint64_t index);
   // Adds one event to the rank file; what is wrong with it when it is damaged (the policy
@@ -717,6 +779,7 @@ class KinetoImporter {
   LaneKey last_key_;
   trace::LaneId last_lane_ = trace::kNoLane;
   std::unordered_map<std::string, trace::StringId, StringHash, std::equal_to<>> strings_;
+  std::unordered_map<std::string, trace::StringId, StringHash, std::equal_to<>> args_ids_;  // by args text as read
   std::map<std::pair<int64_t, int64_t>, std::string> thread_names_;  // (pid, tid) of ph M
   std::map<int64_t, std::string> process_names_;
   std::map<std::string, uint64_t, std::less<>> skipped_;
@@ -805,8 +868,7 @@ Damaged KinetoImporter::Times(const RawEvent& e, uint64_t index, bool with_durat
   if (e.ts.kind != Token::kNumber) {
     return EventDamage(e, index, reason, fmt::format("ts is {}, not a number", TypeName(e.ts)));
   }
-  const std::optional<Decimal> ts = ParseDecimal(e.ts.text);
-  const std::optional<int64_t> ts_ns = ts ? Scaled(*ts, 3, /*exact=*/false) : std::nullopt;
+  const std::optional<int64_t> ts_ns = MicrosToNanos(e.ts.text);
   if (!ts_ns || __builtin_add_overflow(base_ns_, *ts_ns, &common->start_ns)) {
     return EventDamage(e, index, reason, fmt::format("ts {} is not a time in microseconds", Shown(e.ts)));
   }
@@ -816,8 +878,7 @@ Damaged KinetoImporter::Times(const RawEvent& e, uint64_t index, bool with_durat
   if (e.dur.kind != Token::kNumber) {
     return EventDamage(e, index, reason, fmt::format("dur is {}, not a number", TypeName(e.dur)));
   }
-  const std::optional<Decimal> dur = ParseDecimal(e.dur.text);
-  const std::optional<int64_t> dur_ns = dur ? Scaled(*dur, 3, /*exact=*/false) : std::nullopt;
+  const std::optional<int64_t> dur_ns = MicrosToNanos(e.dur.text);
   if (!dur_ns || *dur_ns < 0 || __builtin_add_overflow(common->start_ns, *dur_ns, &common->end_ns)) {
     return EventDamage(e, index, reason, fmt::format("dur {} is not a duration in microseconds", Shown(e.dur)));
   }
@@ -1026,10 +1087,18 @@ trace::StringId KinetoImporter::Intern(std::string_view text) {
 // An args object kept as compact JSON ("{}" and nothing are nothing).
 trace::StringId KinetoImporter::InternArgs(std::string_view json) {
   if (json.size() <= 2) return trace::kEmptyString;
+  // Ops repeat their args text step after step: each text is minified once.
+  if (auto known = args_ids_.find(json); known != args_ids_.end()) return known->second;
   minified_.resize(json.size());
   size_t length = 0;
-  if (simdjson::minify(json.data(), json.size(), minified_.data(), length) != simdjson::SUCCESS) return Intern(json);
-  return length <= 2 ? trace::kEmptyString : Intern(std::string_view(minified_.data(), length));
+  trace::StringId id = trace::kEmptyString;
+  if (simdjson::minify(json.data(), json.size(), minified_.data(), length) != simdjson::SUCCESS) {
+    id = Intern(json);
+  } else if (length > 2) {
+    id = Intern(std::string_view(minified_.data(), length));
+  }
+  args_ids_.emplace(std::string(json), id);
+  return id;
 }
 
 trace::StringId KinetoImporter::InternSizeArgs(const Args& args) {
@@ -1073,10 +1142,11 @@ void KinetoImporter::Skip(std::string_view what) {
 }
 
 // rank, world_size and backend, where present and usable; notes what is not.
-error_code KinetoImporter::ReadDistributedInfo(od::value& value, trace::RankIdentity* who) {
+error_code KinetoImporter::ReadDistributedInfo(od::value& value, trace::RankIdentity* who,
+                                               std::vector<std::string>* notes) {
   const std::string_view raw = value.raw_json_token();
   if (raw.empty() || raw.front() != '{') {
-    if (!raw.starts_with("null")) sink_.Note(fmt::format("{}: distributedInfo is not an object; ignored", source_));
+    if (!raw.starts_with("null")) notes->push_back(fmt::format("{}: distributedInfo is not an object; ignored", source_));
     return simdjson::SUCCESS;
   }
   return ForEachField(value, [&](std::string_view key, od::value& field, bool&) -> error_code {
@@ -1091,7 +1161,7 @@ error_code KinetoImporter::ReadDistributedInfo(od::value& value, trace::RankIden
     if (token.kind == Token::kNumber) number = IntegerFromText(token.text);
     if (token.kind == Token::kString) number = IdFromString(token.text);
     if (!number || *number < 0 || *number > INT32_MAX) {
-      sink_.Note(fmt::format("{}: distributedInfo.{} is {}; ignored", source_, key,
+      notes->push_back(fmt::format("{}: distributedInfo.{} is {}; ignored", source_, key,
                              token.kind == Token::kOther ? std::string(TypeName(token)) : Shown(token)));
       return simdjson::SUCCESS;
     }
@@ -1113,7 +1183,12 @@ Status KinetoImporter::ReadTopLevel(od::document& doc, TopLevel* top) {
       top->has_events = true;
       return ReadToken(field, &top->events);
     }
-    if (key == "distributedInfo") return ReadDistributedInfo(field, &top->who);
+    if (key == "distributedInfo") {
+      std::vector<std::string> notes;
+      const error_code e = ReadDistributedInfo(field, &top->who, &notes);
+      for (std::string& note : notes) sink_.Note(std::move(note));
+      return e;
+    }
     if (key != "baseTimeNanoseconds") return simdjson::SUCCESS;
     Token token;
     if (error_code e = ReadToken(field, &token)) return e;
@@ -1135,15 +1210,180 @@ Status KinetoImporter::ReadTopLevel(od::document& doc, TopLevel* top) {
   return AtEnd(doc);
 }
 
+// Where the simple pairs that end the top-level object start: `, "k": "v", "n": 12 }` after
+// its last object or array value (or after its '{'). Only strings and bare literals are
+// stepped over, backward; npos when the text ends otherwise.
+size_t TailPairsStart(std::string_view text) {
+  size_t i = text.size();
+  const auto skip_space = [&] {
+    while (i > 0 && IsJsonSpace(text[i - 1])) --i;
+  };
+  // text[i - 1] is a string's closing quote: i becomes its opening quote's index + 0.
+  const auto skip_string = [&]() -> bool {
+    size_t j = i - 1;
+    while (j > 0) {
+      const size_t quote = text.rfind('"', j - 1);
+      if (quote == std::string_view::npos) return false;
+      size_t backslashes = 0;
+      while (quote >= backslashes + 1 && text[quote - backslashes - 1] == '\\') ++backslashes;
+      if (backslashes % 2 == 0) {
+        i = quote;
+        return true;
+      }
+      j = quote;
+    }
+    return false;
+  };
+  skip_space();
+  if (i == 0 || text[i - 1] != '}') return std::string_view::npos;
+  --i;
+  for (;;) {
+    skip_space();
+    if (i == 0) return std::string_view::npos;
+    const char last = text[i - 1];
+    if (last == ']' || last == '}' || last == '{') return i;  // after the last composite (or the '{')
+    const size_t value_end = i;
+    if (last == '"') {
+      if (!skip_string()) return std::string_view::npos;
+    } else {
+      while (i > 0 && (std::isalnum(static_cast<unsigned char>(text[i - 1])) || text[i - 1] == '.' ||
+                       text[i - 1] == '-' || text[i - 1] == '+')) {
+        --i;
+      }
+      if (i == value_end) return std::string_view::npos;
+    }
+    skip_space();
+    if (i == 0 || text[i - 1] != ':') return std::string_view::npos;
+    --i;
+    skip_space();
+    if (i == 0 || text[i - 1] != '"' || !skip_string()) return std::string_view::npos;
+    skip_space();
+    if (i == 0) return std::string_view::npos;
+    if (text[i - 1] == '{') return i;
+    if (text[i - 1] != ',') return std::string_view::npos;
+    --i;
+  }
+}
+
+// Kineto's own layout, read in one pass: distributedInfo before traceEvents, and
+// baseTimeNanoseconds before it or among the simple pairs that end the file. The events are
+// then converted as the pass meets them, and the array is not walked twice. False, with
+// nothing converted or noted, for any other layout: the caller reads the top level first.
+Result<bool> KinetoImporter::ConvertInOnePass(od::parser& doc_parser, od::document& doc) {
+  TopLevel top;
+  bool base_known = false, tail_base_damaged = false;
+  const size_t tail_start = TailPairsStart(json_);
+  if (tail_start != std::string_view::npos) {
+    // The tail as an object of its own, read as the whole top level would read it.
+    std::string tail = "{" + json_.substr(tail_start);
+    if (const size_t comma = tail.find_first_not_of(" \t\r\n", 1); comma != std::string::npos && tail[comma] == ',') {
+      tail[comma] = ' ';
+    }
+    tail.reserve(tail.size() + simdjson::SIMDJSON_PADDING);
+    od::parser parser;
+    od::document tail_doc;
+    TopLevel tail_top;
+    tail_top.base_ns = INT64_MIN;
+    if (!parser.iterate(tail.data(), tail.size(), tail.capacity()).get(tail_doc)) {
+      const auto read_base = [&](std::string_view key, od::value& field, bool&) -> error_code {
+        if (key != "baseTimeNanoseconds") return simdjson::SUCCESS;
+        Token token;
+        if (error_code e = ReadToken(field, &token)) return e;
+        std::optional<int64_t> base;
+        if (token.kind == Token::kNumber) base = IntegerFromText(token.text);
+        if (token.kind == Token::kString) base = IdFromString(token.text);
+        tail_top.base_ns = base.value_or(INT64_MIN);
+        base_known = base.has_value();
+        tail_base_damaged = !base_known;
+        return simdjson::SUCCESS;
+      };
+      if (ForEachField(tail_doc, read_base) != simdjson::SUCCESS) base_known = false;
+    }
+    // A damaged base is for the whole read to name.
+    if (tail_base_damaged) return false;
+    if (base_known) top.base_ns = tail_top.base_ns;
+  }
+  const bool base_in_tail = base_known;
+
+  bool distributed = false, converted = false, other_layout = false;
+  std::vector<std::string> notes;
+  Status failed = Status::Ok();
+  const auto read_field = [&](std::string_view key, od::value& field, bool& stop) -> error_code {
+    if (converted) return simdjson::SUCCESS;  // the rest is read again by the checks below
+    if (key == "rankscope") {
+      other_layout = stop = true;
+      return simdjson::SUCCESS;
+    }
+    if (key == "distributedInfo") {
+      distributed = true;
+      return ReadDistributedInfo(field, &top.who, &notes);
+    }
+    if (key == "baseTimeNanoseconds") {
+      // Before the events: it counts unless the tail holds one (the last one read wins).
+      if (base_in_tail) return simdjson::SUCCESS;
+      Token token;
+      if (error_code e = ReadToken(field, &token)) return e;
+      std::optional<int64_t> base;
+      if (token.kind == Token::kNumber) base = IntegerFromText(token.text);
+      if (token.kind == Token::kString) base = IdFromString(token.text);
+      if (!base) {
+        other_layout = stop = true;  // the whole read says what is wrong with it
+        return simdjson::SUCCESS;
+      }
+      top.base_ns = *base;
+      base_known = true;
+      return simdjson::SUCCESS;
+    }
+    if (key != "traceEvents") return simdjson::SUCCESS;
+    od::array events;
+    if (!distributed || !base_known || field.get_array().get(events) != simdjson::SUCCESS) {
+      other_layout = stop = true;
+      return simdjson::SUCCESS;
+    }
+    for (std::string& note : notes) sink_.Note(std::move(note));
+    notes.clear();
+    failed = ClaimRank(top);
+    if (failed.ok()) failed = ConvertEvents(doc, events, 0).status();
+    converted = true;
+    if (!failed.ok()) stop = true;
+    return simdjson::SUCCESS;
+  };
+  const error_code e = ForEachField(doc, read_field);
+  RS_RETURN_IF_ERROR(failed);
+  if (!converted) {
+    // After an error the document cannot rewind: it is parsed again, from the start.
+    if (e != simdjson::SUCCESS) {
+      if (error_code again = doc_parser.iterate(json_.data(), json_.size(), json_.capacity()).get(doc)) {
+        return Malformed(again, doc, std::nullopt);
+      }
+    } else {
+      doc.rewind();
+    }
+    return false;
+  }
+  if (e) return Malformed(e, doc, std::nullopt);
+  RS_RETURN_IF_ERROR(AtEnd(doc));
+  return true;
+}
+
 Status KinetoImporter::Run() {
-  RS_ASSIGN_OR_RETURN(std::optional<std::string> whole, ReadWholeIfAtMost(file_, limits_.whole_file_bytes, kJsonPadding));
-  if (!whole) return RunInPieces();
-  json_ = std::move(*whole);
+  ReadingBuffers& buffers = ThreadReadingBuffers();
+  RS_ASSIGN_OR_RETURN(const bool fits, ReadWholeInto(file_, limits_.whole_file_bytes, kJsonPadding, buffers.text,
+                                                     buffers.compressed));
+  if (!fits) return RunInPieces();
+  // The text is this importer's while it reads, the thread's again after (its capacity kept).
+  json_.swap(buffers.text);
+  struct GiveBack {
+    std::string& text;
+    std::string& json;
+    // Not cleared: the next file's read then zero-fills only what it needs beyond this size.
+    ~GiveBack() { text.swap(json); }
+  } give_back{buffers.text, json_};
   // A byte-order mark is not JSON, and simdjson would refuse the file for it.
   if (json_.starts_with(kUtf8ByteOrderMark)) json_.erase(0, kUtf8ByteOrderMark.size());
   if (json_.capacity() < json_.size() + simdjson::SIMDJSON_PADDING) json_.reserve(json_.size() + kJsonPadding);
   text_ = json_;
-  od::parser parser;
+  od::parser& parser = buffers.parser;
   od::document doc;
   if (error_code e = parser.iterate(json_.data(), json_.size(), json_.capacity()).get(doc)) {
     if (e == simdjson::EMPTY) return Corrupt(fmt::format("{}: empty file: no JSON in it", source_));
@@ -1162,6 +1402,11 @@ Status KinetoImporter::Run() {
     // The Chrome trace format's other form: the events alone, as old profiler tests write them.
     if (error_code e = doc.get_array().get(events)) return Malformed(e, doc, std::nullopt);
   } else if (type == od::json_type::object) {
+    RS_ASSIGN_OR_RETURN(const bool converted, ConvertInOnePass(parser, doc));
+    if (converted) {
+      FinishRank();
+      return Status::Ok();
+    }
     RS_RETURN_IF_ERROR(ReadTopLevel(doc, &top));
     if (top.rankscope) return ImportRankscopeChrome(file_, json_, sink_);
     if (!top.has_events) return Corrupt(fmt::format("{}: no traceEvents array: not a PyTorch profiler trace", source_));
@@ -1581,6 +1826,13 @@ Damaged KinetoImporter::ConvertCpuFunction(const RawEvent& e, uint64_t index) {
 }
 
 }  // namespace
+
+void ReleaseReadingBuffers() {
+  ReadingBuffers& buffers = ThreadReadingBuffers();
+  std::string().swap(buffers.text);
+  std::string().swap(buffers.compressed);
+  buffers.parser = od::parser();
+}
 
 Status ImportKineto(const fs::path& file, RunSink& sink, KinetoReadLimits limits) {
   try {

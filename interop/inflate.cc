@@ -143,9 +143,9 @@ uint64_t TrailerSize(std::string_view gzip) {
   return uint64_t{last[0]} | (uint64_t{last[1]} << 8) | (uint64_t{last[2]} << 16) | (uint64_t{last[3]} << 24);
 }
 
-// Every member of `gzip`, or nullopt once the output passes `budget`.
-Result<std::optional<std::string>> Gunzip(const fs::path& file, std::string_view gzip, size_t budget,
-                                          size_t padding) {
+// Every member of `gzip` into `out` (its capacity reused), or false once the output passes
+// `budget`.
+Result<bool> Gunzip(const fs::path& file, std::string_view gzip, size_t budget, size_t padding, std::string& out) {
   const std::unique_ptr<libdeflate_decompressor, decltype(&libdeflate_free_decompressor)> decompressor(
       libdeflate_alloc_decompressor(), &libdeflate_free_decompressor);
   if (decompressor == nullptr) throw std::bad_alloc();
@@ -153,7 +153,6 @@ Result<std::optional<std::string>> Gunzip(const fs::path& file, std::string_view
   // single member (and no zero padding) below 4 GiB. A guess no member could reach is capped.
   const uint64_t guess = std::min(TrailerSize(gzip), gzip.size() * kMaxDeflateRatio);
   size_t limit = static_cast<size_t>(std::min<uint64_t>(budget, std::max<uint64_t>(guess, gzip.size())));
-  std::string out;
   out.resize(limit + padding);
   size_t length = 0;
   size_t position = 0;
@@ -165,7 +164,7 @@ Result<std::optional<std::string>> Gunzip(const fs::path& file, std::string_view
                                       out.data() + length, limit - length, &used, &produced);
     if (rc == LIBDEFLATE_INSUFFICIENT_SPACE) {
       // The member's output passes what is left of the budget: refused without inflating it.
-      if (limit >= budget) return std::optional<std::string>();
+      if (limit >= budget) return false;
       limit = std::min(budget, std::max({limit * 2, length + kMinGrowth, limit + kMinGrowth}));
       out.resize(limit + padding);
       continue;  // libdeflate starts the member over
@@ -179,28 +178,38 @@ Result<std::optional<std::string>> Gunzip(const fs::path& file, std::string_view
     if (!IsGzip(rest)) return SomethingElseAfterGzip(file, rest.size());
   }
   out.resize(length);  // keeps the capacity: `padding` bytes stay after the output
-  return std::optional<std::string>(std::move(out));
+  return true;
 }
 
-Result<std::optional<std::string>> ReadWholeOrThrow(const fs::path& file, size_t budget, size_t padding) {
+Result<bool> ReadWholeOrThrow(const fs::path& file, size_t budget, size_t padding, std::string& out,
+                              std::string& compressed) {
   RS_ASSIGN_OR_RETURN(OpenedFile opened, OpenRegularFile(file));
   // Compressed or not, a file larger than the budget is larger once unpacked too.
-  if (opened.size > budget) return std::optional<std::string>();
+  if (opened.size > budget) return false;
   const auto size = static_cast<size_t>(opened.size);
-  std::string raw;
-  raw.reserve(size + padding);
-  raw.resize(size);
-  RS_ASSIGN_OR_RETURN(const size_t got, ReadUpTo(file, opened.fd.get(), raw.data(), size));
+  // Read into `out`; a gzip file's bytes move to `compressed` and inflate back into `out`.
+  out.reserve(size + padding);
+  out.resize(size);
+  RS_ASSIGN_OR_RETURN(const size_t got, ReadUpTo(file, opened.fd.get(), out.data(), size));
   if (got != size) return IoError(fmt::format("{}: read {} of {} bytes", Quoted(file), got, size));
-  if (!IsGzip(raw)) return std::optional<std::string>(std::move(raw));
-  return Gunzip(file, raw, budget, padding);
+  if (!IsGzip(out)) return true;
+  out.swap(compressed);
+  return Gunzip(file, compressed, budget, padding, out);
 }
 
 }  // namespace
 
 Result<std::optional<std::string>> ReadWholeIfAtMost(const fs::path& file, size_t budget, size_t padding) {
+  std::string out, compressed;
+  RS_ASSIGN_OR_RETURN(const bool fits, ReadWholeInto(file, budget, padding, out, compressed));
+  if (!fits) return std::optional<std::string>();
+  return std::optional<std::string>(std::move(out));
+}
+
+Result<bool> ReadWholeInto(const fs::path& file, size_t budget, size_t padding, std::string& out,
+                           std::string& compressed) {
   try {
-    return ReadWholeOrThrow(file, budget, padding);
+    return ReadWholeOrThrow(file, budget, padding, out, compressed);
   } catch (const std::bad_alloc&) {
     return OutOfMemory(file);
   }

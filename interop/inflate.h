@@ -25,6 +25,12 @@ namespace rankscope::interop::import {
 Result<std::optional<std::string>> ReadWholeIfAtMost(const std::filesystem::path& file, size_t budget,
                                                      size_t padding);
 
+// The same into `out`, whose capacity is reused (a reader of many files faults fresh pages
+// in once, not per file); `compressed` holds a gzip file's bytes meanwhile. False when the
+// content is more than `budget` bytes (`out` then holds no more than about that).
+Result<bool> ReadWholeInto(const std::filesystem::path& file, size_t budget, size_t padding, std::string& out,
+                           std::string& compressed);
+
 // A file's (gunzipped) bytes in pieces, for files too large to hold whole: the file is read a
 // few MiB at a time and gzip inflated as it goes, so memory stays bounded whatever its size.
 class FileBytes {

@@ -190,6 +190,43 @@ TEST(KinetoInPiecesTest, ReadInPiecesEveryTraceImportsAsReadWhole) {
   fs::remove_all(dir);
 }
 
+// Read whole, a Kineto trace in Kineto's own layout (distributedInfo before traceEvents,
+// baseTimeNanoseconds before or in the simple pairs that end the file) is read in one pass;
+// any other layout is read top level first. Both give what the pieces' reader gives, which
+// always reads the top level first.
+TEST(KinetoInPiecesTest, EveryTopLevelLayoutGivesTheSameRank) {
+  const std::string events =
+      R"("traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 10.5, "dur": 2,)"
+      R"( "args": {"device": 0, "stream": 7, "correlation": 1}}])";
+  const std::string info = R"("distributedInfo": {"rank": 1, "world_size": 2})";
+  const std::vector<std::pair<const char*, std::string>> layouts = {
+      {"kineto", "{" + info + ", " + events + R"(, "traceName": "a\"b\\", "baseTimeNanoseconds": 1000})"},
+      {"base-first", "{" + info + R"(, "baseTimeNanoseconds": 2000, )" + events + "}"},
+      {"base-twice", "{" + info + R"(, "baseTimeNanoseconds": 2000, )" + events + R"(, "baseTimeNanoseconds": 3000})"},
+      {"base-before-a-composite", "{" + info + ", " + events + R"(, "baseTimeNanoseconds": 4000, "x": [1]})"},
+      {"info-after", "{" + events + ", " + info + R"(, "baseTimeNanoseconds": 5000})"},
+      {"no-base", "{" + info + ", " + events + "}"},
+      {"damaged-base-in-tail", "{" + info + R"(, "baseTimeNanoseconds": 6000, )" + events +
+                                   R"(, "baseTimeNanoseconds": "soon"})"},
+  };
+  const fs::path dir = fs::temp_directory_path() / "rankscope-kineto-layouts";
+  fs::create_directories(dir);
+  for (const auto& [name, text] : layouts) {
+    const fs::path file = dir / (std::string(name) + ".json");
+    std::ofstream(file) << text;
+    Result<std::string> whole = ImportDump(file, dir / "whole", KinetoReadLimits{});
+    Result<std::string> pieces = ImportDump(file, dir / "pieces", KinetoReadLimits{0, 1024});
+    ASSERT_EQ(whole.ok(), pieces.ok()) << name << ": " << whole.status().message() << " / "
+                                       << pieces.status().message();
+    if (whole.ok()) {
+      EXPECT_EQ(*whole, *pieces) << name;
+    } else {
+      EXPECT_EQ(whole.status().message(), pieces.status().message()) << name;
+    }
+  }
+  fs::remove_all(dir);
+}
+
 TEST(KinetoInPiecesTest, DamagedTracesFailInPiecesToo) {
   const fs::path data = fs::path(RANKSCOPE_SOURCE_DIR) / "tests/interop/data/kineto";
   const fs::path dir = fs::temp_directory_path() / "rankscope-kineto-pieces-bad";
