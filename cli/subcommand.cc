@@ -57,7 +57,7 @@ void AddAnalysisOptions(CLI::App& app, AnalysisFlags& flags) {
   app.add_option("--step-name", request.step_names,
                  "Also take NVTX ranges with this name as steps (besides step, train_step, ProfilerStep#N)")
       ->type_name("NAME");
-  app.add_option("--threads", request.threads, "Rank files read at once (default: one per CPU)")->type_name("N");
+  app.add_option("--threads", request.threads, "Rank files (or other tools' traces) read at once (default: one per CPU)")->type_name("N");
 }
 
 }  // namespace rankscope::cli
