@@ -7,7 +7,6 @@
 
 #include <fmt/format.h>
 
-#include "base/text.h"
 #include "interop/import_internal.h"
 #include "interop/interop.h"
 #include "trace/run_dir.h"
@@ -66,28 +65,12 @@ Status ReadInputs(const std::vector<std::pair<fs::path, TraceFormat>>& files, in
 }  // namespace
 
 Result<AnalyzedInputs> AnalyzeInputs(const std::vector<fs::path>& inputs, const analyzer::AnalyzeOptions& options) {
-  if (inputs.empty()) return InvalidArgument("no run given");
-  std::vector<TraceFormat> formats;
-  for (const fs::path& input : inputs) {
-    RS_ASSIGN_OR_RETURN(TraceFormat format, DetectTraceFormat(input));
-    formats.push_back(format);
-  }
-  const bool native = formats[0] == TraceFormat::kRankscopeRun || formats[0] == TraceFormat::kRankscopeFile;
-  if (inputs.size() == 1 && native) {
+  RS_ASSIGN_OR_RETURN(const bool native, import::IsOneRankscopeRun(inputs));
+  if (native) {
     AnalyzedInputs analyzed;
     RS_ASSIGN_OR_RETURN(analyzed.report, analyzer::AnalyzeRun(inputs[0], options));
     analyzed.run = inputs[0];
     return analyzed;
-  }
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (formats[i] == TraceFormat::kRankscopeReport) {
-      return InvalidArgument(fmt::format("{}: a rankscope JSON report holds figures, not a trace: give the run it "
-                                         "came from", Quoted(inputs[i])));
-    }
-    if (formats[i] == TraceFormat::kRankscopeRun || formats[i] == TraceFormat::kRankscopeFile) {
-      return InvalidArgument(fmt::format("{}: a {} given with other inputs: give one run at a time",
-                                         Quoted(inputs[i]), TraceFormatName(formats[i])));
-    }
   }
   RS_ASSIGN_OR_RETURN(auto files, import::ForeignTraceFiles(inputs));
 

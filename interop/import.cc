@@ -439,6 +439,28 @@ Result<std::vector<std::pair<fs::path, TraceFormat>>> ForeignTraceFiles(const st
   return files;
 }
 
+Result<bool> IsOneRankscopeRun(const std::vector<fs::path>& inputs) {
+  if (inputs.empty()) return InvalidArgument("no run given");
+  std::vector<TraceFormat> formats;
+  for (const fs::path& input : inputs) {
+    RS_ASSIGN_OR_RETURN(TraceFormat format, DetectTraceFormat(input));
+    formats.push_back(format);
+  }
+  const bool native = formats[0] == TraceFormat::kRankscopeRun || formats[0] == TraceFormat::kRankscopeFile;
+  if (inputs.size() == 1 && native) return true;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (formats[i] == TraceFormat::kRankscopeReport) {
+      return InvalidArgument(fmt::format("{}: a rankscope JSON report holds figures, not a trace: give the run it "
+                                         "came from", Quoted(inputs[i])));
+    }
+    if (formats[i] == TraceFormat::kRankscopeRun || formats[i] == TraceFormat::kRankscopeFile) {
+      return InvalidArgument(fmt::format("{}: a {} given with other inputs: give one run at a time",
+                                         Quoted(inputs[i]), TraceFormatName(formats[i])));
+    }
+  }
+  return false;
+}
+
 Status ImportOne(const fs::path& file, TraceFormat format, RunSink& sink) {
   return format == TraceFormat::kNsysSqlite ? ImportNsys(file, sink) : ImportKineto(file, sink);
 }
@@ -473,25 +495,9 @@ ResolvedRun::~ResolvedRun() {
 }
 
 Result<std::unique_ptr<ResolvedRun>> ResolveRun(const std::vector<fs::path>& inputs) {
-  if (inputs.empty()) return InvalidArgument("no run given");
-  std::vector<TraceFormat> formats;
-  for (const fs::path& input : inputs) {
-    RS_ASSIGN_OR_RETURN(TraceFormat format, DetectTraceFormat(input));
-    formats.push_back(format);
-  }
-  const bool native = formats[0] == TraceFormat::kRankscopeRun || formats[0] == TraceFormat::kRankscopeFile;
-  if (inputs.size() == 1 && native) {
+  RS_ASSIGN_OR_RETURN(const bool native, import::IsOneRankscopeRun(inputs));
+  if (native) {
     return std::make_unique<ResolvedRun>(inputs[0], fs::path(), std::vector<std::string>(), inputs[0].string());
-  }
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (formats[i] == TraceFormat::kRankscopeReport) {
-      return InvalidArgument(fmt::format("{}: a rankscope JSON report holds figures, not a trace: give the run it "
-                                         "came from", Quoted(inputs[i])));
-    }
-    if (formats[i] == TraceFormat::kRankscopeRun || formats[i] == TraceFormat::kRankscopeFile) {
-      return InvalidArgument(fmt::format("{}: a {} given with other inputs: give one run at a time",
-                                         Quoted(inputs[i]), TraceFormatName(formats[i])));
-    }
   }
   // A private directory for the imported run, removed with the ResolvedRun.
   std::error_code ec;

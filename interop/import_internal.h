@@ -292,6 +292,9 @@ Result<NsysRankChoice> ChooseNsysRanks(const NsysRankEvidence& evidence);
 // one line for an input that is not another tool's trace.
 Result<std::vector<std::pair<std::filesystem::path, TraceFormat>>> ForeignTraceFiles(
     const std::vector<std::filesystem::path>& inputs);
+// True when `inputs` is one run directory or rank file; false when they are all other tools'
+// traces; one line for a report, a run among other inputs, or an input of no known format.
+Result<bool> IsOneRankscopeRun(const std::vector<std::filesystem::path>& inputs);
 // ImportNsys or ImportKineto, by format.
 Status ImportOne(const std::filesystem::path& file, TraceFormat format, RunSink& sink);
 

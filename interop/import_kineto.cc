@@ -351,6 +351,13 @@ struct Token {
   bool present() const { return kind != kAbsent; }
 };
 
+// An integer written as a number or as a string ("23803"); nullopt for anything else.
+std::optional<int64_t> IntegerOf(const Token& token) {
+  if (token.kind == Token::kNumber) return IntegerFromText(token.text);
+  if (token.kind == Token::kString) return IdFromString(token.text);
+  return std::nullopt;
+}
+
 std::string_view TypeName(const Token& token) {
   switch (token.kind) {
     case Token::kAbsent: return "missing";
@@ -1157,9 +1164,7 @@ error_code KinetoImporter::ReadDistributedInfo(od::value& value, trace::RankIden
       if (token.kind == Token::kString) who->backend = std::string(token.text);
       return simdjson::SUCCESS;
     }
-    std::optional<int64_t> number;
-    if (token.kind == Token::kNumber) number = IntegerFromText(token.text);
-    if (token.kind == Token::kString) number = IdFromString(token.text);
+    const std::optional<int64_t> number = IntegerOf(token);
     if (!number || *number < 0 || *number > INT32_MAX) {
       notes->push_back(fmt::format("{}: distributedInfo.{} is {}; ignored", source_, key,
                              token.kind == Token::kOther ? std::string(TypeName(token)) : Shown(token)));
@@ -1192,9 +1197,7 @@ Status KinetoImporter::ReadTopLevel(od::document& doc, TopLevel* top) {
     if (key != "baseTimeNanoseconds") return simdjson::SUCCESS;
     Token token;
     if (error_code e = ReadToken(field, &token)) return e;
-    std::optional<int64_t> base;
-    if (token.kind == Token::kNumber) base = IntegerFromText(token.text);
-    if (token.kind == Token::kString) base = IdFromString(token.text);
+    const std::optional<int64_t> base = IntegerOf(token);
     if (!base) {
       bad_base = Corrupt(fmt::format("{}: baseTimeNanoseconds is {}, not an integer", source_,
                                      token.kind == Token::kOther ? std::string(TypeName(token)) : Shown(token)));
@@ -1289,9 +1292,7 @@ Result<bool> KinetoImporter::ConvertInOnePass(od::parser& doc_parser, od::docume
         if (key != "baseTimeNanoseconds") return simdjson::SUCCESS;
         Token token;
         if (error_code e = ReadToken(field, &token)) return e;
-        std::optional<int64_t> base;
-        if (token.kind == Token::kNumber) base = IntegerFromText(token.text);
-        if (token.kind == Token::kString) base = IdFromString(token.text);
+        const std::optional<int64_t> base = IntegerOf(token);
         tail_top.base_ns = base.value_or(INT64_MIN);
         base_known = base.has_value();
         tail_base_damaged = !base_known;
@@ -1323,9 +1324,7 @@ Result<bool> KinetoImporter::ConvertInOnePass(od::parser& doc_parser, od::docume
       if (base_in_tail) return simdjson::SUCCESS;
       Token token;
       if (error_code e = ReadToken(field, &token)) return e;
-      std::optional<int64_t> base;
-      if (token.kind == Token::kNumber) base = IntegerFromText(token.text);
-      if (token.kind == Token::kString) base = IdFromString(token.text);
+      const std::optional<int64_t> base = IntegerOf(token);
       if (!base) {
         other_layout = stop = true;  // the whole read says what is wrong with it
         return simdjson::SUCCESS;

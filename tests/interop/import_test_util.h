@@ -18,9 +18,9 @@
 namespace rankscope::interop::testing {
 
 // `text` as a gzip file (zlib's deflate with the gzip wrapper).
-inline std::string Gzip(const std::string& text) {
+inline std::string Gzip(const std::string& text, int level = Z_BEST_COMPRESSION) {
   z_stream zs{};
-  EXPECT_EQ(deflateInit2(&zs, Z_BEST_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY), Z_OK);
+  EXPECT_EQ(deflateInit2(&zs, level, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY), Z_OK);
   std::string out(deflateBound(&zs, static_cast<uLong>(text.size())), '\0');
   zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text.data()));
   zs.avail_in = static_cast<uInt>(text.size());

@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 
 #include "interop/inflate.h"
+#include "tests/interop/import_test_util.h"
 #include "tests/temp_dir.h"
 
 namespace rankscope::interop::import {
@@ -28,20 +29,8 @@ using rankscope::testing::TempDir;
 constexpr size_t kPadding = 64;
 constexpr size_t kMiB = size_t{1} << 20;
 
-// `text` as one gzip member (zlib's deflate with the gzip wrapper).
-std::string Gzip(const std::string& text, int level = 6) {
-  z_stream zs{};
-  EXPECT_EQ(deflateInit2(&zs, level, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY), Z_OK);
-  std::string out(deflateBound(&zs, static_cast<uLong>(text.size())), '\0');
-  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text.data()));
-  zs.avail_in = static_cast<uInt>(text.size());
-  zs.next_out = reinterpret_cast<Bytef*>(out.data());
-  zs.avail_out = static_cast<uInt>(out.size());
-  EXPECT_EQ(deflate(&zs, Z_FINISH), Z_STREAM_END);
-  out.resize(zs.total_out);
-  deflateEnd(&zs);
-  return out;
-}
+// `text` as one gzip member, at zlib's default level unless told.
+std::string Gzip(const std::string& text, int level = 6) { return interop::testing::Gzip(text, level); }
 
 void AppendLittleEndian32(std::string& out, uint32_t value) {
   for (int shift = 0; shift < 32; shift += 8) out.push_back(static_cast<char>((value >> shift) & 0xff));
