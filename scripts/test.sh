@@ -7,7 +7,6 @@
 #           code): a test that passed under the sanitizers is not run again
 #   tsan    ThreadSanitizer: only the suites that run threads (the tsan presets' lists)
 #   fuzz    the importers' libFuzzer targets for a bounded time (clang)
-# Test executables are built with a precompiled header (RANKSCOPE_PCH): three cold builds.
 # Each round prints its durations ("round asan: configure 9 s, build 612 s, tests 58 s").
 # RANKSCOPE_SKIP_SANITIZERS=1 runs only the ci-dev round, every test. Exits non-zero when a
 # test fails.
@@ -42,7 +41,7 @@ round() {  # round PRESET [CTEST ARGS...]: configure, build and test with the pr
   local preset=$1 t0 t1 t2 t3 status=0
   shift
   t0=$SECONDS
-  cmake --preset "$preset" -DRANKSCOPE_PCH=ON
+  cmake --preset "$preset"
   t1=$SECONDS
   cmake --build --preset "$preset"
   t2=$SECONDS
@@ -70,7 +69,7 @@ round asan
 # ci-dev configures and builds first (its round then finds it built): its test list is known
 # only then.
 t_build=$SECONDS
-cmake --preset ci-dev -DRANKSCOPE_PCH=ON >/dev/null && cmake --build --preset ci-dev
+cmake --preset ci-dev >/dev/null && cmake --build --preset ci-dev
 summary+=("ci-dev build before its round: $((SECONDS - t_build)) s")
 only_ci_dev=$(mktemp)
 tests_not_in build/ci-dev build/asan > "$only_ci_dev"

@@ -88,7 +88,11 @@ TEST_P(AnalyzeInputsTest, DirectlyGivesTheReportOfImportThenAnalyze) {
   Result<analyzer::Report> from_files = analyzer::AnalyzeRun(run, analyzer::AnalyzeOptions{});
   ASSERT_TRUE(from_files.ok()) << from_files.status().message();
 
-  for (int threads : {1, 2}) {
+  // Two threads read inputs at once (their rank claims must still come in input order);
+  // one, as a sequential import reads them, for the traces of several inputs.
+  std::vector<int> thread_counts = {2};
+  if (c.inputs.size() > 1) thread_counts.push_back(1);
+  for (int threads : thread_counts) {
     analyzer::AnalyzeOptions options;
     options.threads = threads;
     Result<AnalyzedInputs> direct = AnalyzeInputs(inputs, options);

@@ -159,7 +159,7 @@ TEST(JsonPiecesTest, DamageGetsOneLineNamingTheFile) {
 }
 
 // A Kineto trace read in pieces (as one larger than KinetoReadLimits::whole_file_bytes is)
-// gives the rank file that reading it whole gives, row for row: chunks of 1 KiB, so every
+// gives the rank file that reading it whole gives, row for row: chunks of 16 KiB, so every
 // trace here is read in many.
 Result<std::string> ImportDump(const fs::path& input, const fs::path& run, KinetoReadLimits limits) {
   fs::remove_all(run);
@@ -183,7 +183,7 @@ TEST(KinetoInPiecesTest, ReadInPiecesEveryTraceImportsAsReadWhole) {
     RANKSCOPE_REQUIRE_SHARED_DATA(input);
     Result<std::string> whole = ImportDump(input, dir / "whole", KinetoReadLimits{});
     ASSERT_TRUE(whole.ok()) << whole.status().message();
-    Result<std::string> pieces = ImportDump(input, dir / "pieces", KinetoReadLimits{0, 1024});
+    Result<std::string> pieces = ImportDump(input, dir / "pieces", KinetoReadLimits{0, 16 << 10});
     ASSERT_TRUE(pieces.ok()) << pieces.status().message();
     EXPECT_EQ(*pieces, *whole) << input;
   }
