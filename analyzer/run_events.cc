@@ -28,32 +28,49 @@ EventSource SourceOf(trace::SpanTable table) {
 }
 
 // Classifies one rank's rows into ViewEvents and hands them on in batches.
-class RankEventStream final : public trace::SpanVisitor {
+class RankEventStream : public trace::SpanVisitor {
  public:
-  RankEventStream(size_t index, std::filesystem::path file, const ClassifyOptions& classify, ViewEventSink& sink)
-      : index_(index), file_(std::move(file)), classifier_(classify), sink_(sink) {}
+  // `rank_file`: `file` is a rank file (TraceReader::Stream); else another tool's trace,
+  // streamed with names as they come and a trailer.
+  RankEventStream(size_t index, std::filesystem::path file, bool rank_file, const ClassifyOptions& classify,
+                  ViewEventSink& sink)
+      : index_(index), file_(std::move(file)), rank_file_(rank_file), classifier_(classify), sink_(sink) {}
 
   Status OnHeader(trace::StreamHeader header) override {
+    if (have_header_) return InternalError("rank stream sent its header twice");
+    have_header_ = true;
     header_ = std::move(header);
     classifier_.Reset(&header_);
-    ViewRank rank{file_, header_.meta, header_.strings, header_.lanes, header_.lane_rows};
+    ViewRank rank{file_, rank_file_, header_.meta, header_.strings, header_.lanes, header_.lane_rows};
     RS_RETURN_IF_ERROR(sink_.OnRank(index_, std::move(rank)));
-    // Marks and the plugin's collective records come whole with the header.
-    std::vector<ViewEvent> events;
-    events.reserve(header_.marks.size() + header_.collectives.size());
-    for (const trace::NvtxMarkEvent& mark : header_.marks) {
-      if (!Valid(KnownIds(mark, header_))) continue;
-      events.push_back({mark.start_ns, mark.start_ns, 0, mark.lane, mark.name, EventClass::kMark, EventSource::kMark});
-    }
-    for (const trace::CollectiveEvent& collective : header_.collectives) {
-      if (!Valid(trace::CheckedDuration(collective.start_ns, collective.end_ns) && KnownIds(collective, header_))) {
-        continue;
-      }
-      events.push_back({collective.start_ns, collective.end_ns, collective.correlation_id, collective.lane,
-                        collective.name, EventClass::kCollective, EventSource::kCollective});
-    }
-    return events.empty() ? Status::Ok() : sink_.OnEvents(index_, events);
+    // Marks and the plugin's collective records come whole with a file's header.
+    return SendWhole(header_.marks, header_.collectives);
   }
+
+  Status OnMoreNames(std::span<const std::string> strings, std::span<const trace::Lane> lanes) override {
+    if (!have_header_) return InternalError("rank stream sent names before its header");
+    header_.strings.insert(header_.strings.end(), strings.begin(), strings.end());
+    header_.lanes.insert(header_.lanes.end(), lanes.begin(), lanes.end());
+    classifier_.HeaderGrew();
+    return sink_.OnMoreNames(index_, strings, lanes);
+  }
+
+  // A stream's end: its final meta and lanes, then its marks and collectives.
+  Status OnTrailer(trace::StreamTrailer trailer) override {
+    if (!have_header_) return InternalError("rank stream sent its trailer before its header");
+    if (trailer.lanes.size() < header_.lanes.size()) {
+      return InternalError("rank stream's trailer holds fewer lanes than its rows used");
+    }
+    header_.meta = std::move(trailer.meta);
+    header_.lanes = std::move(trailer.lanes);
+    classifier_.HeaderGrew();
+    have_trailer_ = true;
+    RS_RETURN_IF_ERROR(sink_.OnRankEnd(index_, header_.meta, header_.lanes));
+    return SendWhole(trailer.marks, trailer.collectives);
+  }
+
+  bool have_trailer() const { return have_trailer_; }
+  const std::filesystem::path& file() const { return file_; }
 
   Status OnSpans(trace::SpanTable table, std::span<const trace::SpanRow> rows) override {
     batch_.clear();
@@ -99,6 +116,23 @@ class RankEventStream final : public trace::SpanVisitor {
   int64_t invalid_events() const { return invalid_events_; }
 
  private:
+  Status SendWhole(const std::vector<trace::NvtxMarkEvent>& marks, const std::vector<trace::CollectiveEvent>& collectives) {
+    std::vector<ViewEvent> events;
+    events.reserve(marks.size() + collectives.size());
+    for (const trace::NvtxMarkEvent& mark : marks) {
+      if (!Valid(KnownIds(mark, header_))) continue;
+      events.push_back({mark.start_ns, mark.start_ns, 0, mark.lane, mark.name, EventClass::kMark, EventSource::kMark});
+    }
+    for (const trace::CollectiveEvent& collective : collectives) {
+      if (!Valid(trace::CheckedDuration(collective.start_ns, collective.end_ns) && KnownIds(collective, header_))) {
+        continue;
+      }
+      events.push_back({collective.start_ns, collective.end_ns, collective.correlation_id, collective.lane,
+                        collective.name, EventClass::kCollective, EventSource::kCollective});
+    }
+    return events.empty() ? Status::Ok() : sink_.OnEvents(index_, events);
+  }
+
   // Counts the damaged: rows ending before they start or naming ids the file lacks.
   bool Valid(bool sound) {
     if (!sound) ++invalid_events_;
@@ -107,6 +141,8 @@ class RankEventStream final : public trace::SpanVisitor {
 
   size_t index_;
   std::filesystem::path file_;
+  bool rank_file_ = true;
+  bool have_header_ = false, have_trailer_ = false;
   SpanClassifier classifier_;
   ViewEventSink& sink_;
   trace::StreamHeader header_;
@@ -114,6 +150,22 @@ class RankEventStream final : public trace::SpanVisitor {
   std::vector<ViewEvent> deferred_;  // the CPU-side rule's candidates (span_classifier.h)
   int64_t invalid_events_ = 0;
 };
+
+// After a rank's last row: its held-back ranges, then OnRankDone.
+Status FinishRank(size_t index, RankEventStream& stream, ViewEventSink& sink, int64_t& invalid) {
+  RS_RETURN_IF_ERROR(stream.Finish());
+  invalid = stream.invalid_events();
+  return sink.OnRankDone(index);
+}
+
+void CountInvalid(const std::vector<int64_t>& invalid, ViewRun& result) {
+  for (int64_t count : invalid) result.invalid_events += count;
+  if (result.invalid_events > 0) {
+    result.warnings.push_back(fmt::format("{} damaged event(s) (ending before they start, or naming a string or lane "
+                                          "the file does not hold) were skipped",
+                                          result.invalid_events));
+  }
+}
 
 std::string Dim(const trace::Dim3& dim) { return fmt::format("{} × {} × {}", dim.x, dim.y, dim.z); }
 
@@ -228,19 +280,52 @@ Result<ViewRun> StreamRunEvents(const std::filesystem::path& path, const ViewLoa
   std::vector<int64_t> invalid(run.ranks.size(), 0);
   auto stream_rank = [&](size_t i) -> Status {
     RS_ASSIGN_OR_RETURN(std::unique_ptr<trace::TraceReader> reader, trace::TraceReader::Open(run.ranks[i].path));
-    RankEventStream stream(i, run.ranks[i].path, options.classify, sink);
+    RankEventStream stream(i, run.ranks[i].path, /*rank_file=*/true, options.classify, sink);
     RS_RETURN_IF_ERROR(reader->Stream(stream, trace::StreamOptions{.host_calls = true}));
-    RS_RETURN_IF_ERROR(stream.Finish());
-    invalid[i] = stream.invalid_events();
-    return sink.OnRankDone(i);
+    return FinishRank(i, stream, sink, invalid[i]);
   };
   RS_RETURN_IF_ERROR(ParallelFor(run.ranks.size(), options.threads, stream_rank, options.progress));
-  for (int64_t count : invalid) result.invalid_events += count;
-  if (result.invalid_events > 0) {
-    result.warnings.push_back(fmt::format("{} damaged event(s) (ending before they start, or naming a string or lane "
-                                          "the file does not hold) were skipped",
-                                          result.invalid_events));
+  CountInvalid(invalid, result);
+  return result;
+}
+
+Status ViewEventSink::OnMoreNames(size_t, std::span<const std::string>, std::span<const trace::Lane>) {
+  return InternalError("this view sink reads rank files only: a stream sent more names");
+}
+
+Status ViewEventSink::OnRankEnd(size_t, trace::RankMeta, std::vector<trace::Lane>) {
+  return InternalError("this view sink reads rank files only: a stream sent its end");
+}
+
+class StreamedRunEvents::RankStream : public RankEventStream {
+  using RankEventStream::RankEventStream;
+};
+
+StreamedRunEvents::StreamedRunEvents(ClassifyOptions classify, ViewEventSink& sink)
+    : classify_(std::move(classify)), sink_(sink) {}
+StreamedRunEvents::~StreamedRunEvents() = default;
+
+trace::SpanVisitor& StreamedRunEvents::AddRank(std::filesystem::path source) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const size_t index = ranks_.size();
+  ranks_.push_back(std::make_unique<RankStream>(index, std::move(source), /*rank_file=*/false, classify_, sink_));
+  return *ranks_.back();
+}
+
+Result<ViewRun> StreamedRunEvents::Finish(int threads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ViewRun result;
+  result.ranks = ranks_.size();
+  for (const auto& rank : ranks_) {
+    if (!rank->have_trailer()) {
+      return InternalError(fmt::format("{}: a rank streamed without its end", rank->file().string()));
+    }
   }
+  std::vector<int64_t> invalid(ranks_.size(), 0);
+  RS_RETURN_IF_ERROR(ParallelFor(
+      ranks_.size(), threads, [&](size_t i) { return FinishRank(i, *ranks_[i], sink_, invalid[i]); }, nullptr));
+  CountInvalid(invalid, result);
+  ranks_.clear();
   return result;
 }
 

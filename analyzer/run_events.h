@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <utility>
@@ -40,7 +42,10 @@ struct ViewEvent {
 };
 
 struct ViewRank {
+  // The rank file, or for another tool's trace streamed without one (rank_file false) the
+  // input that holds the rank: no end state to read, details only through an import.
   std::filesystem::path file;
+  bool rank_file = true;
   trace::RankMeta meta;
   std::vector<std::string> strings;  // index = StringId
   std::vector<trace::Lane> lanes;    // lanes[i].id == i + 1
@@ -56,6 +61,13 @@ class ViewEventSink {
   virtual Status OnRank(size_t index, ViewRank rank) = 0;
   virtual Status OnEvents(size_t index, std::span<const ViewEvent> events) = 0;
   virtual Status OnRankDone(size_t index) = 0;
+
+  // Ranks of other tools' traces (StreamedRunEvents) learn names as they go: strings and
+  // lanes appended to the rank's before the first event that uses them; then, before its
+  // marks and collectives and OnRankDone, the meta and lanes the rank ended with (its rank
+  // number, lane names). Sinks that only read rank files refuse them (the default).
+  virtual Status OnMoreNames(size_t index, std::span<const std::string> strings, std::span<const trace::Lane> lanes);
+  virtual Status OnRankEnd(size_t index, trace::RankMeta meta, std::vector<trace::Lane> lanes);
 };
 
 struct ViewLoadOptions {
@@ -77,6 +89,31 @@ struct ViewRun {
 // Streams a run directory (or one rank file) into `sink`. Fails, one line naming the file,
 // on what OpenRun refuses and on unreadable rank files.
 Result<ViewRun> StreamRunEvents(const std::filesystem::path& run, const ViewLoadOptions& options, ViewEventSink& sink);
+
+// The ranks of other tools' traces, streamed as they are read (interop/: no rank files),
+// into `sink` as StreamRunEvents streams files: each AddRank visitor takes a rank's header,
+// OnMoreNames, OnSpans (with StreamOptions::host_calls) and OnTrailer, and different ranks'
+// visitors may be fed at once. Sink indices follow the AddRank calls (not rank order).
+class StreamedRunEvents {
+ public:
+  StreamedRunEvents(ClassifyOptions classify, ViewEventSink& sink);
+  ~StreamedRunEvents();
+  StreamedRunEvents(const StreamedRunEvents&) = delete;
+  StreamedRunEvents& operator=(const StreamedRunEvents&) = delete;
+
+  // `source` (the input that holds the rank) stands for its file. Safe from several threads.
+  trace::SpanVisitor& AddRank(std::filesystem::path source);
+  // Once every rank has had its trailer: each rank's held-back ranges, then OnRankDone, on
+  // up to `threads` workers. Fails when a rank never had its trailer.
+  Result<ViewRun> Finish(int threads);
+
+ private:
+  class RankStream;
+  ClassifyOptions classify_;
+  ViewEventSink& sink_;
+  std::mutex mutex_;
+  std::vector<std::unique_ptr<RankStream>> ranks_;
+};
 
 // The fields of one event, read back from its rank file: (label, value) pairs in display
 // order, e.g. ("grid", "128 × 1 × 1"). Fails when no event of `source` on `lane` has exactly

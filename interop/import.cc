@@ -494,6 +494,16 @@ ResolvedRun::~ResolvedRun() {
   fs::remove_all(temporary_, ec);
 }
 
+Result<fs::path> ResolvedRun::RankFile(int rank) const {
+  std::error_code ec;
+  if (!fs::is_directory(path_, ec)) return path_;  // one rank file
+  fs::path file = path_ / trace::RankFileName(rank);
+  if (!fs::is_regular_file(file, ec)) {
+    return NotFound(fmt::format("{}: no rank {}", Describe(path_.string()), rank));
+  }
+  return file;
+}
+
 Result<std::unique_ptr<ResolvedRun>> ResolveRun(const std::vector<fs::path>& inputs) {
   RS_ASSIGN_OR_RETURN(const bool native, import::IsOneRankscopeRun(inputs));
   if (native) {

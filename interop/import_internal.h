@@ -22,6 +22,7 @@
 #include "base/status.h"
 #include "trace/events.h"
 #include "trace/rank_meta.h"
+#include "trace/reader.h"
 
 namespace rankscope::trace {
 class TraceWriter;
@@ -98,8 +99,9 @@ class RankFileBuilder {
   static Result<std::unique_ptr<RankFileBuilder>> Create(const std::filesystem::path& file,
                                                          const trace::RankIdentity& who);
   // `source` (the input) stands for the file in messages.
+  // `options.host_calls`: API calls and syncs too, with correlation ids (the viewer's).
   static std::unique_ptr<RankFileBuilder> CreateStream(trace::SpanVisitor& visitor, const trace::RankIdentity& who,
-                                                       std::filesystem::path source);
+                                                       std::filesystem::path source, trace::StreamOptions options = {});
   ~RankFileBuilder();
   RankFileBuilder(const RankFileBuilder&) = delete;
   RankFileBuilder& operator=(const RankFileBuilder&) = delete;
@@ -147,6 +149,7 @@ class RankFileBuilder {
 
   // Streamed: what a rank file would hold beside its rows.
   trace::SpanVisitor* visitor_ = nullptr;
+  trace::StreamOptions stream_options_;
   std::vector<std::string> stream_strings_;  // index = StringId
   size_t strings_sent_ = 0;
   size_t lanes_sent_ = 0;
@@ -188,7 +191,8 @@ class RunSink {
   RunSink(std::filesystem::path run_dir, std::string run_id);
   // Input `input` of several read at once, each with its own sink, its ranks streamed
   // through `open` (no files).
-  RunSink(std::shared_ptr<RankClaims> claims, size_t input, RankStreamOpener open, std::string run_id);
+  RunSink(std::shared_ptr<RankClaims> claims, size_t input, RankStreamOpener open, std::string run_id,
+          trace::StreamOptions stream_options = {});
   ~RunSink();  // removes every rank file it created unless Finish succeeded
 
   // The rank file for `who` (its run id is set here). A rank of nullopt takes the lowest
@@ -234,6 +238,7 @@ class RunSink {
   std::shared_ptr<RankClaims> claims_;
   size_t input_ = 0;
   RankStreamOpener open_stream_;  // empty: rank files
+  trace::StreamOptions stream_options_;
   std::map<int, std::unique_ptr<RankFileBuilder>> open_;
   std::map<int, ClosedRank> closed_;
   std::set<int> unknown_world_size_;

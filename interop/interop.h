@@ -5,12 +5,14 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "analyzer/analyze.h"
+#include "analyzer/run_events.h"
 #include "base/status.h"
 
 namespace rankscope::interop {
@@ -72,6 +74,8 @@ class ResolvedRun {
   const std::vector<std::string>& notes() const { return notes_; }
   // What the user gave ("a.json, b.json" for several inputs): how reports name the run.
   const std::string& display() const { return display_; }
+  // The rank file of `rank` in path(); NotFound when the run holds none.
+  Result<std::filesystem::path> RankFile(int rank) const;
   // `message` (a warning or error about path()) naming the user's inputs instead of the
   // temporary import.
   std::string Describe(std::string message) const;
@@ -99,6 +103,31 @@ struct AnalyzedInputs {
 };
 Result<AnalyzedInputs> AnalyzeInputs(const std::vector<std::filesystem::path>& inputs,
                                      const analyzer::AnalyzeOptions& options);
+
+// What the viewer calls with what the user opened: every event streamed into `sink` (in
+// the order ranks are read; analyzer::ViewEventSink). A run directory or rank file is
+// streamed from its files (analyzer::StreamRunEvents), to be analyzed afterwards. Other
+// tools' traces are read as AnalyzeInputs reads them, inputs in parallel, straight into the
+// view and, in the same pass, the analysis: no rank files, nothing written.
+struct ViewOptions {
+  analyzer::AnalyzeOptions analyze;  // its classify rules class the view's events too
+  int threads = 0;                   // ranks (run) or inputs (foreign) read at once; 0: per core
+  // (ranks or inputs done, in all); may be called from the reading threads.
+  std::function<void(int, int)> progress;
+};
+struct ViewedInputs {
+  bool foreign = false;
+  std::filesystem::path run;  // not foreign: the run directory or rank file
+  std::string display;        // what the user gave ("a.json, b.json"), as reports name it
+  std::vector<std::string> notes;     // the reading's (AnalyzedInputs::notes)
+  std::vector<std::string> warnings;  // the view's: missing ranks, skipped rows
+  // Foreign only: the analysis of the same pass, or why it failed (the events are shown
+  // either way).
+  std::shared_ptr<const analyzer::Report> report;
+  std::string analysis_error;
+};
+Result<ViewedInputs> ViewInputs(const std::vector<std::filesystem::path>& inputs, const ViewOptions& options,
+                                analyzer::ViewEventSink& sink);
 
 struct ChromeExportResult {
   uint64_t events = 0;  // trace events written, flows and metadata included

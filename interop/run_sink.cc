@@ -40,8 +40,11 @@ Result<std::unique_ptr<RankFileBuilder>> RankFileBuilder::Create(const fs::path&
 }
 
 std::unique_ptr<RankFileBuilder> RankFileBuilder::CreateStream(trace::SpanVisitor& visitor,
-                                                               const trace::RankIdentity& who, fs::path source) {
-  return std::unique_ptr<RankFileBuilder>(new RankFileBuilder(std::move(source), who, nullptr, &visitor));
+                                                               const trace::RankIdentity& who, fs::path source,
+                                                               trace::StreamOptions options) {
+  auto builder = std::unique_ptr<RankFileBuilder>(new RankFileBuilder(std::move(source), who, nullptr, &visitor));
+  builder->stream_options_ = options;
+  return builder;
 }
 
 RankFileBuilder::RankFileBuilder(fs::path path, trace::RankIdentity identity,
@@ -156,7 +159,7 @@ void RankFileBuilder::StreamBatch() {
       }
       strings_sent_ = stream_strings_.size();
       lanes_sent_ = lanes_.size();
-      return analyzer::FeedEventTables(batch_, *visitor_);
+      return analyzer::FeedEventTables(batch_, *visitor_, stream_options_);
     }();
   }
   batch_.clear();
@@ -239,8 +242,13 @@ Status SetWorldSizeOfClosedFile(const fs::path& file, int world_size) {
 RunSink::RunSink(fs::path run_dir, std::string run_id)
     : run_dir_(std::move(run_dir)), run_id_(std::move(run_id)), claims_(std::make_shared<RankClaims>(false)) {}
 
-RunSink::RunSink(std::shared_ptr<RankClaims> claims, size_t input, RankStreamOpener open, std::string run_id)
-    : run_id_(std::move(run_id)), claims_(std::move(claims)), input_(input), open_stream_(std::move(open)) {}
+RunSink::RunSink(std::shared_ptr<RankClaims> claims, size_t input, RankStreamOpener open, std::string run_id,
+                 trace::StreamOptions stream_options)
+    : run_id_(std::move(run_id)),
+      claims_(std::move(claims)),
+      input_(input),
+      open_stream_(std::move(open)),
+      stream_options_(stream_options) {}
 
 RunSink::~RunSink() {
   claims_->DoneClaiming(input_);
@@ -277,7 +285,7 @@ Result<RankFileBuilder*> RunSink::Rank(trace::RankIdentity who, std::string_view
   std::unique_ptr<RankFileBuilder> builder;
   if (open_stream_) {
     const fs::path input(std::string{source});
-    builder = RankFileBuilder::CreateStream(open_stream_(input), who, input);
+    builder = RankFileBuilder::CreateStream(open_stream_(input), who, input, stream_options_);
   } else {
     RS_ASSIGN_OR_RETURN(builder, RankFileBuilder::Create(run_dir_ / trace::RankFileName(rank), who));
   }

@@ -232,10 +232,27 @@ class ModelBuilder final : public analyzer::ViewEventSink {
     return Status::Ok();
   }
 
+  Status OnMoreNames(size_t index, std::span<const std::string> strings, std::span<const trace::Lane> lanes) override {
+    RankBuilder& builder = Builder(index);
+    builder.header.strings.insert(builder.header.strings.end(), strings.begin(), strings.end());
+    builder.header.lanes.insert(builder.header.lanes.end(), lanes.begin(), lanes.end());
+    builder.by_lane.resize(builder.header.lanes.size() + 1);
+    return Status::Ok();
+  }
+
+  Status OnRankEnd(size_t index, trace::RankMeta meta, std::vector<trace::Lane> lanes) override {
+    RankBuilder& builder = Builder(index);
+    builder.header.meta = std::move(meta);
+    builder.header.lanes = std::move(lanes);
+    builder.by_lane.resize(builder.header.lanes.size() + 1);
+    return Status::Ok();
+  }
+
   Status OnRankDone(size_t index) override {
     RankBuilder& builder = Builder(index);
     RankTimeline timeline = Finish(builder);
-    std::vector<std::string> warnings = AddRankEnd(timeline, builder.header.lanes);
+    std::vector<std::string> warnings;
+    if (timeline.rank_file) warnings = AddRankEnd(timeline, builder.header.lanes);
     {
       std::lock_guard lock(mutex_);
       finished_[index] = std::move(timeline);
@@ -245,9 +262,12 @@ class ModelBuilder final : public analyzer::ViewEventSink {
     return Status::Ok();
   }
 
+  // In rank order (streamed ranks come in the order they were read).
   std::vector<RankTimeline> Take() {
     std::vector<RankTimeline> ranks;
     for (auto& [index, timeline] : finished_) ranks.push_back(std::move(timeline));
+    std::stable_sort(ranks.begin(), ranks.end(),
+                     [](const RankTimeline& a, const RankTimeline& b) { return a.rank < b.rank; });
     return ranks;
   }
 
@@ -285,6 +305,7 @@ class ModelBuilder final : public analyzer::ViewEventSink {
     timeline.rank = builder.header.meta.rank.value_or(-1);
     timeline.host = builder.header.meta.host;
     timeline.file = builder.header.file;
+    timeline.rank_file = builder.header.rank_file;
     timeline.strings = std::move(builder.header.strings);
     timeline.first_ns = builder.first_ns;
     timeline.last_ns = builder.last_ns;
@@ -383,14 +404,21 @@ const std::string& RankTimeline::Str(uint32_t id) const {
 
 Result<std::unique_ptr<TimelineModel>> TimelineModel::Load(const std::filesystem::path& run,
                                                            const ModelLoadOptions& options) {
-  ModelBuilder builder;
   analyzer::ViewLoadOptions load;
   load.classify = options.classify;
   load.threads = options.threads;
   load.progress = options.progress;
-  RS_ASSIGN_OR_RETURN(analyzer::ViewRun loaded, analyzer::StreamRunEvents(run, load, builder));
-  auto model = std::make_unique<TimelineModel>(run, builder.Take());
-  for (std::string& warning : loaded.warnings) model->AddWarning(std::move(warning));
+  return Build(run, [&](analyzer::ViewEventSink& sink) -> Result<std::vector<std::string>> {
+    RS_ASSIGN_OR_RETURN(analyzer::ViewRun loaded, analyzer::StreamRunEvents(run, load, sink));
+    return std::move(loaded.warnings);
+  });
+}
+
+Result<std::unique_ptr<TimelineModel>> TimelineModel::Build(std::filesystem::path source, const EventStream& stream) {
+  ModelBuilder builder;
+  RS_ASSIGN_OR_RETURN(std::vector<std::string> warnings, stream(builder));
+  auto model = std::make_unique<TimelineModel>(std::move(source), builder.Take());
+  for (std::string& warning : warnings) model->AddWarning(std::move(warning));
   for (std::string& warning : builder.TakeWarnings()) model->AddWarning(std::move(warning));
   return model;
 }

@@ -85,6 +85,9 @@ struct RankTimeline {
   int rank = -1;  // -1: the file names no rank
   std::string host;
   std::filesystem::path file;
+  // `file` is a rank file: event details and the end state are read back from it. False for
+  // another tool's trace read straight into the model (`file` is that input).
+  bool rank_file = true;
   std::vector<std::string> strings;  // index = StringId
   std::vector<Track> tracks;         // GPU streams (by device, stream), communicators, threads
   int64_t clock_offset_ns = 0;       // added to this rank's times: the run's common clock
@@ -115,6 +118,11 @@ class TimelineModel {
   // ApplyRankEnd; a state that cannot be read is a warning). Errors are one line naming
   // the file.
   static Result<std::unique_ptr<TimelineModel>> Load(const std::filesystem::path& run, const ModelLoadOptions& options);
+  // The model of what `stream` sends the sink it is given (e.g. interop::ViewInputs, which
+  // reads other tools' traces too), ranks in rank order; `stream` returns the reading's
+  // warnings. End states are read for rank files only.
+  using EventStream = std::function<Result<std::vector<std::string>>(analyzer::ViewEventSink&)>;
+  static Result<std::unique_ptr<TimelineModel>> Build(std::filesystem::path source, const EventStream& stream);
   // A model of ranks built elsewhere (tests, benchmarks): rows must already hold their
   // invariants.
   TimelineModel(std::filesystem::path source, std::vector<RankTimeline> ranks);

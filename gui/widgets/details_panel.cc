@@ -35,6 +35,17 @@ DetailsPanel::DetailsPanel(QWidget* parent) : QWidget(parent), browser_(new QTex
 
 QString DetailsPanel::text() const { return browser_->toPlainText(); }
 
+void DetailsPanel::setImportedDetails(ImportedDetails* details) {
+  if (imported_ == details) return;
+  if (imported_ != nullptr) disconnect(imported_, nullptr, this, nullptr);
+  imported_ = details;
+  if (details != nullptr) {
+    connect(details, &ImportedDetails::ready, this, [this] {
+      if (ref_) setEvent(model_, ref_);
+    });
+  }
+}
+
 void DetailsPanel::setEvent(const TimelineModel* model, std::optional<EventRef> ref) {
   model_ = model;
   ref_ = (model && ref && model->Contains(*ref)) ? ref : std::nullopt;
@@ -83,8 +94,24 @@ void DetailsPanel::setEvent(const TimelineModel* model, std::optional<EventRef> 
     html += Row(this_is_call ? tr("launched") : tr("launched by"), link);
   }
 
-  // Read back on demand from the rank file, on the rank's own clock.
-  const auto details = analyzer::ReadEventDetails(rank.file, source, track.lane, row.start[e.index], row.end[e.index]);
+  // Read back on demand from the rank file, on the rank's own clock; another tool's trace
+  // through its one import.
+  std::optional<Result<analyzer::EventDetails>> found;
+  if (rank.rank_file) {
+    found = analyzer::ReadEventDetails(rank.file, source, track.lane, row.start[e.index], row.end[e.index]);
+  } else if (imported_ == nullptr) {
+    found = Result<analyzer::EventDetails>(
+        Unavailable(rank.file.string() + ": its events' fields are not available here (read without an import)"));
+  } else {
+    found = imported_->Find(rank.rank, source, track.lane, row.start[e.index], row.end[e.index]);
+  }
+  if (!found) {
+    html += Row(tr("fields"), QStringLiteral("<span style='color:#777'>%1</span>")
+                                  .arg(tr("reading %1 once for its events' fields…").arg(imported_->inputsText().toHtmlEscaped())));
+    browser_->setHtml(html + QStringLiteral("</table>"));
+    return;
+  }
+  const Result<analyzer::EventDetails>& details = *found;
   if (details.ok()) {
     bool has_correlation = false;
     for (const auto& [label, value] : details->fields) {

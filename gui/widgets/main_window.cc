@@ -54,15 +54,13 @@ struct MainWindow::LoadProgress {
   std::atomic<int> total{0};
 };
 
-// What a load produces on its worker thread.
-struct LoadedRun {
-  // What the path resolved to: the run itself, or another tool's traces imported into a
-  // temporary run that lives as long as this.
-  std::shared_ptr<const interop::ResolvedRun> source;
-  std::shared_ptr<TimelineModel> model;
-  OverviewData overview;
-  QString error;
-  double seconds = 0;
+// What a run was read from.
+struct RunSource {
+  std::filesystem::path run;  // a rankscope run: its directory or rank file
+  // Other tools' traces, read straight into the model (interop::ViewInputs) and analyzed in
+  // the same pass; the input opened is the model's source().
+  bool foreign = false;
+  std::vector<std::string> notes;  // the reading's: what was left out, how ranks were chosen
 };
 
 struct RunAnalysis {
@@ -73,10 +71,24 @@ struct RunAnalysis {
   std::optional<analyzer::HangReport> diagnosis;
 };
 
+// What a load produces on its worker thread.
+struct LoadedRun {
+  // What the path resolved to: the run itself, or another tool's traces imported into a
+  std::shared_ptr<const RunSource> source;
+  std::optional<RunAnalysis> analysis;  // read in the same pass (other tools' traces)
+  std::shared_ptr<TimelineModel> model;
+  OverviewData overview;
+  QString error;
+  double seconds = 0;
+};
+
 struct MainWindow::Run {
   uint64_t id = 0;
   QString path;
-  std::shared_ptr<const interop::ResolvedRun> source;  // kept while the run is open
+  std::shared_ptr<const RunSource> source;
+  std::optional<RunAnalysis> ready_analysis;  // read with the model, applied once shown
+  // Another tool's trace: its events' fields, through one import on first use.
+  std::unique_ptr<ImportedDetails> imported_details;
   std::shared_ptr<TimelineModel> model;
   OverviewData overview;
   double load_seconds = 0;
@@ -96,35 +108,6 @@ constexpr const char* kSettingsApplication = "rankscope-gui";
 constexpr const char* kRecentKey = "recentFiles";
 constexpr int kSidePanelPx = 500;
 
-// Reads the model and its overview; `done`/`total` (may be null) receive the progress and
-// must outlive the call.
-LoadedRun LoadModel(const QString& path, std::atomic<int>* done, std::atomic<int>* total) {
-  LoadedRun loaded;
-  const auto started = std::chrono::steady_clock::now();
-  ModelLoadOptions options;
-  if (done && total) {
-    options.progress = [done, total](int read, int all) {
-      done->store(read);
-      total->store(all);
-    };
-  }
-  auto resolved = interop::ResolveRun({std::filesystem::path(path.toStdString())});
-  if (!resolved.ok()) {
-    loaded.error = QString::fromStdString(resolved.status().message());
-    return loaded;
-  }
-  loaded.source = std::move(resolved).value();
-  auto model = TimelineModel::Load(loaded.source->path(), options);
-  if (!model.ok()) {
-    loaded.error = QString::fromStdString(loaded.source->Describe(model.status().message()));
-    return loaded;
-  }
-  loaded.model = std::shared_ptr<TimelineModel>(std::move(model).value());
-  loaded.overview = ComputeOverview(*loaded.model);
-  loaded.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  return loaded;
-}
-
 }  // namespace
 
 analyzer::AnalyzeOptions ViewerAnalyzeOptions() {
@@ -138,26 +121,55 @@ analyzer::AnalyzeOptions ViewerAnalyzeOptions() {
 
 namespace {
 
-// An imported run's report and messages name the file the user opened, not the temporary
-// run it was read through.
-RunAnalysis Analyze(const interop::ResolvedRun& run) {
+// Reads the model and its overview; `done`/`total` (may be null) receive the progress and
+// must outlive the call. Other tools' traces are analyzed in the same pass.
+LoadedRun LoadModel(const QString& path, std::atomic<int>* done, std::atomic<int>* total) {
+  LoadedRun loaded;
+  const auto started = std::chrono::steady_clock::now();
+  interop::ViewOptions options;
+  options.analyze = ViewerAnalyzeOptions();
+  if (done && total) {
+    options.progress = [done, total](int read, int all) {
+      done->store(read);
+      total->store(all);
+    };
+  }
+  const std::filesystem::path input(path.toStdString());
+  interop::ViewedInputs viewed;
+  auto model = TimelineModel::Build(input, [&](analyzer::ViewEventSink& sink) -> Result<std::vector<std::string>> {
+    RS_ASSIGN_OR_RETURN(viewed, interop::ViewInputs({input}, options, sink));
+    return std::move(viewed.warnings);
+  });
+  if (!model.ok()) {
+    loaded.error = QString::fromStdString(model.status().message());
+    return loaded;
+  }
+  auto source = std::make_shared<RunSource>();
+  source->run = viewed.run;
+  source->foreign = viewed.foreign;
+  source->notes = std::move(viewed.notes);
+  loaded.source = std::move(source);
+  if (viewed.foreign) {
+    loaded.analysis = RunAnalysis{viewed.report, QString::fromStdString(viewed.analysis_error), std::nullopt};
+  }
+  loaded.model = std::shared_ptr<TimelineModel>(std::move(model).value());
+  loaded.overview = ComputeOverview(*loaded.model);
+  loaded.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  return loaded;
+}
+
+// A rankscope run's analysis, from its files (another tool's trace has its own already).
+RunAnalysis Analyze(const RunSource& source) {
   RunAnalysis analysis;
-  const analyzer::AnalyzeOptions options = ViewerAnalyzeOptions();
-  auto report = analyzer::AnalyzeRun(run.path(), options);
+  auto report = analyzer::AnalyzeRun(source.run, ViewerAnalyzeOptions());
   if (report.ok()) {
-    if (run.imported()) {
-      report->run.directory = run.display();
-      for (std::string& warning : report->warnings) warning = run.Describe(std::move(warning));
-    }
     analysis.report = std::make_shared<const analyzer::Report>(std::move(report).value());
   } else {
-    analysis.error = QString::fromStdString(run.Describe(report.status().message()));
+    analysis.error = QString::fromStdString(report.status().message());
     // A run that hung before anything measurable still says who waited for whom, as
-    // `rankscope analyze` does. Another tool's trace holds no in-flight state.
-    if (!run.imported()) {
-      Result<std::optional<analyzer::HangReport>> end = analyzer::DiagnoseRun(run.path());
-      if (end.ok() && end->has_value()) analysis.diagnosis = std::move(**end);
-    }
+    // `rankscope analyze` does.
+    Result<std::optional<analyzer::HangReport>> end = analyzer::DiagnoseRun(source.run);
+    if (end.ok() && end->has_value()) analysis.diagnosis = std::move(**end);
   }
   return analysis;
 }
@@ -396,6 +408,10 @@ bool MainWindow::openRunBlocking(const QString& path) {
   }
   const int index = AddRun(path, std::move(loaded));
   const uint64_t id = runs_[index]->id;
+  if (runs_[index]->ready_analysis) {
+    StartAnalysis(id);  // applies it at once
+    return true;
+  }
   runs_[index]->analyzing = true;
   ++pending_analyses_;
   ApplyAnalysis(id, Analyze(*runs_[index]->source));
@@ -408,11 +424,15 @@ int MainWindow::AddRun(const QString& path, LoadedRun loaded) {
   run->id = next_id_++;
   run->path = path;
   run->source = std::move(loaded.source);
+  run->ready_analysis = std::move(loaded.analysis);
   run->model = std::move(loaded.model);
+  if (run->source->foreign) {
+    run->imported_details = std::make_unique<ImportedDetails>(std::vector<std::filesystem::path>{run->model->source()});
+  }
   run->overview = std::move(loaded.overview);
   run->load_seconds = loaded.seconds;
   for (const std::string& warning : run->model->warnings()) {
-    statusBar()->showMessage(QString::fromStdString(run->source->Describe(warning)), 8000);
+    statusBar()->showMessage(QString::fromStdString(warning), 8000);
   }
   runs_.push_back(std::move(run));
   const int index = runCount() - 1;
@@ -430,6 +450,12 @@ void MainWindow::StartAnalysis(uint64_t id) {
   if (!run) return;
   run->analyzing = true;
   ++pending_analyses_;
+  if (run->ready_analysis) {  // read with the model
+    RunAnalysis analysis = std::move(*run->ready_analysis);
+    run->ready_analysis.reset();
+    ApplyAnalysis(id, std::move(analysis));
+    return;
+  }
   if (current_ >= 0 && runs_[current_]->id == id) run_panel_->setAnalyzing();
   UpdateProgress();
   progress_timer_->start();
@@ -510,6 +536,7 @@ void MainWindow::closeRun(int index) {
     // Nothing may keep pointing into the model being dropped.
     timeline_->setModel(nullptr);
     details_->clear();
+    details_->setImportedDetails(nullptr);
     range_panel_->clear();
     search_->setModel(nullptr);
     current_ = -1;
@@ -571,6 +598,7 @@ void MainWindow::ShowRun(int index) {
   Run& run = *runs_[index];
   run_selector_->setCurrentIndex(index);
   details_->clear();
+  details_->setImportedDetails(run.imported_details.get());
   range_panel_->clear();
   timeline_->setModel(run.model.get());
   if (run.saved_range) {
@@ -581,7 +609,7 @@ void MainWindow::ShowRun(int index) {
   overview_->setData(run.overview);
   overview_->setViewRange(timeline_->view().start_ns(), timeline_->view().end_ns());
   search_->setModel(run.model.get());
-  run_panel_->setImportNotes(run.source->notes());
+  run_panel_->setImportNotes(run.source->notes);
   if (run.report) {
     run_panel_->setReport(run.report);
   } else if (!run.analysis_error.isEmpty()) {
@@ -648,7 +676,7 @@ void MainWindow::UpdateStatus() {
                                               : (run.failed_diagnosis ? &*run.failed_diagnosis : nullptr);
   if (end) text += tr(" · did not finish: %1 (Run tab)").arg(QString::fromUtf8(analyzer::RunEndVerdictName(end->verdict)));
   // An imported trace: what the importer left out or assumed, in full in the Run tab.
-  const std::vector<std::string>& notes = run.source->notes();
+  const std::vector<std::string>& notes = run.source->notes;
   QString notes_tip;
   if (!notes.empty()) {
     text += notes.size() == 1 ? tr(" · 1 import note in the Run tab")

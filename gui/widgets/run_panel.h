@@ -75,7 +75,7 @@ class RunPanel : public QWidget {
   // measurable).
   void setError(const QString& message, std::optional<analyzer::HangReport> diagnosis = std::nullopt);
   void clear();
-  // The notes of the import the run was read through (interop::ResolvedRun::notes()); none
+  // The notes of the import the run was read through (interop::ViewedInputs::notes); none
   // for a rankscope run. Kept until the next call or clear().
   void setImportNotes(const std::vector<std::string>& notes);
   // The notes shown, one line each ("" when none).

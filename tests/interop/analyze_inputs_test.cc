@@ -5,7 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <algorithm>
 #include <fstream>
+#include <map>
+#include <mutex>
+#include <tuple>
 #include <string>
 #include <vector>
 
@@ -41,6 +45,60 @@ Json Comparable(const analyzer::Report& report, const std::string& where) {
   }
   return Json::parse(text);
 }
+
+// Every event a view sink receives, per rank number, with names and lanes spelled out (a
+// streamed rank learns them as it goes), sorted: what the viewer's model is built from.
+class CollectingSink : public analyzer::ViewEventSink {
+ public:
+  using Event = std::tuple<std::string, int64_t, int64_t, std::string, int, int, uint64_t>;
+
+  Status OnRank(size_t index, analyzer::ViewRank rank) override {
+    std::lock_guard lock(mutex_);
+    ranks_[index] = std::move(rank);
+    return Status::Ok();
+  }
+  Status OnEvents(size_t index, std::span<const analyzer::ViewEvent> events) override {
+    std::lock_guard lock(mutex_);
+    pending_[index].insert(pending_[index].end(), events.begin(), events.end());
+    return Status::Ok();
+  }
+  Status OnMoreNames(size_t index, std::span<const std::string> strings, std::span<const trace::Lane> lanes) override {
+    std::lock_guard lock(mutex_);
+    analyzer::ViewRank& rank = ranks_[index];
+    rank.strings.insert(rank.strings.end(), strings.begin(), strings.end());
+    rank.lanes.insert(rank.lanes.end(), lanes.begin(), lanes.end());
+    return Status::Ok();
+  }
+  Status OnRankEnd(size_t index, trace::RankMeta meta, std::vector<trace::Lane> lanes) override {
+    std::lock_guard lock(mutex_);
+    ranks_[index].meta = std::move(meta);
+    ranks_[index].lanes = std::move(lanes);
+    return Status::Ok();
+  }
+  Status OnRankDone(size_t index) override {
+    std::lock_guard lock(mutex_);
+    const analyzer::ViewRank& rank = ranks_[index];
+    std::vector<Event>& events = by_rank_[rank.meta.rank.value_or(-1)];
+    for (const analyzer::ViewEvent& e : pending_[index]) {
+      const std::string lane = e.lane >= 1 && e.lane <= rank.lanes.size() ? analyzer::LaneLabel(rank.lanes[e.lane - 1]) : "?";
+      events.emplace_back(lane, e.start_ns, e.end_ns, rank.strings.at(e.name), static_cast<int>(e.event_class),
+                          static_cast<int>(e.source), e.correlation_id);
+    }
+    std::sort(events.begin(), events.end());
+    rank_files_.push_back(rank.rank_file);
+    return Status::Ok();
+  }
+
+  const std::map<int, std::vector<Event>>& by_rank() const { return by_rank_; }
+  const std::vector<bool>& rank_files() const { return rank_files_; }
+
+ private:
+  std::mutex mutex_;
+  std::map<size_t, analyzer::ViewRank> ranks_;
+  std::map<size_t, std::vector<analyzer::ViewEvent>> pending_;
+  std::map<int, std::vector<Event>> by_rank_;
+  std::vector<bool> rank_files_;
+};
 
 struct Case {
   const char* name;
@@ -104,6 +162,44 @@ TEST_P(AnalyzeInputsTest, DirectlyGivesTheReportOfImportThenAnalyze) {
     EXPECT_EQ(direct->report.run.directory, display);
     EXPECT_EQ(Comparable(direct->report, display), Comparable(*from_files, run.string()))
         << c.name << " with " << threads << " thread(s)";
+  }
+
+  // The viewer's route: the same events as the imported run's files, classed alike, and in
+  // the same pass the same report.
+  CollectingSink from_run;
+  Result<ViewedInputs> run_view = ViewInputs({run}, ViewOptions{}, from_run);
+  ASSERT_TRUE(run_view.ok()) << run_view.status().message();
+  EXPECT_FALSE(run_view->foreign);
+  EXPECT_EQ(run_view->report, nullptr) << "a rankscope run is analyzed afterwards";
+  for (int threads : thread_counts) {
+    CollectingSink direct;
+    ViewOptions options;
+    options.threads = threads;
+    int last_done = 0, inputs_seen = 0;
+    std::mutex progress_mutex;
+    options.progress = [&](int done, int all) {
+      std::lock_guard lock(progress_mutex);
+      last_done = std::max(last_done, done);
+      inputs_seen = all;
+    };
+    Result<ViewedInputs> viewed = ViewInputs(inputs, options, direct);
+    ASSERT_TRUE(viewed.ok()) << viewed.status().message();
+    EXPECT_TRUE(viewed->foreign);
+    EXPECT_EQ(viewed->notes, imported->notes);
+    // Progress counts trace files (a directory holds several), each once read.
+    EXPECT_GE(inputs_seen, static_cast<int>(inputs.size()));
+    EXPECT_EQ(last_done, inputs_seen);
+    ASSERT_EQ(direct.by_rank().size(), from_run.by_rank().size());
+    for (const auto& [rank, events] : from_run.by_rank()) {
+      ASSERT_TRUE(direct.by_rank().contains(rank)) << "rank " << rank;
+      const auto& got = direct.by_rank().at(rank);
+      EXPECT_EQ(got.size(), events.size()) << c.name << " rank " << rank;
+      EXPECT_TRUE(got == events) << c.name << " rank " << rank << ": the events differ";
+    }
+    for (bool rank_file : direct.rank_files()) EXPECT_FALSE(rank_file);
+    ASSERT_NE(viewed->report, nullptr) << viewed->analysis_error;
+    EXPECT_EQ(Comparable(*viewed->report, viewed->display), Comparable(*from_files, run.string()))
+        << c.name << " viewed with " << threads << " thread(s)";
   }
   fs::remove_all(run.parent_path());
 }

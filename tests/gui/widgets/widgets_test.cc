@@ -240,7 +240,10 @@ TEST_F(WidgetsTest, ACorruptFileShowsOneErrorAndTheWindowStaysUsable) {
   EXPECT_LT(view_->view().duration_ns(), before);
 }
 
-TEST_F(WidgetsTest, OpensAnotherToolsTraceDirectlyAndForgetsItsImportOnClose) {
+// Another tool's trace opens straight into the model and its analysis, writing nothing; the
+// first event whose fields are asked for imports it once into TMPDIR (the Details tab says
+// so meanwhile), and closing the run removes that import.
+TEST_F(WidgetsTest, OpensAnotherToolsTraceDirectlyAndImportsItOnlyForItsEventsFields) {
   rankscope::testing::TempDir other;
   const std::filesystem::path exported = other / "run.json.gz";
   ASSERT_TRUE(interop::ExportChromeTrace(dir_.path(), exported).ok());
@@ -249,32 +252,56 @@ TEST_F(WidgetsTest, OpensAnotherToolsTraceDirectlyAndForgetsItsImportOnClose) {
   const bool had_tmpdir = qEnvironmentVariableIsSet("TMPDIR");
   const QByteArray old_tmpdir = qgetenv("TMPDIR");
   qputenv("TMPDIR", QByteArray::fromStdString(tmp.string()));
-  const bool opened = window_.openRunBlocking(QString::fromStdString(exported.string()));
-  // An empty TMPDIR is not an unset one: the later tests of this process need /tmp again.
-  if (had_tmpdir) {
-    qputenv("TMPDIR", old_tmpdir);
-  } else {
-    qunsetenv("TMPDIR");
-  }
-  ASSERT_TRUE(opened);
+  struct RestoreTmpdir {
+    bool had;
+    QByteArray old;
+    // An empty TMPDIR is not an unset one: the later tests of this process need /tmp again.
+    ~RestoreTmpdir() { had ? (void)qputenv("TMPDIR", old) : (void)qunsetenv("TMPDIR"); }
+  } restore{had_tmpdir, old_tmpdir};
+  ASSERT_TRUE(window_.openRunBlocking(QString::fromStdString(exported.string())));
   ASSERT_TRUE(window_.waitUntilIdle());
   ASSERT_EQ(window_.runCount(), 2);
-  EXPECT_FALSE(std::filesystem::is_empty(tmp)) << "imported into TMPDIR while open";
-  const TimelineModel* imported = window_.currentModel();
-  ASSERT_NE(imported, nullptr);
-  ASSERT_EQ(imported->ranks().size(), 2u);
+  EXPECT_TRUE(std::filesystem::is_empty(tmp)) << "opening another tool's trace wrote a temporary run";
+  const TimelineModel* direct = window_.currentModel();
+  ASSERT_NE(direct, nullptr);
+  ASSERT_EQ(direct->ranks().size(), 2u);
+  EXPECT_FALSE(direct->ranks()[1].rank_file);
   // The same events as the run it came from, and the report names the file opened.
   window_.setCurrentRun(0);
   const size_t original_tracks = window_.currentModel()->ranks()[1].tracks.size();
+  const size_t original_events = window_.currentModel()->events();
   const analyzer::Report* original = window_.currentReport();
   ASSERT_NE(original, nullptr);
   const int64_t original_step = original->ranks[1].totals.window_ns;
   window_.setCurrentRun(1);
   EXPECT_EQ(window_.currentModel()->ranks()[1].tracks.size(), original_tracks);
+  EXPECT_EQ(window_.currentModel()->events(), original_events);
   const analyzer::Report* report = window_.currentReport();
   ASSERT_NE(report, nullptr);
   EXPECT_EQ(report->run.directory, exported.string());
   EXPECT_EQ(report->ranks[1].totals.window_ns, original_step);
+
+  // An all-reduce range's fields: "reading…" first, then its args, from the one import.
+  std::optional<EventRef> allreduce;
+  const RankTimeline& rank = direct->ranks()[1];
+  for (uint32_t t = 0; t < rank.tracks.size() && !allreduce; ++t) {
+    const EventRow& row = rank.tracks[t].rows[0];
+    for (uint32_t i = 0; i < row.size() && !allreduce; ++i) {
+      if (rank.Str(row.name[i]) == "allreduce") allreduce = EventRef{1, t, 0, i};
+    }
+  }
+  ASSERT_TRUE(allreduce.has_value());
+  view_->selectEvent(*allreduce, /*reveal=*/true);
+  EXPECT_TRUE(window_.detailsPanel()->text().contains("once for its events' fields"))
+      << window_.detailsPanel()->text().toStdString();
+  QTRY_VERIFY_WITH_TIMEOUT(window_.detailsPanel()->text().contains("{\"bytes\":4096}"), 30000);
+  EXPECT_FALSE(std::filesystem::is_empty(tmp)) << "the fields were imported elsewhere";
+  // Another event of the run reads the same import: nothing more appears in TMPDIR.
+  const auto entries = [&] { return std::distance(std::filesystem::directory_iterator(tmp), {}); };
+  const auto imports = entries();
+  view_->selectEvent(EventRef{0, 0, 0, 0}, /*reveal=*/true);
+  EXPECT_FALSE(window_.detailsPanel()->text().contains("once for its events' fields"));
+  EXPECT_EQ(entries(), imports);
   window_.closeRun(1);
   EXPECT_TRUE(std::filesystem::is_empty(tmp)) << "the temporary import outlived its run";
 }
