@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Other tools' traces at speed (issues "Interop" and 24), side by side in one run.
 
-Three modes (--only picks some; each generates its data once and reuses it while its
+Four modes (--only picks some; each generates its data once and reuses it while its
 parameters match, under BUILD_DIR/bench-data/ or --dir):
 
 import      one synthetic PyTorch-profiler (Kineto) trace of about --import-mb MB (200),
@@ -16,6 +16,11 @@ analyze-set an --ranks (8) rank set of Kineto traces shaped like HTA's df_index_
             wall <= 2x the bare walk; analyze wall <= 1/20 of HTA's on the same set.
 huge        one Kineto trace of --huge-gb GB (6), streamed to disk by the generator, analyzed
             once. Target: peak RSS <= 1 GiB + 64 bytes per event.
+view        the analyze-set opened in the viewer (`rankscope-gui DIR --screenshot`: load, the
+            Run tab's analysis, one frame) alternating with the route the viewer took before
+            issue 24 (`rankscope import DIR -o RUN`, then `rankscope-gui RUN --screenshot`).
+            Target: the direct open's wall <= 1/2 of import + open. Needs rankscope-gui
+            (RANKSCOPE_BUILD_GUI) in the build; without it the mode says so and is skipped.
 
 Every timed run is a fresh process: wall time, CPU time and peak RSS come from os.wait4's
 rusage of that child. Exits 1 when a target is missed; --smoke (ctest) runs every mode at a
@@ -42,6 +47,7 @@ HTA_WALL_S = 22.3
 HTA_SET = {"ranks": 8, "events_per_rank": 215_000, "generator": 2}
 TARGET_ANALYZE_OVER_WALK = 2.0
 TARGET_SPEEDUP_OVER_HTA = 20.0
+TARGET_VIEW_OVER_IMPORT_AND_OPEN = 0.5
 # Peak RSS bound of the huge mode: a fixed 1 GiB (the process, the libraries, the buffers a
 # streaming reader keeps whatever the file's size) plus 64 bytes per event (what the
 # analysis keeps per event: a rank file's lean rows and the merged intervals are about
@@ -200,10 +206,10 @@ def validate_report(report_path, ranks, steps):
                          f"{run['world_size']}, {found} steps (generated: {ranks} ranks, {steps} steps)")
 
 
-def analyze_set_mode(args, bench, rankscope, data):
+def ensure_set(args, bench, data, variants):
+    """The analyze-set's traces: (directory, {name: what the generator made})."""
     ranks, events = args.ranks, args.set_events
     directory = os.path.join(data, f"kineto-set-{ranks}x{events}")
-    variants = ["json"] + (["json.gz"] if args.gzip else [])
     params = {"mode": "analyze-set", "ranks": ranks, "events": events}
     made = {}
     for variant in variants:
@@ -213,6 +219,13 @@ def analyze_set_mode(args, bench, rankscope, data):
         made.update(ensure_data(bench, directory, variant, params, files))
         if args.smoke:
             ensure_data(bench, directory, variant, params, files, smoke_reuse_check=True)
+    return directory, made
+
+
+def analyze_set_mode(args, bench, rankscope, data):
+    ranks, events = args.ranks, args.set_events
+    variants = ["json"] + (["json.gz"] if args.gzip else [])
+    directory, made = ensure_set(args, bench, data, variants)
     plain = [made[f"json/rank-{r}.json"] for r in range(ranks)]
     total_events = sum(m["events"] for m in plain)
     total_bytes = sum(m["bytes"] for m in plain)
@@ -295,6 +308,48 @@ def analyze_set_mode(args, bench, rankscope, data):
     return ok
 
 
+def view_mode(args, bench, rankscope, gui, data):
+    if not os.path.exists(gui):
+        print(f"view: skipped, {gui} is not built (RANKSCOPE_BUILD_GUI=OFF?)")
+        return True
+    directory, made = ensure_set(args, bench, data, ["json"])
+    traces = os.path.join(directory, "json")
+    total_events = sum(m["events"] for m in made.values())
+    print(f"view: the analyze-set ({args.ranks} ranks, {total_events:,} events) opened in rankscope-gui "
+          f"(offscreen, --screenshot); {args.runs} interleaved runs")
+    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    results = {"open directly": [], "import + open": []}
+    with tempfile.TemporaryDirectory(prefix="import-bench-view-") as tmp:
+        picture = os.path.join(tmp, "frame.png")
+        run_dir = os.path.join(tmp, "run")
+        for i in range(args.runs):
+            direct = measure([gui, traces, "--screenshot", picture])
+            if direct.code != 0:
+                raise BenchError(f"run {i}: rankscope-gui {traces} failed, {direct.why()}")
+            shutil.rmtree(run_dir, ignore_errors=True)
+            imported = measure([rankscope, "import", traces, "-o", run_dir])
+            if imported.code != 0:
+                raise BenchError(f"run {i}: rankscope import failed, {imported.why()}")
+            opened = measure([gui, run_dir, "--screenshot", picture])
+            if opened.code != 0:
+                raise BenchError(f"run {i}: rankscope-gui {run_dir} failed, {opened.why()}")
+            results["open directly"].append((direct.wall_s, direct.cpu_s, direct.peak_rss_kib))
+            results["import + open"].append((imported.wall_s + opened.wall_s, imported.cpu_s + opened.cpu_s,
+                                             max(imported.peak_rss_kib, opened.peak_rss_kib)))
+            print(f"  run {i}: open directly {direct.wall_s:.2f} s; import {imported.wall_s:.2f} s + "
+                  f"open {opened.wall_s:.2f} s", flush=True)
+    print(f"  median of {args.runs}          wall s   CPU s  peak RSS  RSS B/event")
+    for name, rows in results.items():
+        wall, cpu, rss = (statistics.median(row[k] for row in rows) for k in range(3))
+        print(f"  {name:20s} {wall:8.2f} {cpu:7.2f} {rss / 1024:6.0f} MiB {rss * 1024 / total_events:8.1f}")
+    ratio = (statistics.median(r[0] for r in results["open directly"])
+             / statistics.median(r[0] for r in results["import + open"]))
+    passed = ratio <= TARGET_VIEW_OVER_IMPORT_AND_OPEN
+    print(f"  open directly / import + open: {ratio:.2f} (target <= {TARGET_VIEW_OVER_IMPORT_AND_OPEN:g}): "
+          f"{'(smoke)' if args.smoke else 'PASS' if passed else 'FAIL'}")
+    return args.smoke or passed
+
+
 def huge_mode(args, rankscope, bench, data):
     gb = args.huge_gb
     directory = os.path.join(data, f"kineto-huge-{gb:g}gb")
@@ -330,8 +385,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--build-dir", default="build/release")
     parser.add_argument("--dir", help="where the generated traces live (default: BUILD_DIR/bench-data)")
-    parser.add_argument("--only", default="import,analyze-set,huge",
-                        help="modes to run, comma-separated: import, analyze-set, huge")
+    parser.add_argument("--only", default="import,analyze-set,huge,view",
+                        help="modes to run, comma-separated: import, analyze-set, huge, view")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--gzip", action="store_true",
                         help="import: a .json.gz trace instead; analyze-set: the .json.gz copy too")
@@ -346,7 +401,7 @@ def main() -> int:
     parser.add_argument("--smoke", action="store_true")
     args = parser.parse_args()
     modes = [m.strip() for m in args.only.split(",") if m.strip()]
-    unknown = [m for m in modes if m not in ("import", "analyze-set", "huge")]
+    unknown = [m for m in modes if m not in ("import", "analyze-set", "huge", "view")]
     if unknown:
         parser.error(f"unknown mode {unknown[0]!r} in --only")
     if args.smoke:
@@ -355,6 +410,7 @@ def main() -> int:
 
     bench = os.path.join(args.build_dir, "bench", "import_bench")
     rankscope = os.path.join(args.build_dir, "cli", "rankscope")
+    gui = os.path.join(args.build_dir, "gui", "app", "rankscope-gui")
     for program in (bench, rankscope):
         if not os.path.exists(program):
             print(f"import_bench.py: {program} is missing (build first: cmake --preset release && "
@@ -370,6 +426,8 @@ def main() -> int:
             ok = analyze_set_mode(args, bench, rankscope, data) and ok
         if "huge" in modes and args.huge_gb > 0:
             ok = huge_mode(args, rankscope, bench, data) and ok
+        if "view" in modes:
+            ok = view_mode(args, bench, rankscope, gui, data) and ok
     except (BenchError, OSError, ValueError, KeyError) as e:
         print(f"import_bench.py: {e}", file=sys.stderr)
         return 1
