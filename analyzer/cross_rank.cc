@@ -18,6 +18,9 @@ namespace {
 // The share of a step that others must wait on average for their wait to name a straggler:
 // below it, who arrives last is noise.
 constexpr double kStragglerMinWaitShare = 0.05;
+// Aggregated steps a straggler verdict needs: with one, "last in 1 of 1" flags whoever was
+// last, however close (docs/metrics.md, Stragglers).
+constexpr int64_t kStragglerMinSteps = 2;
 
 template <typename T>
 double Median(std::vector<T> values) {
@@ -367,7 +370,7 @@ std::vector<int> MarkStragglers(size_t aggregated_steps, std::vector<RankWait>& 
   std::vector<int> stragglers;
   const auto steps = static_cast<int64_t>(aggregated_steps);
   for (RankWait& wait : waits) {
-    wait.straggler = steps > 0 && 2 * wait.steps_most_wait >= steps;
+    wait.straggler = steps >= kStragglerMinSteps && 2 * wait.steps_most_wait >= steps;
     if (wait.straggler) stragglers.push_back(wait.rank);
   }
   return stragglers;

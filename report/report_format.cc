@@ -86,7 +86,10 @@ std::vector<std::pair<std::string, std::string>> SummaryItems(const Report& repo
   const StepSelection& steps = report.steps;
   std::string steps_text = fmt::format("{} found, {} aggregated", steps.steps_found, steps.steps_aggregated);
   if (!steps.source.empty()) steps_text += ", from " + steps.source;
-  if (steps.skip_steps > 0) steps_text += fmt::format("; first {} skipped as warm-up", steps.skip_steps);
+  // Only when it left something out: a run of one step, or no steps, aggregates all it has.
+  if (steps.skip_steps > 0 && steps.steps_aggregated < steps.steps_found) {
+    steps_text += fmt::format("; first {} skipped as warm-up", steps.skip_steps);
+  }
   if (steps.first || steps.last) {
     steps_text += fmt::format("; --steps {}..{}", steps.first ? std::to_string(*steps.first) : "",
                               steps.last ? std::to_string(*steps.last) : "");

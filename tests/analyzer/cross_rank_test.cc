@@ -401,6 +401,11 @@ TEST(MarkStragglers, HalfOfTheAggregatedStepsMakeAStraggler) {
   EXPECT_EQ(MarkStragglers(2, waits), (std::vector<int>{0, 1}));
   EXPECT_TRUE(MarkStragglers(0, waits).empty());  // no aggregated step: nobody
   EXPECT_FALSE(waits[0].straggler);
+  // One aggregated step is no evidence: whoever was last in it would be flagged.
+  waits[0].steps_most_wait = 1;
+  waits[1].steps_most_wait = 0;
+  EXPECT_TRUE(MarkStragglers(1, waits).empty());
+  EXPECT_FALSE(waits[0].straggler);
 }
 
 // ---- the stages together ----
