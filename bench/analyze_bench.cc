@@ -30,6 +30,7 @@
 #include <thread>
 #include <vector>
 
+#include <CLI/CLI.hpp>
 #include <fmt/core.h>
 
 #include "bench/rss.h"
@@ -715,62 +716,44 @@ Status RunAnalyze(const fs::path& dir, int threads) {
 
 // ---- Command line --------------------------------------------------------------------------
 
-constexpr const char* kUsage =
-    "usage: analyze_bench generate DIR [--ranks N] [--events N]\n"
-    "       analyze_bench sqlite DIR [--threads N]\n"
-    "       analyze_bench analyze DIR [--threads N]\n";
-
-// Parses "--name N" or "--name=N" at argv[i]; advances i past the value.
-bool ParseFlag(int argc, char** argv, int& i, std::string_view name, uint64_t& value, std::string& error) {
-  const std::string_view arg = argv[i];
-  std::string_view text;
-  if (arg == name) {
-    if (i + 1 >= argc) {
-      error = fmt::format("{} needs a value", name);
-      return true;
-    }
-    text = argv[++i];
-  } else if (arg.starts_with(name) && arg.size() > name.size() && arg[name.size()] == '=') {
-    text = arg.substr(name.size() + 1);
-  } else {
-    return false;
-  }
-  char* end = nullptr;
-  const std::string copy(text);
-  value = std::strtoull(copy.c_str(), &end, 10);
-  if (copy.empty() || *end != '\0' || copy[0] == '-') error = fmt::format("{}: not a number: '{}'", name, copy);
-  return true;
-}
-
+// The command line (CLI11): `--help` anywhere prints the usage and writes nothing, and a
+// DIR that looks like an option is refused rather than created.
 int Main(int argc, char** argv) {
-  if (argc < 3) {
-    std::fputs(kUsage, stderr);
-    return 2;
-  }
-  const std::string mode = argv[1];
-  const fs::path dir = argv[2];
+  CLI::App app("analyze_bench: the analyzer's load + metrics benchmark and its synthetic run", "analyze_bench");
+  app.require_subcommand(1);
+  std::string dir;
   uint64_t ranks = 8, events = 10'000'000, threads = 0;
-  for (int i = 3; i < argc; ++i) {
-    std::string error;
-    const bool known = (mode == "generate" && (ParseFlag(argc, argv, i, "--ranks", ranks, error) ||
-                                               ParseFlag(argc, argv, i, "--events", events, error))) ||
-                       (mode != "generate" && ParseFlag(argc, argv, i, "--threads", threads, error));
-    if (!known) error = fmt::format("unknown argument '{}'", argv[i]);
-    if (!error.empty()) {
-      fmt::print(stderr, "analyze_bench: {}\n", error);
-      return 2;
-    }
+  auto add_dir = [&](CLI::App* command) {
+    command->add_option("DIR", dir, "the run directory")->required()->check([](const std::string& value) {
+      return value.starts_with("-") ? std::string("a directory name, not an option: ") + value : std::string();
+    });
+  };
+  CLI::App* generate = app.add_subcommand("generate", "write the synthetic run into DIR");
+  add_dir(generate);
+  generate->add_option("--ranks", ranks, "ranks")->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  generate->add_option("--events", events, "events in all")->capture_default_str();
+  CLI::App* sqlite = app.add_subcommand("sqlite", "the bare SQLite loop over DIR's rows");
+  CLI::App* analyze = app.add_subcommand("analyze", "load + metrics of DIR, timed");
+  for (CLI::App* command : {sqlite, analyze}) {
+    add_dir(command);
+    command->add_option("--threads", threads, "threads (0: one per core)")->check(CLI::Range(0, 1024));
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& error) {
+    return app.exit(error);
   }
   Status status = Status::Ok();
-  if (mode == "generate") {
-    status = Generate(dir, static_cast<int>(std::min<uint64_t>(ranks, 1 << 20)), events);
-  } else if (mode == "sqlite") {
-    status = RunSqlite(dir, static_cast<int>(std::min<uint64_t>(threads, 1024)));
-  } else if (mode == "analyze") {
-    status = RunAnalyze(dir, static_cast<int>(std::min<uint64_t>(threads, 1024)));
+  std::string mode;
+  if (generate->parsed()) {
+    mode = "generate";
+    status = Generate(dir, static_cast<int>(ranks), events);
+  } else if (sqlite->parsed()) {
+    mode = "sqlite";
+    status = RunSqlite(dir, static_cast<int>(threads));
   } else {
-    std::fputs(kUsage, stderr);
-    return 2;
+    mode = "analyze";
+    status = RunAnalyze(dir, static_cast<int>(threads));
   }
   if (!status.ok()) {
     fmt::print(stderr, "analyze_bench {}: {}\n", mode, status.message());
