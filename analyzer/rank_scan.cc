@@ -632,10 +632,19 @@ Status FeedEventTables(const trace::EventTables& events, trace::SpanVisitor& vis
   };
   RS_RETURN_IF_ERROR(feed(trace::SpanTable::kKernels, events.kernels,
                           [&](const trace::KernelEvent& e) { return common(e, e.name); }));
-  RS_RETURN_IF_ERROR(feed(trace::SpanTable::kMemcpys, events.memcpys,
-                          [&](const trace::MemcpyEvent& e) { return common(e, trace::kEmptyString); }));
-  RS_RETURN_IF_ERROR(feed(trace::SpanTable::kMemsets, events.memsets,
-                          [&](const trace::MemsetEvent& e) { return common(e, trace::kEmptyString); }));
+  RS_RETURN_IF_ERROR(feed(trace::SpanTable::kMemcpys, events.memcpys, [&](const trace::MemcpyEvent& e) {
+    trace::SpanRow row = common(e, trace::kEmptyString);
+    if (options.host_calls) {
+      row.category = static_cast<uint32_t>(e.copy_kind);
+      row.payload_int = static_cast<int64_t>(e.bytes);
+    }
+    return row;
+  }));
+  RS_RETURN_IF_ERROR(feed(trace::SpanTable::kMemsets, events.memsets, [&](const trace::MemsetEvent& e) {
+    trace::SpanRow row = common(e, trace::kEmptyString);
+    if (options.host_calls) row.payload_int = static_cast<int64_t>(e.bytes);
+    return row;
+  }));
   RS_RETURN_IF_ERROR(feed(trace::SpanTable::kNvtxRanges, events.nvtx_ranges, [&](const trace::NvtxRangeEvent& e) {
     trace::SpanRow row = common(e, e.name);
     row.correlation_id = 0;

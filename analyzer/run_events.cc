@@ -79,9 +79,11 @@ class RankEventStream : public trace::SpanVisitor {
       if (!Valid(trace::CheckedDuration(row.start_ns, row.end_ns) && KnownIds(row, header_))) continue;
       ViewEvent event{row.start_ns, row.end_ns, row.correlation_id, row.lane, row.name, EventClass::kAnnotation, source};
       switch (table) {
-        case trace::SpanTable::kKernels:
         case trace::SpanTable::kMemcpys:
+          event.copy_kind = static_cast<uint8_t>(std::min<uint32_t>(row.category, 255));
+          [[fallthrough]];
         case trace::SpanTable::kMemsets:
+        case trace::SpanTable::kKernels:
           event.event_class = ToEventClass(classifier_.DeviceRowClass(table, row));
           break;
         case trace::SpanTable::kNvtxRanges: {
@@ -182,6 +184,12 @@ std::string Bytes(uint64_t bytes) {
   return fmt::format("{} ({})", bytes, format::FormatBytes(static_cast<double>(bytes)));
 }
 
+// "12.5 GiB/s": bytes over the event's duration; none for an instant or no bytes.
+std::optional<std::string> Throughput(uint64_t bytes, int64_t duration_ns) {
+  if (bytes == 0 || duration_ns <= 0) return std::nullopt;
+  return format::FormatBytes(static_cast<double>(bytes) * 1e9 / static_cast<double>(duration_ns)) + "/s";
+}
+
 using Fields = std::vector<std::pair<std::string, std::string>>;
 
 void AddPayload(const trace::RankTrace& strings, const trace::NvtxAttributes& attributes, Fields& fields) {
@@ -246,6 +254,11 @@ bool LaneShownBefore(const trace::Lane& a, const trace::Lane& b) {
     return std::make_tuple(kind_order, lane.device, lane.stream, lane.tid, lane.id);
   };
   return key(a) < key(b);
+}
+
+std::string_view UnnamedCopyName(EventSource source, uint8_t copy_kind) {
+  if (source == EventSource::kMemset) return "Memset";
+  return trace::DefaultName(static_cast<trace::CopyKind>(copy_kind));
 }
 
 const char* EventSourceName(EventSource source) {
@@ -365,7 +378,8 @@ Result<EventDetails> ReadEventDetails(const std::filesystem::path& file, EventSo
       const trace::MemcpyEvent* copy = FindExact(found.events.memcpys, lane, start_ns, end_ns);
       if (copy == nullptr) return missing();
       fields.emplace_back("bytes", Bytes(copy->bytes));
-      fields.emplace_back("kind", EnumName("copy_kind", static_cast<int>(copy->copy_kind)));
+      if (const auto rate = Throughput(copy->bytes, end_ns - start_ns)) fields.emplace_back("throughput", *rate);
+      fields.emplace_back("copy kind", EnumName("copy_kind", static_cast<int>(copy->copy_kind)));
       fields.emplace_back("source memory", EnumName("memory_kind", static_cast<int>(copy->src_kind)));
       fields.emplace_back("destination memory", EnumName("memory_kind", static_cast<int>(copy->dst_kind)));
       if (copy->src_device >= 0) fields.emplace_back("source device", fmt::format("{}", copy->src_device));
@@ -377,6 +391,7 @@ Result<EventDetails> ReadEventDetails(const std::filesystem::path& file, EventSo
       const trace::MemsetEvent* set = FindExact(found.events.memsets, lane, start_ns, end_ns);
       if (set == nullptr) return missing();
       fields.emplace_back("bytes", Bytes(set->bytes));
+      if (const auto rate = Throughput(set->bytes, end_ns - start_ns)) fields.emplace_back("throughput", *rate);
       fields.emplace_back("value", fmt::format("{}", set->value));
       fields.emplace_back("memory", EnumName("memory_kind", static_cast<int>(set->memory_kind)));
       common(*set);

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -30,6 +31,9 @@ bool LaneShownBefore(const trace::Lane& a, const trace::Lane& b);
 // The table an event came from: what ReadEventDetails looks it up in.
 enum class EventSource : uint8_t { kKernel, kMemcpy, kMemset, kNvtxRange, kApiCall, kSync, kCollective, kMark };
 const char* EventSourceName(EventSource source);
+// The title of a copy or set the file leaves unnamed, as Nsight Systems names them: "Memcpy
+// HtoD" from its trace::CopyKind, "Memset".
+std::string_view UnnamedCopyName(EventSource source, uint8_t copy_kind);
 
 struct ViewEvent {
   int64_t start_ns = 0;  // the rank's own clock; end >= start (damaged rows are skipped)
@@ -39,6 +43,9 @@ struct ViewEvent {
   trace::StringId name = trace::kEmptyString;  // below the size of the rank's strings
   EventClass event_class = EventClass::kAnnotation;
   EventSource source = EventSource::kKernel;
+  // Copies, from a stream with host calls: their trace::CopyKind ("Memcpy HtoD": copies and
+  // sets have no name in the file; the viewer names them).
+  uint8_t copy_kind = 0;
 };
 
 struct ViewRank {

@@ -56,6 +56,13 @@ std::string FormatDuration(double ns) {
   return FormatScaled(ns, kUnits.data(), kUnits.size(), true);
 }
 
+std::string FormatExactSeconds(int64_t ns) {
+  // In unsigned arithmetic, so that INT64_MIN has a magnitude too.
+  const bool negative = ns < 0;
+  const uint64_t magnitude = negative ? 0 - static_cast<uint64_t>(ns) : static_cast<uint64_t>(ns);
+  return fmt::format("{}{}.{:09d} s", negative ? "-" : "", magnitude / 1'000'000'000, magnitude % 1'000'000'000);
+}
+
 std::string FormatBytes(double bytes) {
   static constexpr Unit kUnits[] = {{1, "B"},
                                     {1024.0, "KiB"},

@@ -25,6 +25,9 @@ inline constexpr DurationUnit kDurationUnits[] = {{1, "ns"}, {1'000, "us"}, {1'0
 // reaches; negative values keep their sign; "-" for NaN or infinity. The one way every
 // front end writes a duration.
 std::string FormatDuration(double ns);
+// "42.912345678 s", "-0.000000100 s": a time or duration to the nanosecond, exactly, in
+// seconds with all nine decimals (the viewer's Details tab: copyable, comparable by eye).
+std::string FormatExactSeconds(int64_t ns);
 // "0 B", "512 B", "1.50 KiB", "25.0 MiB" (binary units); three significant digits.
 std::string FormatBytes(double bytes);
 // "25.6M": a count with an SI prefix and three significant digits; exact below 1000.

@@ -784,12 +784,13 @@ std::string SpanQuery(SpanTable table, bool correlation) {
   switch (table) {
     case SpanTable::kKernels:
       return fmt::format("SELECT lane, start_ns, end_ns, name{} FROM kernels ORDER BY id", correlation_column);
-    // Copies and sets have no name; a literal 0 holds its place only before a correlation.
+    // Copies and sets have no name; with correlation ids (the viewer's stream) their copy kind
+    // (0 for sets) takes its place, and their bytes come last.
     case SpanTable::kMemcpys:
-      return correlation ? "SELECT lane, start_ns, end_ns, 0, correlation_id FROM memcpys ORDER BY id"
+      return correlation ? "SELECT lane, start_ns, end_ns, copy_kind, correlation_id, bytes FROM memcpys ORDER BY id"
                          : "SELECT lane, start_ns, end_ns FROM memcpys ORDER BY id";
     case SpanTable::kMemsets:
-      return correlation ? "SELECT lane, start_ns, end_ns, 0, correlation_id FROM memsets ORDER BY id"
+      return correlation ? "SELECT lane, start_ns, end_ns, 0, correlation_id, bytes FROM memsets ORDER BY id"
                          : "SELECT lane, start_ns, end_ns FROM memsets ORDER BY id";
     case SpanTable::kNvtxRanges:
       return "SELECT lane, start_ns, end_ns, name, domain, category, args, payload_kind, payload_int "
@@ -873,6 +874,10 @@ Status TraceReader::Stream(SpanVisitor& visitor, StreamOptions options) const {
       row.end_ns = sqlite3_column_int64(raw, 2);
       if (table != SpanTable::kMemcpys && table != SpanTable::kMemsets) row.name = id(3);
       if (correlation) row.correlation_id = static_cast<uint64_t>(sqlite3_column_int64(raw, 4));
+      if (correlation && (table == SpanTable::kMemcpys || table == SpanTable::kMemsets)) {
+        row.category = static_cast<uint32_t>(sqlite3_column_int64(raw, 3));
+        row.payload_int = sqlite3_column_int64(raw, 5);
+      }
       if (table == SpanTable::kNvtxRanges) {
         row.domain = id(4);
         row.category = static_cast<uint32_t>(sqlite3_column_int64(raw, 5));

@@ -48,7 +48,8 @@ enum class SpanTable : uint8_t { kKernels, kMemcpys, kMemsets, kNvtxRanges, kApi
 
 struct StreamOptions {
   // Also stream API calls and synchronizations (after the NVTX ranges) and fill
-  // SpanRow::correlation_id: what the viewer needs for launch flows. Metrics need neither.
+  // SpanRow::correlation_id, and the copy kind and bytes of copies and sets: what the viewer
+  // needs for launch flows and copy names. Metrics need none of it.
   bool host_calls = false;
 };
 
@@ -66,6 +67,8 @@ struct SpanRow {
   uint32_t payload_kind = 0;       // ranges only: PayloadKind of a scalar payload
   int64_t payload_int = 0;         // ranges only
   uint64_t correlation_id = 0;     // with StreamOptions::host_calls only
+  // With StreamOptions::host_calls, copies and sets also carry their copy kind in `category`
+  // (trace::CopyKind; 0 for sets) and their bytes in `payload_int`.
 };
 
 // What a stream that learns its rank as it goes (another tool's trace read straight into an

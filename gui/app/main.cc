@@ -1,5 +1,6 @@
 // rankscope-gui: the timeline viewer. Interactive by default; with --screenshot it renders
-// one frame headlessly and exits (0, or 2 with one "rankscope-gui: error: ..." line).
+// one frame headlessly, and with --search alone it prints how many events match; both exit
+// (0, or 2 with one "rankscope-gui: error: ..." line).
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
@@ -51,7 +52,7 @@ int Main(int argc, char** argv) {
       "rankscope-gui");
   app.set_version_flag("--version", RANKSCOPE_VERSION);
   std::vector<std::string> paths;
-  std::string screenshot, size = "1600x900", range;
+  std::string screenshot, size = "1600x900", range, search;
   app.add_option("runs", paths, "run directories or rank files (rank-N.sqlite), each opened as one run");
   CLI::Option* screenshot_option =
       app.add_option("--screenshot", screenshot, "render the first run to this PNG (headless) and exit");
@@ -62,6 +63,9 @@ int Main(int argc, char** argv) {
                  "time range of the screenshot relative to the run's start, e.g. 120ms..180ms "
                  "(default: the whole run)")
       ->needs(screenshot_option);
+  app.add_option("--search", search,
+                 "a search of event names (case-insensitive regex, as the search field): alone, print how many "
+                 "events of the first run match and exit; with --screenshot, outline them in the picture");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
@@ -70,9 +74,21 @@ int Main(int argc, char** argv) {
     return kExitUsage;
   }
 
-  const bool headless = !screenshot.empty();
+  const bool count_only = app.count("--search") > 0 && screenshot.empty();
+  const bool headless = !screenshot.empty() || count_only;
   rankscope::gui::ScreenshotRequest request;
-  if (headless) {
+  if (count_only) {
+    if (paths.empty()) {
+      PrintError("--search needs a run directory, rank file or trace; see rankscope-gui --help");
+      return kExitUsage;
+    }
+    if (search.empty()) {
+      PrintError("--search needs a pattern; see rankscope-gui --help");
+      return kExitUsage;
+    }
+    if (!HasEnv("QT_QPA_PLATFORM")) setenv("QT_QPA_PLATFORM", "offscreen", 1);
+    qInstallMessageHandler(QuietMessages);
+  } else if (headless) {
     if (paths.empty()) {
       PrintError("--screenshot needs a run directory or rank file; see rankscope-gui --help");
       return kExitUsage;
@@ -86,6 +102,7 @@ int Main(int argc, char** argv) {
     request.output = QString::fromStdString(screenshot);
     for (const std::string& path : paths) request.runs << QString::fromStdString(path);
     if (app.count("--range") > 0) request.range = range;
+    request.search = QString::fromStdString(search);
     // Deterministic rendering that needs no display.
     if (!HasEnv("QT_QPA_PLATFORM")) setenv("QT_QPA_PLATFORM", "offscreen", 1);
     QCoreApplication::setAttribute(Qt::AA_Use96Dpi);
@@ -103,6 +120,16 @@ int Main(int argc, char** argv) {
   QApplication::setApplicationName(QStringLiteral("rankscope-gui"));
   QApplication::setApplicationVersion(QStringLiteral(RANKSCOPE_VERSION));
 
+  if (count_only) {
+    const auto count = rankscope::gui::CountSearchMatches(QString::fromStdString(paths.front()),
+                                                          QString::fromStdString(search));
+    if (!count.ok()) {
+      PrintError(count.status().message());
+      return kExitUsage;
+    }
+    std::fputs(fmt::format("{}\n", *count).c_str(), stdout);
+    return 0;
+  }
   if (headless) {
     const rankscope::Status status = rankscope::gui::RenderScreenshot(request);
     if (!status.ok()) {

@@ -1,4 +1,4 @@
-// Questions the viewer asks of a model: search, launch flows, range statistics.
+// Questions the viewer asks of a model: launch flows, range statistics (search: search.h).
 #pragma once
 
 #include <cstddef>
@@ -11,15 +11,6 @@
 #include "gui/core/timeline_model.h"
 
 namespace rankscope::gui {
-
-// Events whose name `matches`, sorted by start on the common clock, at most `limit`.
-// `matches` runs once per distinct name per rank.
-std::vector<EventRef> FindEvents(const TimelineModel& model, const std::function<bool(std::string_view)>& matches,
-                                 size_t limit);
-// The next (or previous) match in time after (before) `time_ns`, wrapping around; nullopt
-// when there are no matches.
-std::optional<size_t> NextMatch(const TimelineModel& model, const std::vector<EventRef>& matches, int64_t time_ns,
-                                bool forward);
 
 // For device work (kernel, copy, set): the API call with its correlation id on the same
 // rank. For an API call: the device work it launched. nullopt without correlation.

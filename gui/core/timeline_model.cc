@@ -225,7 +225,15 @@ class ModelBuilder final : public analyzer::ViewEventSink {
     if (builder.by_lane.empty()) builder.by_lane.resize(1);
     for (const analyzer::ViewEvent& event : events) {
       const size_t slot = event.lane < builder.by_lane.size() ? event.lane : 0;
-      builder.by_lane[slot].Add(event);
+      if (event.name == trace::kEmptyString &&
+          (event.source == EventSource::kMemcpy || event.source == EventSource::kMemset)) {
+        // Named once the rank's strings are final (NameCopies).
+        analyzer::ViewEvent named = event;
+        named.name = kUnnamedCopy + (event.source == EventSource::kMemset ? kMemsetSlot : event.copy_kind);
+        builder.by_lane[slot].Add(named);
+      } else {
+        builder.by_lane[slot].Add(event);
+      }
       builder.first_ns = std::min(builder.first_ns, event.start_ns);
       builder.last_ns = std::max(builder.last_ns, event.end_ns);
     }
@@ -300,6 +308,30 @@ class ModelBuilder final : public analyzer::ViewEventSink {
                         timeline.file.string(), unplaced, unplaced == 1 ? "y" : "ies", unplaced == 1 ? "s" : "")};
   }
 
+  // Copies and sets the file leaves unnamed carry kUnnamedCopy + their copy kind (or
+  // kMemsetSlot) until here: each such name becomes one string of the rank, as Nsight
+  // Systems names them ("Memcpy HtoD", "Memset"), so they have a title and search finds them.
+  static constexpr uint32_t kUnnamedCopy = 0xFFFFFF00u;
+  static constexpr uint32_t kMemsetSlot = 0xFF;
+
+  static void NameCopies(RankTimeline& timeline) {
+    std::array<uint32_t, 256> ids{};  // 0: not yet added
+    for (Track& track : timeline.tracks) {
+      for (EventRow& row : track.rows) {
+        for (uint32_t& name : row.name) {
+          if (name < kUnnamedCopy) continue;
+          const uint32_t slot = name - kUnnamedCopy;
+          if (ids[slot] == 0) {
+            ids[slot] = static_cast<uint32_t>(timeline.strings.size());
+            timeline.strings.emplace_back(analyzer::UnnamedCopyName(
+                slot == kMemsetSlot ? EventSource::kMemset : EventSource::kMemcpy, static_cast<uint8_t>(slot)));
+          }
+          name = ids[slot];
+        }
+      }
+    }
+  }
+
   static RankTimeline Finish(RankBuilder& builder) {
     RankTimeline timeline;
     timeline.rank = builder.header.meta.rank.value_or(-1);
@@ -330,6 +362,7 @@ class ModelBuilder final : public analyzer::ViewEventSink {
       timeline.tracks.push_back(std::move(track));
     }
     if (timeline.events == 0) timeline.first_ns = timeline.last_ns = 0;
+    NameCopies(timeline);
     // Events on undeclared lanes go last.
     std::stable_sort(timeline.tracks.begin(), timeline.tracks.end(), [&](const Track& a, const Track& b) {
       if (a.lane == trace::kNoLane || b.lane == trace::kNoLane) return b.lane == trace::kNoLane && a.lane != b.lane;

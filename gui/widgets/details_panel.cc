@@ -77,8 +77,15 @@ void DetailsPanel::setEvent(const TimelineModel* model, std::optional<EventRef> 
     }
     html += tr("</table><p style='color:#666; margin:8px 0 2px 0'>As the file holds it:</p><table cellspacing='2'>");
   }
-  html += Row(tr("start"), DurationText(start - model->start_ns()) + tr(" after the run's start"));
-  html += Row(tr("duration"), DurationText(end - start));
+  // To the nanosecond: from the run's start, and on the run's common clock.
+  auto when = [&](int64_t t) {
+    return HtmlText(format::FormatExactSeconds(t - model->start_ns())) + tr(" from the run's start") +
+           QStringLiteral(" · <span style='color:#666'>%1</span>")
+               .arg(tr("%1 on the common clock").arg(HtmlText(format::FormatExactSeconds(t))));
+  };
+  html += Row(tr("start"), when(start));
+  html += Row(tr("end"), when(end));
+  html += Row(tr("duration"), DurationText(end - start) + tr(" (%L1 ns)").arg(end - start));
   html += Row(tr("rank"), HtmlText(rank.Label()));
   html += Row(tr("lane"), HtmlText(track.label) + (e.row > 0 ? tr(" (depth %1)").arg(e.row) : QString()));
   html += Row(tr("class"), HtmlText(analyzer::EventClassName(model->ClassOf(e))));
@@ -87,11 +94,20 @@ void DetailsPanel::setEvent(const TimelineModel* model, std::optional<EventRef> 
   if (const auto peer = CorrelatedEvent(*model, e)) {
     linked_ = peer;
     const bool this_is_call = source == analyzer::EventSource::kApiCall;
-    const QString link =
-        QStringLiteral("<a href='event:%1'>%2</a> (%3)")
-            .arg(peer->index)
-            .arg(HtmlText(model->Name(*peer)), DurationText(model->DisplayStart(*peer) - model->start_ns()));
+    const int64_t peer_start = model->DisplayStart(*peer);
+    const QString name = model->Name(*peer).empty() ? QString::fromUtf8(analyzer::EventSourceName(model->SourceOf(*peer)))
+                                                    : QString::fromStdString(model->Name(*peer));
+    const QString link = QStringLiteral("<a href='event:%1'>%2</a> (%3 %4)")
+                             .arg(peer->index)
+                             .arg(name.toHtmlEscaped(), this_is_call ? tr("starts at") : tr("call starts at"),
+                                  HtmlText(format::FormatExactSeconds(peer_start - model->start_ns())));
     html += Row(this_is_call ? tr("launched") : tr("launched by"), link);
+    // From the call's start to the device work's start.
+    const int64_t latency = this_is_call ? peer_start - start : start - peer_start;
+    html += Row(tr("launch latency"),
+                DurationText(latency) + QStringLiteral(" <span style='color:#666'>%1</span>")
+                                            .arg(this_is_call ? tr("(this call's start → the work's start)")
+                                                              : tr("(the call's start → this one's start)")));
   }
 
   // Read back on demand from the rank file, on the rank's own clock; another tool's trace

@@ -2,6 +2,8 @@
 
 #include <QPainter>
 
+#include <algorithm>
+
 namespace rankscope::gui {
 
 using analyzer::EventClass;
@@ -18,6 +20,43 @@ QColor EventClassColor(EventClass event_class) {
     case EventClass::kMark: return QColor(0x20, 0x20, 0x20);        // black
   }
   return QColor(0x80, 0x80, 0x80);
+}
+
+uint32_t NameColorHash(std::string_view name) {
+  uint32_t hash = 2166136261u;
+  for (const char c : name) {
+    hash ^= static_cast<uint8_t>(c);
+    hash *= 16777619u;
+  }
+  return hash;
+}
+
+int ColorSlot(EventClass event_class, uint32_t name_hash, bool by_name) {
+  const int own = static_cast<int>(event_class);
+  if (!by_name) return own;
+  switch (event_class) {
+    case EventClass::kCompute: return analyzer::kEventClassCount + static_cast<int>(name_hash % kComputeNameColors);
+    case EventClass::kAnnotation:
+      return analyzer::kEventClassCount + kComputeNameColors + static_cast<int>(name_hash % kRangeNameColors);
+    default: return own;
+  }
+}
+
+QColor SlotColor(int slot) {
+  // Compute: blues, teals and violets, away from comm's orange and memory's green.
+  static const QColor kCompute[kComputeNameColors] = {
+      {0x4a, 0x7f, 0xcf}, {0x2f, 0x5f, 0xa8}, {0x6c, 0x9b, 0xe0}, {0x1f, 0x8a, 0x9e}, {0x4f, 0xb0, 0xc0},
+      {0x3b, 0x6e, 0x8f}, {0x7a, 0x6f, 0xd0}, {0x5a, 0x4a, 0xa8}, {0x93, 0x86, 0xdc}, {0x2b, 0x4c, 0x7e},
+      {0x58, 0x8c, 0xb8}, {0x36, 0x9a, 0xc4}};
+  // Ranges: muted pastels around the annotation class's grey-violet.
+  static const QColor kRanges[kRangeNameColors] = {{0xa5, 0x9c, 0xc8}, {0xb8, 0xc4, 0xd6}, {0xc9, 0xb3, 0xc9},
+                                                   {0xb3, 0xc7, 0xb8}, {0xd4, 0xc5, 0xa8}, {0xa8, 0xb8, 0xd0},
+                                                   {0xc4, 0xae, 0xb4}, {0xb6, 0xb0, 0xa0}};
+  if (slot < analyzer::kEventClassCount) return EventClassColor(static_cast<EventClass>(std::max(slot, 0)));
+  slot -= analyzer::kEventClassCount;
+  if (slot < kComputeNameColors) return kCompute[slot];
+  slot -= kComputeNameColors;
+  return kRanges[std::min(slot, kRangeNameColors - 1)];
 }
 
 QColor FoldedClassColor(EventClass event_class) {
@@ -50,8 +89,9 @@ QColor IdleColor() { return QColor(0xe6, 0xe6, 0xe6); }
 
 LegendStrip::LegendStrip(QWidget* parent) : QWidget(parent) {
   setSizePolicy(QSizePolicy::Expanding, QSizePolicy::Fixed);
-  setToolTip(tr("Event colors by class; folded items hold many events narrower than a pixel; hatched red: a "
-                "collective in flight or a range open when its rank's file ended"));
+  setToolTip(tr("Event colors by class (compute kernels and ranges by name within their class's hues, unless "
+                "View > Color by Name is off); folded items hold many events narrower than a pixel; hatched red: "
+                "a collective in flight or a range open when its rank's file ended"));
 }
 
 namespace {
@@ -66,10 +106,20 @@ QSize LegendStrip::sizeHint() const {
   int width = 0;
   for (int c = 0; c < analyzer::kEventClassCount; ++c) {
     width += kSwatch + 4 + fm.horizontalAdvance(analyzer::EventClassName(static_cast<EventClass>(c))) + kItemGap;
+    const auto event_class = static_cast<EventClass>(c);
+    if (by_name_ && (event_class == EventClass::kCompute || event_class == EventClass::kAnnotation)) {
+      width += fm.horizontalAdvance(tr(" (by name)"));
+    }
   }
   width += kSwatch + 4 + fm.horizontalAdvance(tr("folded")) + kItemGap;
   width += kSwatch + 4 + fm.horizontalAdvance(tr("open at end"));
   return {width + 8, fm.height() + 6};
+}
+
+void LegendStrip::setColorByName(bool by_name) {
+  by_name_ = by_name;
+  updateGeometry();
+  update();
 }
 
 QSize LegendStrip::minimumSizeHint() const { return {60, QFontMetrics(font()).height() + 6}; }
@@ -79,8 +129,11 @@ void LegendStrip::paintEvent(QPaintEvent*) {
   const QFontMetrics fm(font());
   const int swatch_y = (height() - kSwatch) / 2;
   int x = 4;
-  auto item = [&](const QColor& fill, const QColor& outline, const QString& label) {
+  auto item = [&](const QColor& fill, const QColor& outline, const QString& label, int first_slot = -1) {
     p.fillRect(x, swatch_y, kSwatch, kSwatch, fill);
+    if (first_slot >= 0) {  // three stripes of the class's by-name family
+      for (int k = 0; k < 3; ++k) p.fillRect(x + k * kSwatch / 3, swatch_y, kSwatch / 3 + 1, kSwatch, SlotColor(first_slot + k));
+    }
     p.setPen(outline);
     p.drawRect(x, swatch_y, kSwatch - 1, kSwatch - 1);
     x += kSwatch + 4;
@@ -90,8 +143,12 @@ void LegendStrip::paintEvent(QPaintEvent*) {
   };
   for (int c = 0; c < analyzer::kEventClassCount; ++c) {
     const auto event_class = static_cast<EventClass>(c);
+    int first_slot = -1;
+    if (by_name_ && event_class == EventClass::kCompute) first_slot = analyzer::kEventClassCount;
+    if (by_name_ && event_class == EventClass::kAnnotation) first_slot = analyzer::kEventClassCount + kComputeNameColors;
+    const QString name = QString::fromUtf8(analyzer::EventClassName(event_class));
     item(EventClassColor(event_class), EventClassColor(event_class).darker(130),
-         QString::fromUtf8(analyzer::EventClassName(event_class)));
+         first_slot >= 0 ? tr("%1 (by name)").arg(name) : name, first_slot);
   }
   item(FoldedClassColor(EventClass::kCompute), FoldedOutlineColor(EventClass::kCompute), tr("folded"));
   PaintOpenAtEnd(p, QRect(x, swatch_y, kSwatch, kSwatch));

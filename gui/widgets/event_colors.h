@@ -1,9 +1,15 @@
 // The viewer's palette: one color per EventClass, shared by the timeline, the overview,
-// the legend and the breakdown bars, so a class looks the same everywhere.
+// the legend and the breakdown bars, so a class looks the same everywhere; and, by default,
+// colors by name for compute kernels and annotation ranges (as Nsight Systems and Perfetto
+// color them), each from its class's own family of hues, so a repeating kernel stands out
+// and its class still shows (compute: blues, teals and violets; ranges: muted pastels).
 #pragma once
 
 #include <QColor>
 #include <QWidget>
+
+#include <cstdint>
+#include <string_view>
 
 class QPainter;
 
@@ -18,6 +24,18 @@ QColor EventClassColor(analyzer::EventClass event_class);
 QColor FoldedClassColor(analyzer::EventClass event_class);
 // The outline drawn around a folded item, darker than its fill.
 QColor FoldedOutlineColor(analyzer::EventClass event_class);
+// Color slots: the single color of each class (slot == class), then the by-name families.
+// O(1); the same name gets the same color in every run, rank and session (a stable hash of
+// its text, not of its id).
+inline constexpr int kComputeNameColors = 12;
+inline constexpr int kRangeNameColors = 8;
+inline constexpr int kColorSlots = analyzer::kEventClassCount + kComputeNameColors + kRangeNameColors;
+// FNV-1a of the name's bytes: what picks its color.
+uint32_t NameColorHash(std::string_view name);
+// The slot of an event of `event_class` named with hash `name_hash`: by name for compute and
+// annotation when `by_name`, else the class's own slot.
+int ColorSlot(analyzer::EventClass event_class, uint32_t name_hash, bool by_name);
+QColor SlotColor(int slot);
 // Black or white, whichever reads better on `fill`.
 QColor TextColorOn(const QColor& fill);
 
@@ -37,11 +55,16 @@ QColor IdleColor();
 class LegendStrip : public QWidget {
  public:
   explicit LegendStrip(QWidget* parent = nullptr);
+  // Compute and annotation swatches show a few of their by-name colors.
+  void setColorByName(bool by_name);
   QSize sizeHint() const override;
   QSize minimumSizeHint() const override;
 
  protected:
   void paintEvent(QPaintEvent* event) override;
+
+ private:
+  bool by_name_ = true;
 };
 
 }  // namespace rankscope::gui

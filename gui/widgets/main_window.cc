@@ -1,5 +1,6 @@
 #include "gui/widgets/main_window.h"
 
+#include <QAbstractSpinBox>
 #include <QAction>
 #include <QApplication>
 #include <QComboBox>
@@ -10,8 +11,10 @@
 #include <QFileInfo>
 #include <QFutureWatcher>
 #include <QHBoxLayout>
+#include <QKeyEvent>
 #include <QKeySequence>
 #include <QLabel>
+#include <QLineEdit>
 #include <QMenu>
 #include <QMenuBar>
 #include <QMessageBox>
@@ -21,6 +24,7 @@
 #include <QSplitter>
 #include <QStatusBar>
 #include <QTabWidget>
+#include <QTextEdit>
 #include <QThread>
 #include <QTimer>
 #include <QUrl>
@@ -119,6 +123,18 @@ analyzer::AnalyzeOptions ViewerAnalyzeOptions() {
   return options;
 }
 
+Result<std::unique_ptr<TimelineModel>> LoadViewerModel(const std::filesystem::path& input,
+                                                       interop::ViewedInputs& viewed,
+                                                       std::function<void(int, int)> progress) {
+  interop::ViewOptions options;
+  options.analyze = ViewerAnalyzeOptions();
+  options.progress = std::move(progress);
+  return TimelineModel::Build(input, [&](analyzer::ViewEventSink& sink) -> Result<std::vector<std::string>> {
+    RS_ASSIGN_OR_RETURN(viewed, interop::ViewInputs({input}, options, sink));
+    return std::move(viewed.warnings);
+  });
+}
+
 namespace {
 
 // Reads the model and its overview; `done`/`total` (may be null) receive the progress and
@@ -126,20 +142,15 @@ namespace {
 LoadedRun LoadModel(const QString& path, std::atomic<int>* done, std::atomic<int>* total) {
   LoadedRun loaded;
   const auto started = std::chrono::steady_clock::now();
-  interop::ViewOptions options;
-  options.analyze = ViewerAnalyzeOptions();
+  std::function<void(int, int)> progress;
   if (done && total) {
-    options.progress = [done, total](int read, int all) {
+    progress = [done, total](int read, int all) {
       done->store(read);
       total->store(all);
     };
   }
-  const std::filesystem::path input(path.toStdString());
   interop::ViewedInputs viewed;
-  auto model = TimelineModel::Build(input, [&](analyzer::ViewEventSink& sink) -> Result<std::vector<std::string>> {
-    RS_ASSIGN_OR_RETURN(viewed, interop::ViewInputs({input}, options, sink));
-    return std::move(viewed.warnings);
-  });
+  auto model = LoadViewerModel(std::filesystem::path(path.toStdString()), viewed, std::move(progress));
   if (!model.ok()) {
     loaded.error = QString::fromStdString(model.status().message());
     return loaded;
@@ -246,6 +257,7 @@ void MainWindow::BuildLayout() {
   left_layout->addWidget(legend_);
 
   tabs_ = new QTabWidget(splitter);
+  QApplication::instance()->installEventFilter(this);
   run_panel_ = new RunPanel(tabs_);
   range_panel_ = new RangeStatsPanel(tabs_);
   details_ = new DetailsPanel(tabs_);
@@ -311,6 +323,17 @@ void MainWindow::BuildMenus() {
   view->addAction(tr("Zoom &In\tW"), this, [this] { timeline_->zoomBy(1.4); });
   view->addAction(tr("Zoom &Out\tS"), this, [this] { timeline_->zoomBy(1 / 1.4); });
   view->addAction(tr("&Back\tBackspace"), this, [this] { timeline_->goBack(); });
+  view->addSeparator();
+  QAction* by_name = view->addAction(tr("Color by &Name"));
+  by_name->setObjectName(QStringLiteral("colorByName"));
+  by_name->setCheckable(true);
+  by_name->setChecked(timeline_->colorByName());
+  by_name->setToolTip(tr("Compute kernels and ranges in a color of their name (within their class's hues); off: "
+                         "every event in its class's color"));
+  connect(by_name, &QAction::toggled, this, [this](bool on) {
+    timeline_->setColorByName(on);
+    legend_->setColorByName(on);
+  });
   view->addSeparator();
   view->addAction(tr("&Collapse All Ranks"), this, [this] {
     if (const TimelineModel* model = currentModel()) {
@@ -714,17 +737,42 @@ void MainWindow::UpdateProgress() {
   }
 }
 
+bool MainWindow::eventFilter(QObject* watched, QEvent* event) {
+  if (event->type() != QEvent::KeyPress || !watched->isWidgetType()) return QMainWindow::eventFilter(watched, event);
+  auto* widget = static_cast<QWidget*>(watched);
+  if (!tabs_->isAncestorOf(widget)) return QMainWindow::eventFilter(watched, event);
+  // Widgets that take typing keep it.
+  if (qobject_cast<QLineEdit*>(widget) || qobject_cast<QAbstractSpinBox*>(widget)) return false;
+  if (const auto* text = qobject_cast<QTextEdit*>(widget); text && !text->isReadOnly()) return false;
+  const auto* key = static_cast<QKeyEvent*>(event);
+  if (key->modifiers() & ~(Qt::ShiftModifier | Qt::KeypadModifier)) return false;
+  switch (key->key()) {
+    case Qt::Key_W:
+    case Qt::Key_A:
+    case Qt::Key_S:
+    case Qt::Key_D:
+    case Qt::Key_F:
+    case Qt::Key_Z:
+    case Qt::Key_Question: {
+      QKeyEvent copy(QEvent::KeyPress, key->key(), key->modifiers(), key->text());
+      QCoreApplication::sendEvent(timeline_, &copy);
+      return true;
+    }
+    default: return false;
+  }
+}
+
 // ---- Search, help ----------------------------------------------------------------------
 
 void MainWindow::StepSearch(bool forward) {
   const TimelineModel* model = currentModel();
   if (!model) return;
-  if (search_->matches().empty()) search_->search();
-  int64_t anchor = forward ? timeline_->view().start_ns() - 1 : timeline_->view().end_ns();
+  if (search_->matches()->empty()) search_->search();
   if (const auto selected = timeline_->selectedEvent(); selected && model->Contains(*selected)) {
-    anchor = model->DisplayStart(*selected);
+    search_->stepFrom(*selected, forward);
+    return;
   }
-  search_->step(anchor, forward);
+  search_->step(forward ? timeline_->view().start_ns() - 1 : timeline_->view().end_ns(), forward);
 }
 
 QString MainWindow::shortcutsHtml() {

@@ -21,6 +21,8 @@
 #include <QStringList>
 
 #include <cstdint>
+#include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -28,6 +30,7 @@
 #include "analyzer/analyze.h"
 #include "analyzer/report.h"
 #include "gui/core/timeline_model.h"
+#include "interop/interop.h"
 
 class QComboBox;
 class QLabel;
@@ -51,6 +54,13 @@ class TimelineView;
 
 // The options of the analysis behind the Run tab (and of screenshots).
 analyzer::AnalyzeOptions ViewerAnalyzeOptions();
+
+// The viewer's model of what the user opened (a run, a rank file, other tools' traces:
+// interop::ViewInputs), and in `viewed` what the reading said (for other tools' traces, the
+// analysis of the same pass). `progress` as interop::ViewOptions::progress.
+Result<std::unique_ptr<TimelineModel>> LoadViewerModel(const std::filesystem::path& input,
+                                                       interop::ViewedInputs& viewed,
+                                                       std::function<void(int, int)> progress = nullptr);
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
@@ -112,6 +122,9 @@ class MainWindow : public QMainWindow {
   void loadFailed(const QString& message);
 
  protected:
+  // The timeline's single-key shortcuts (W A S D F Z ?) keep working after a click in a side
+  // panel: pressed there, they go to the timeline (text fields keep their typing).
+  bool eventFilter(QObject* watched, QEvent* event) override;
   void dragEnterEvent(QDragEnterEvent* event) override;
   void dropEvent(QDropEvent* event) override;
 

@@ -3,13 +3,17 @@
 #include <QApplication>
 #include <QFileInfo>
 #include <QImage>
+#include <QLineEdit>
 #include <QPixmap>
+#include <QRegularExpression>
 #include <QSaveFile>
 
 #include <charconv>
 
 #include "gui/core/time_view.h"
+#include "gui/core/search.h"
 #include "gui/widgets/main_window.h"
+#include "gui/widgets/search_bar.h"
 #include "gui/widgets/timeline_view.h"
 
 namespace rankscope::gui {
@@ -40,6 +44,24 @@ Result<QSize> ParseScreenshotSize(const std::string& text) {
   return QSize(*width, *height);
 }
 
+namespace {
+
+Status CheckPattern(const QString& pattern) {
+  const QRegularExpression regex(pattern, QRegularExpression::CaseInsensitiveOption);
+  if (!regex.isValid()) return InvalidArgument("bad --search: " + regex.errorString().toStdString());
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<size_t> CountSearchMatches(const QString& run, const QString& pattern) {
+  RS_RETURN_IF_ERROR(CheckPattern(pattern));
+  const QRegularExpression regex(pattern, QRegularExpression::CaseInsensitiveOption);
+  interop::ViewedInputs viewed;
+  RS_ASSIGN_OR_RETURN(std::unique_ptr<TimelineModel> model, LoadViewerModel(run.toStdString(), viewed));
+  return SearchMatches::Find(*model, NameMatcher(regex)).size();
+}
+
 Status RenderScreenshot(const ScreenshotRequest& request) {
   if (request.runs.isEmpty()) return InvalidArgument("--screenshot needs a run directory or rank file");
   if (request.size.width() < kMinSide || request.size.height() < kMinSide || request.size.width() > kMaxSide ||
@@ -52,6 +74,7 @@ Status RenderScreenshot(const ScreenshotRequest& request) {
     range = ParseRelativeRange(*request.range, &error);
     if (!range) return InvalidArgument("bad --range: " + error);
   }
+  if (!request.search.isEmpty()) RS_RETURN_IF_ERROR(CheckPattern(request.search));
   const QFileInfo output(request.output);
   if (request.output.isEmpty()) return InvalidArgument("--screenshot needs an output file");
   const QFileInfo directory(output.absolutePath());
@@ -89,6 +112,10 @@ Status RenderScreenshot(const ScreenshotRequest& request) {
     timeline->setTimeRange(model->start_ns() + range->start_ns, model->start_ns() + range->end_ns);
   } else if (model) {
     timeline->setTimeRange(model->start_ns(), std::max(model->end_ns(), model->start_ns() + TimeView::kMinDurationNs));
+  }
+  if (!request.search.isEmpty()) {
+    window.searchBar()->lineEdit()->setText(request.search);
+    window.searchBar()->search();
   }
   QApplication::processEvents();
   const QImage image = window.grab().toImage();

@@ -15,6 +15,12 @@
 
 namespace rankscope::gui {
 
+std::function<bool(std::string_view)> NameMatcher(const QRegularExpression& regex) {
+  return [&regex](std::string_view name) {
+    return regex.match(QString::fromUtf8(name.data(), static_cast<qsizetype>(name.size()))).hasMatch();
+  };
+}
+
 SearchBar::SearchBar(QWidget* parent)
     : QWidget(parent),
       edit_(new QLineEdit(this)),
@@ -58,44 +64,48 @@ void SearchBar::focusSearch() {
 
 void SearchBar::search() {
   debounce_->stop();
-  matches_.clear();
+  auto found = std::make_shared<SearchMatches>();
   current_.reset();
   error_.clear();
-  truncated_ = false;
   const QString pattern = edit_->text();
   if (!pattern.isEmpty()) {
     const QRegularExpression regex(pattern, QRegularExpression::CaseInsensitiveOption);
     if (!regex.isValid()) {
       error_ = tr("invalid regex: %1").arg(regex.errorString());
     } else if (model_) {
-      // FindEvents calls this once per distinct name and rank.
-      matches_ = FindEvents(
-          *model_,
-          [&regex](std::string_view name) {
-            return regex.match(QString::fromUtf8(name.data(), static_cast<qsizetype>(name.size()))).hasMatch();
-          },
-          kMatchLimit);
-      truncated_ = matches_.size() >= kMatchLimit;
+      *found = SearchMatches::Find(*model_, NameMatcher(regex));
     }
   }
+  matches_ = std::move(found);
   UpdateStatus();
   emit matchesChanged();
 }
 
 std::optional<EventRef> SearchBar::step(int64_t time_ns, bool forward) {
-  if (!model_ || matches_.empty()) return std::nullopt;
-  const auto index = NextMatch(*model_, matches_, time_ns, forward);
-  if (!index || *index >= matches_.size()) return std::nullopt;
-  current_ = index;
+  if (!model_) return std::nullopt;
+  const std::optional<EventRef> match = matches_->StepFromTime(*model_, time_ns, forward);
+  Activate(match);
+  return match;
+}
+
+std::optional<EventRef> SearchBar::stepFrom(const EventRef& from, bool forward) {
+  if (!model_ || !model_->Contains(from)) return std::nullopt;
+  const std::optional<EventRef> match = matches_->Step(*model_, from, forward);
+  Activate(match);
+  return match;
+}
+
+void SearchBar::Activate(std::optional<EventRef> match) {
+  if (!match) return;
+  current_ = match;
   UpdateStatus();
-  emit matchActivated(matches_[*index]);
-  return matches_[*index];
+  emit matchActivated(*match);
 }
 
 QString SearchBar::statusText() const { return status_->text(); }
 
 void SearchBar::UpdateStatus() {
-  const bool has = !matches_.empty();
+  const bool has = !matches_->empty();
   previous_->setEnabled(has);
   next_->setEnabled(has);
   if (!error_.isEmpty()) {
@@ -108,13 +118,13 @@ void SearchBar::UpdateStatus() {
   status_->setStyleSheet(QString());
   edit_->setStyleSheet(QString());
   status_->setToolTip(QString());
-  const QString total = truncated_ ? tr("%L1+").arg(matches_.size()) : QStringLiteral("%L1").arg(matches_.size());
+  const QString total = QStringLiteral("%L1").arg(matches_->size());
   if (edit_->text().isEmpty()) {
     status_->clear();
   } else if (!has) {
     status_->setText(tr("no matches"));
   } else if (current_) {
-    status_->setText(tr("%L1 of %2").arg(*current_ + 1).arg(total));
+    status_->setText(tr("%L1 of %2").arg(matches_->PositionOf(*model_, *current_) + 1).arg(total));
   } else {
     status_->setText(tr("%1 matches").arg(total));
   }

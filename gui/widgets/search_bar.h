@@ -1,14 +1,19 @@
-// The search field: a case-insensitive regular expression over event names (core
-// FindEvents, at most kMatchLimit matches), "k of N", and next/previous in time (core
-// NextMatch). An invalid expression shows its error in red and matches nothing.
+// The search field: a case-insensitive regular expression over the names of every event
+// (core SearchMatches: no limit, the count is exact), "k of N", and next/previous in time
+// through every match. An invalid expression shows its error in red and matches nothing.
 #pragma once
 
+#include <QRegularExpression>
 #include <QWidget>
 
 #include <cstdint>
+#include <functional>
+#include <string_view>
+#include <memory>
 #include <optional>
 #include <vector>
 
+#include "gui/core/search.h"
 #include "gui/core/timeline_model.h"
 
 class QLabel;
@@ -18,11 +23,14 @@ class QToolButton;
 
 namespace rankscope::gui {
 
+// The search field's rule for a pattern: a case-insensitive regular expression over an
+// event's name (`regex` must outlive the predicate).
+std::function<bool(std::string_view)> NameMatcher(const QRegularExpression& regex);
+
 class SearchBar : public QWidget {
   Q_OBJECT
 
  public:
-  static constexpr size_t kMatchLimit = 100000;
   static constexpr int kDebounceMs = 250;
 
   explicit SearchBar(QWidget* parent = nullptr);
@@ -34,16 +42,21 @@ class SearchBar : public QWidget {
 
   // Runs the search for the field's text now (skipping the typing delay).
   void search();
-  const std::vector<EventRef>& matches() const { return matches_; }
+  // Every match of the model (never null).
+  const std::shared_ptr<const SearchMatches>& matches() const { return matches_; }
   bool valid() const { return error_.isEmpty(); }
   QString errorText() const { return error_; }
   // "k of N", "N matches", "no matches" or the error: what the status label shows.
   QString statusText() const;
-  std::optional<size_t> current() const { return current_; }
+  // The match last stepped to.
+  std::optional<EventRef> current() const { return current_; }
 
-  // The next (previous) match after (before) `time_ns`, wrapping; it becomes the current
-  // one and is emitted as matchActivated. nullopt without matches.
+  // The next (previous) match starting after (before) `time_ns`, wrapping; it becomes the
+  // current one and is emitted as matchActivated. nullopt without matches.
   std::optional<EventRef> step(int64_t time_ns, bool forward);
+  // The same from an event of the model (the selection): the match after (before) it in
+  // time, ties broken by rank, lane and row, so equal starts are each reached once.
+  std::optional<EventRef> stepFrom(const EventRef& from, bool forward);
 
  signals:
   // The set of matches changed (a new pattern or model).
@@ -66,10 +79,11 @@ class SearchBar : public QWidget {
   QToolButton* previous_ = nullptr;
   QToolButton* next_ = nullptr;
   QTimer* debounce_ = nullptr;
-  std::vector<EventRef> matches_;
-  std::optional<size_t> current_;
+  void Activate(std::optional<EventRef> match);
+
+  std::shared_ptr<const SearchMatches> matches_ = std::make_shared<SearchMatches>();
+  std::optional<EventRef> current_;
   QString error_;
-  bool truncated_ = false;
 };
 
 }  // namespace rankscope::gui

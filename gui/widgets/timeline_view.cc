@@ -11,6 +11,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <optional>
+#include <span>
 #include <tuple>
 
 #include "gui/core/queries.h"
@@ -85,12 +87,20 @@ void TimelineView::setVerticalOffset(int offset) { scroll_->setValue(offset); }
 void TimelineView::setModel(const TimelineModel* model) {
   model_ = model;
   ++model_version_;
+  name_hashes_.clear();
+  if (model_) {
+    for (const RankTimeline& rank : model_->ranks()) {
+      std::vector<uint32_t>& hashes = name_hashes_.emplace_back();
+      hashes.reserve(rank.strings.size());
+      for (const std::string& name : rank.strings) hashes.push_back(NameColorHash(name));
+    }
+  }
   SyncGeometry();
   collapsed_.assign(model_ ? model_->ranks().size() : 0, false);
   selected_.reset();
   flow_peer_.reset();
   range_.reset();
-  matches_.clear();
+  matches_.reset();
   history_ = ZoomHistory();
   drag_ = Drag::kNone;
   stats_ = FrameStats();
@@ -333,7 +343,7 @@ void TimelineView::setCulprits(const std::vector<int>& ranks) {
   update();
 }
 
-void TimelineView::setSearchMatches(std::vector<EventRef> matches) {
+void TimelineView::setSearchMatches(std::shared_ptr<const SearchMatches> matches) {
   matches_ = std::move(matches);
   update();
 }
@@ -386,6 +396,12 @@ void TimelineView::invalidateGeometry() {
   update();
 }
 
+void TimelineView::setColorByName(bool by_name) {
+  if (by_name == color_by_name_) return;
+  color_by_name_ = by_name;
+  invalidateGeometry();
+}
+
 void TimelineView::EnsureGeometry() {
   SyncGeometry();
   const GeometryKey key = CurrentKey();
@@ -396,7 +412,8 @@ void TimelineView::EnsureGeometry() {
 void TimelineView::BuildGeometry(const GeometryKey& key) {
   const auto started = std::chrono::steady_clock::now();
   Geometry& g = geometry_;
-  for (auto* set : {&g.solid, &g.folded, &g.folded_band}) {
+  for (auto& rects : g.solid) rects.clear();
+  for (auto* set : {&g.folded, &g.folded_band}) {
     for (auto& rects : *set) rects.clear();
   }
   g.labels.clear();
@@ -443,6 +460,7 @@ void TimelineView::BuildGeometry(const GeometryKey& key) {
 
     const RankTimeline& rank = model_->ranks()[entry.rank];
     const EventRow& row = rank.tracks[entry.track].rows[entry.row];
+    const std::vector<uint32_t>& hashes = name_hashes_[entry.rank];
     items_scratch_.clear();
     BuildRowGeometry(row, view_.start_ns() - rank.clock_offset_ns, ns_per_px, width, options, &items_scratch_);
     const int top = y + 1;
@@ -463,6 +481,10 @@ void TimelineView::BuildGeometry(const GeometryKey& key) {
       x1 = std::min(x1 + left, right);
       if (x1 <= x0) continue;
       const size_t c = std::min<size_t>(item.event_class, analyzer::kEventClassCount - 1);
+      const uint32_t name = item.count == 1 ? row.name[item.index] : 0;
+      const int slot = item.count > 1 ? static_cast<int>(c)
+                                      : ColorSlot(static_cast<EventClass>(c), name < hashes.size() ? hashes[name] : 0,
+                                                  color_by_name_);
       ++stats_.items;
       if (item.count > 1) {
         ++stats_.folded;
@@ -474,9 +496,9 @@ void TimelineView::BuildGeometry(const GeometryKey& key) {
         const int end_px = std::min(static_cast<int>(std::floor(item.x1)) + left, right);
         const int w = end_px - x0 >= 4 ? end_px - x0 - 1 : x1 - x0;
         if (c == static_cast<size_t>(EventClass::kMark)) {
-          g.solid[c].emplace_back(x0 - 1, top, 3, h);  // an instant: a tick wide enough to see
+          g.solid[slot].emplace_back(x0 - 1, top, 3, h);  // an instant: a tick wide enough to see
         } else {
-          g.solid[c].emplace_back(x0, top, w, h);
+          g.solid[slot].emplace_back(x0, top, w, h);
         }
       }
       if (x1 - x0 >= kLabelMinWidthPx && !(item.count == 1 && is_mark(item.index))) {
@@ -485,8 +507,7 @@ void TimelineView::BuildGeometry(const GeometryKey& key) {
         const QRect text_rect(x0 + 3, top, x1 - x0 - 6, h);
         const QString elided = fm.elidedText(name, Qt::ElideRight, text_rect.width());
         if (elided.isEmpty() || elided == QStringLiteral("…")) continue;
-        const QColor fill =
-            item.count > 1 ? FoldedClassColor(static_cast<EventClass>(c)) : EventClassColor(static_cast<EventClass>(c));
+        const QColor fill = item.count > 1 ? FoldedClassColor(static_cast<EventClass>(c)) : SlotColor(slot);
         g.labels.push_back({text_rect, elided, TextColorOn(fill)});
         ++stats_.labels;
       }
@@ -571,8 +592,10 @@ void TimelineView::PaintRows(QPainter& p, const std::vector<Tick>& ticks) {
     for (const QRect& r : g.folded[c]) p.fillRect(r, fill);
     const QColor band = FoldedOutlineColor(event_class);
     for (const QRect& r : g.folded_band[c]) p.fillRect(r, band);
-    const QColor solid = EventClassColor(event_class);
-    for (const QRect& r : g.solid[c]) p.fillRect(r, solid);
+  }
+  for (int slot = 0; slot < kColorSlots; ++slot) {
+    const QColor solid = SlotColor(slot);
+    for (const QRect& r : g.solid[slot]) p.fillRect(r, solid);
   }
   for (const Label& label : g.labels) {
     p.setPen(label.color);
@@ -721,31 +744,54 @@ void TimelineView::PaintRange(QPainter& p) {
 }
 
 void TimelineView::PaintMatches(QPainter& p) {
-  if (matches_.empty()) return;
+  if (!matches_ || matches_->empty()) return;
   const int left = timeAreaLeft();
   const int right = left + timeAreaWidth();
+  p.save();
+  p.setClipRect(QRect(left, kAxisPx, right - left, RowsAreaHeight()));
   p.setPen(QPen(kMatchOutline, 1));
   p.setBrush(Qt::NoBrush);
-  // At most one outline per pixel column and row: a zoomed-out view of 100k matches
-  // stays a few thousand rects.
-  std::unordered_map<uint64_t, int> last_x;
-  for (const EventRef& ref : matches_) {
-    const int64_t start = model_->DisplayStart(ref);
-    const int64_t end = model_->DisplayEnd(ref);
-    if (end < view_.start_ns() || start > view_.end_ns()) continue;
-    const auto found = geometry_.row_index.find(RowKey(ref.rank, ref.track, ref.row));
-    if (found == geometry_.row_index.end()) continue;
-    const VisibleRow& row = geometry_.rows[found->second];
-    auto [x0, x1] = PixelSpan(timeToX(start), timeToX(end));
-    x0 = std::max(x0, left - 1);
-    x1 = std::min(x1, right + 1);
-    const uint64_t key = RowKey(ref.rank, ref.track, ref.row);
-    const auto previous = last_x.find(key);
-    if (previous != last_x.end() && previous->second >= x0) continue;
-    last_x[key] = x1;
-    const int w = std::max(2, x1 - x0);
-    p.drawRect(x0 - 1, row.y, w + 1, row.height - 1);
+  const int64_t view_start = view_.start_ns(), view_end = view_.end_ns();
+  for (const VisibleRow& row : geometry_.rows) {
+    const std::span<const uint32_t> found = matches_->InRow(row.rank, row.track, row.row);
+    if (found.empty()) continue;
+    const EventRow& events = model_->ranks()[row.rank].tracks[row.track].rows[row.row];
+    const int64_t offset = model_->ranks()[row.rank].clock_offset_ns;
+    // Starts and ends ascend along a row: the first match ending in the view, then runs of
+    // matches merged per pixel, jumping past each run with a binary search, so a view of
+    // millions of matches draws a few rects per pixel column at most.
+    auto it = std::partition_point(found.begin(), found.end(),
+                                   [&](uint32_t i) { return events.end[i] + offset < view_start; });
+    std::optional<std::pair<int, int>> run;
+    auto flush = [&] {
+      if (run) p.drawRect(run->first - 1, row.y, std::max(2, run->second - run->first) + 1, row.height - 1);
+    };
+    while (it != found.end()) {
+      const int64_t start = events.start[*it] + offset;
+      if (start > view_end) break;
+      auto [x0, x1] = PixelSpan(timeToX(start), timeToX(events.end[*it] + offset));
+      x0 = std::max(x0, left - 1);
+      x1 = std::min(x1, right + 1);
+      if (run && x0 <= run->second + 1) {
+        run->second = std::max(run->second, x1);
+      } else {
+        flush();
+        run = std::make_pair(x0, x1);
+      }
+      // The next match that starts past this run's last pixel.
+      const int64_t past = xToTime(run->second + 1) - offset;
+      auto next = std::next(it);
+      if (next != found.end() && events.start[*next] < past) {
+        next = std::partition_point(next, found.end(), [&](uint32_t i) { return events.start[i] < past; });
+        // Whatever starts inside the run's last pixel is inside the run.
+        const int64_t last_end = events.end[*std::prev(next)] + offset;
+        run->second = std::max(run->second, std::min(static_cast<int>(std::ceil(timeToX(last_end))), right + 1));
+      }
+      it = next;
+    }
+    flush();
   }
+  p.restore();
 }
 
 void TimelineView::PaintSelection(QPainter& p) {

@@ -24,6 +24,8 @@
 #include "gui/core/lane_layout.h"
 #include "gui/core/lod.h"
 #include "gui/core/time_view.h"
+#include "gui/core/search.h"
+#include "gui/widgets/event_colors.h"
 #include "gui/core/timeline_model.h"
 
 class QScrollBar;
@@ -102,9 +104,11 @@ class TimelineView : public QWidget {
   // get the "culprit" mark.
   void setCulprits(const std::vector<int>& ranks);
   const std::vector<int>& culprits() const { return culprits_; }
-  // Search results to outline (sorted by start, from FindEvents).
-  void setSearchMatches(std::vector<EventRef> matches);
-  const std::vector<EventRef>& searchMatches() const { return matches_; }
+  // Search results to outline (every match of the model shown; null clears). Drawn as
+  // outlines in the time area, adjacent matches of a row merged into one outline per run of
+  // pixels, so dense matches stay outlines and the lane labels stay clear.
+  void setSearchMatches(std::shared_ptr<const SearchMatches> matches);
+  const SearchMatches* searchMatches() const { return matches_.get(); }
 
   double timeToX(int64_t time_ns) const;  // widget x
   int64_t xToTime(double x) const;
@@ -127,6 +131,10 @@ class TimelineView : public QWidget {
   const FrameStats& frameStats() const { return stats_; }
   // Drops the cached geometry so the next paint rebuilds it (benchmarks).
   void invalidateGeometry();
+  // Compute kernels and annotation ranges colored by name (the default), or every event by
+  // its class (event_colors.h).
+  void setColorByName(bool by_name);
+  bool colorByName() const { return color_by_name_; }
 
   QSize sizeHint() const override;
   QSize minimumSizeHint() const override;
@@ -188,7 +196,8 @@ class TimelineView : public QWidget {
   struct Geometry {
     bool valid = false;
     GeometryKey key;
-    std::array<std::vector<QRect>, analyzer::kEventClassCount> solid, folded, folded_band;
+    std::array<std::vector<QRect>, kColorSlots> solid;  // by color slot (event_colors.h)
+    std::array<std::vector<QRect>, analyzer::kEventClassCount> folded, folded_band;
     std::vector<Label> labels;
     std::vector<EndMarkItem> end_marks;
     std::vector<StateMarker> state_markers;
@@ -233,6 +242,9 @@ class TimelineView : public QWidget {
 
   const TimelineModel* model_ = nullptr;
   uint64_t model_version_ = 0;
+  bool color_by_name_ = true;
+  // Per rank, per StringId: NameColorHash of the name, computed once per model.
+  std::vector<std::vector<uint32_t>> name_hashes_;
   mutable TimeView view_;
   mutable QSize synced_size_;
   ZoomHistory history_;
@@ -242,7 +254,7 @@ class TimelineView : public QWidget {
   std::vector<bool> collapsed_;
   std::vector<int> stragglers_;
   std::vector<int> culprits_;
-  std::vector<EventRef> matches_;
+  std::shared_ptr<const SearchMatches> matches_;
 
   std::optional<EventRef> selected_;
   std::optional<EventRef> flow_peer_;

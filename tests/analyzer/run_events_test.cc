@@ -556,6 +556,9 @@ TEST_F(StreamRunEventsTest, ReadEventDetailsOfAnNvtxRangeAndACopy) {
   ASSERT_TRUE(copy.ok()) << copy.status().message();
   EXPECT_EQ(copy->correlation_id, 24u);
   EXPECT_FALSE(copy->fields.empty());
+  // 4096 B in 100 ns: 40.96 GB/s = 38.1 GiB/s; the copy's kind under its own label.
+  EXPECT_TRUE(HasField(*copy, "throughput", "38.1 GiB/s")) << Describe(*copy);
+  EXPECT_TRUE(AnyFieldContains(*copy, "copy kind")) << Describe(*copy);
 }
 
 TEST_F(StreamRunEventsTest, ReadEventDetailsFailsForAnEventThatDoesNotExist) {

@@ -17,6 +17,15 @@ TEST(FormatTest, DurationsKeepThreeSignificantDigits) {
   EXPECT_EQ(FormatDuration(3600e9), "3600 s");
 }
 
+TEST(FormatTest, ExactSecondsKeepEveryNanosecond) {
+  EXPECT_EQ(FormatExactSeconds(0), "0.000000000 s");
+  EXPECT_EQ(FormatExactSeconds(42'912'345'678), "42.912345678 s");
+  EXPECT_EQ(FormatExactSeconds(193'456), "0.000193456 s");
+  EXPECT_EQ(FormatExactSeconds(-100), "-0.000000100 s");
+  EXPECT_EQ(FormatExactSeconds(1'732'650'042'912'345'678), "1732650042.912345678 s");
+  EXPECT_EQ(FormatExactSeconds(std::numeric_limits<int64_t>::min()), "-9223372036.854775808 s");
+}
+
 TEST(FormatTest, ARoundingThatReachesAThousandMovesToTheNextUnit) {
   EXPECT_EQ(FormatDuration(999'700), "1.00 ms");
   EXPECT_EQ(FormatDuration(999'400), "999 us");

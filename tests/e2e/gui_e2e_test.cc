@@ -4,10 +4,12 @@
 // nothing.
 #include <QApplication>
 #include <QImage>
+#include <QLineEdit>
 
 #include <gtest/gtest.h>
 
 #include "gui/widgets/main_window.h"
+#include "gui/widgets/search_bar.h"
 #include "gui/widgets/timeline_view.h"
 #include "tests/e2e/e2e_process.h"
 #include "tests/temp_dir.h"
@@ -93,6 +95,38 @@ TEST_F(ViewerEndToEnd, BadScreenshotRequestsFailWithOneLineAndWriteNothing) {
     EXPECT_NE(result.err.find("rankscope-gui: error:"), std::string::npos) << result.err;
     EXPECT_NE(result.err.find(c.says), std::string::npos) << result.err;
     EXPECT_FALSE(std::filesystem::exists(png));
+  }
+}
+
+// --search alone prints the exact number of matching events (the viewer's own count of the
+// same run, case-insensitive); bad patterns and runs fail with one line.
+TEST_F(ViewerEndToEnd, SearchPrintsTheExactMatchCount) {
+  gui::MainWindow window;
+  window.setShowErrorDialogs(false);
+  window.setRecordRecentFiles(false);
+  ASSERT_TRUE(window.openRunBlocking(QString::fromStdString(Run().string())));
+  window.searchBar()->lineEdit()->setText(QStringLiteral("allreduce|FORWARD"));
+  window.searchBar()->search();
+  const size_t expected = window.searchBar()->matches()->size();
+  ASSERT_GT(expected, 0u);
+
+  const ProcessResult counted = RunProcess({GUI_BINARY, Run().string(), "--search", "allreduce|FORWARD"});
+  ASSERT_EQ(counted.exit_code, 0) << counted.err;
+  EXPECT_EQ(counted.out, std::to_string(expected) + "\n");
+  const ProcessResult none = RunProcess({GUI_BINARY, Run().string(), "--search", "^no such event$"});
+  ASSERT_EQ(none.exit_code, 0) << none.err;
+  EXPECT_EQ(none.out, "0\n");
+
+  for (const std::vector<std::string>& args : {std::vector<std::string>{Run().string(), "--search", "(unclosed"},
+                                               std::vector<std::string>{(dir_->path() / "missing").string(), "--search", "x"},
+                                               std::vector<std::string>{"--search", "x"}}) {
+    std::vector<std::string> argv = {GUI_BINARY};
+    argv.insert(argv.end(), args.begin(), args.end());
+    const ProcessResult result = RunProcess(argv);
+    EXPECT_EQ(result.exit_code, 2) << args[0];
+    EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1) << result.err;
+    EXPECT_NE(result.err.find("rankscope-gui: error:"), std::string::npos) << result.err;
+    EXPECT_TRUE(result.out.empty()) << result.out;
   }
 }
 

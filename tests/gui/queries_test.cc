@@ -1,6 +1,7 @@
 // gui/core/queries.h: search, next/previous match with wrap-around, launch flows, and range
 // statistics, which must equal the analyzer's step and whole-trace breakdowns.
 #include "gui/core/queries.h"
+#include "gui/core/search.h"
 
 #include <cstdint>
 #include <map>
@@ -65,107 +66,134 @@ auto NameIs(std::string_view wanted) {
   return [wanted](std::string_view name) { return name == wanted; };
 }
 
-// ---- FindEvents -----------------------------------------------------------------------------
+// ---- SearchMatches (gui/core/search.h) --------------------------------------------------------
 
-TEST(FindEvents, ReturnsMatchesSortedByStartOnTheCommonClock) {
+std::vector<EventRef> Found(const TimelineModel& model, std::string_view name) {
+  return SearchMatches::Find(model, NameIs(name)).All(model);
+}
+
+TEST(SearchMatches, ListsMatchesInStartOrderOnTheCommonClock) {
   const TimelineModel model = QueryModel();
   // Launches at display 50, 70, 90 (rank 0) and 65 (rank 1: -935 + 1000). On their own
   // clocks rank 1's would come first.
-  const std::vector<EventRef> launches = FindEvents(model, NameIs("cudaLaunchKernel"), 100);
   const std::vector<EventRef> expected = {Ref(0, 1, 1, 0), Ref(1, 1, 0, 0), Ref(0, 1, 1, 1), Ref(0, 1, 1, 2)};
-  EXPECT_EQ(launches, expected);
-
-  const std::vector<EventRef> gemms = FindEvents(model, NameIs("gemm"), 100);
+  EXPECT_EQ(Found(model, "cudaLaunchKernel"), expected);
   const std::vector<EventRef> expected_gemms = {Ref(0, 0, 0, 0), Ref(0, 0, 0, 2), Ref(1, 0, 0, 0)};
-  EXPECT_EQ(gemms, expected_gemms);  // display 100, 500, 1000
-
-  EXPECT_TRUE(FindEvents(model, NameIs("nothing"), 100).empty());
+  EXPECT_EQ(Found(model, "gemm"), expected_gemms);  // display 100, 500, 1000
+  const SearchMatches none = SearchMatches::Find(model, NameIs("nothing"));
+  EXPECT_TRUE(none.empty());
+  EXPECT_EQ(none.size(), 0u);
 }
 
-TEST(FindEvents, StopsAtTheLimit) {
+TEST(SearchMatches, CountsEveryNamedEventAndUnnamedOnesNever) {
   const TimelineModel model = QueryModel();
-  const std::vector<EventRef> all = FindEvents(model, [](std::string_view) { return true; }, 1000);
-  // Every named event: 9 on rank 0 (the copy on GPU 1 has no name), 3 on rank 1. Whether an
-  // unnamed event matches a predicate that accepts "" the header leaves open: 12 or 13.
-  EXPECT_GE(all.size(), 12u);
-  EXPECT_LE(all.size(), 13u);
-  for (size_t i = 1; i < all.size(); ++i) {
-    EXPECT_LE(model.DisplayStart(all[i - 1]), model.DisplayStart(all[i]));
-    EXPECT_FALSE(all[i - 1] == all[i]) << "listed twice";
-  }
-  for (const EventRef& ref : all) {
-    EXPECT_TRUE(model.Contains(ref));
-  }
-
-  const std::vector<EventRef> two = FindEvents(model, NameIs("cudaLaunchKernel"), 2);
-  ASSERT_EQ(two.size(), 2u);
-  EXPECT_LE(model.DisplayStart(two[0]), model.DisplayStart(two[1]));
-  for (const EventRef& ref : two) {
-    EXPECT_EQ(model.Name(ref), "cudaLaunchKernel");
-  }
-  EXPECT_TRUE(FindEvents(model, NameIs("gemm"), 0).empty());
+  const SearchMatches all = SearchMatches::Find(model, [](std::string_view) { return true; });
+  // Every named event: 9 on rank 0 (the copy on GPU 1 has no name), 3 on rank 1.
+  EXPECT_EQ(all.size(), 12u);
+  EXPECT_EQ(all.All(model).size(), 12u);
+  EXPECT_TRUE(all.InRow(0, 3, 0).empty()) << "the unnamed copy matched";
+  ASSERT_EQ(all.InRow(0, 0, 0).size(), 4u);
+  EXPECT_EQ(all.MemoryBytes() >= 12 * sizeof(uint32_t), true);
 }
 
-TEST(FindEvents, AsksAboutEachNameAtMostOncePerRank) {
+TEST(SearchMatches, AsksAboutEachNameAtMostOncePerRank) {
   const TimelineModel model = QueryModel();
   std::map<std::string, int> asked;
-  const std::vector<EventRef> found = FindEvents(
-      model,
-      [&asked](std::string_view name) {
-        ++asked[std::string(name)];
-        return name.find("nccl") != std::string_view::npos;
-      },
-      100);
+  const SearchMatches found = SearchMatches::Find(model, [&asked](std::string_view name) {
+    ++asked[std::string(name)];
+    return name.find("nccl") != std::string_view::npos;
+  });
   // nccl (rank 0 at 250, rank 1 at 1150) and nccl2 (rank 0 at 150).
   const std::vector<EventRef> expected = {Ref(0, 2, 0, 0), Ref(0, 0, 0, 1), Ref(1, 0, 0, 1)};
-  EXPECT_EQ(found, expected);
-  // gemm, nccl and cudaLaunchKernel exist on both ranks, the others on rank 0 only; the
-  // model holds 7 rank-0 events of those names and many more than one of some.
-  EXPECT_LE(asked["gemm"], 2);
-  EXPECT_LE(asked["nccl"], 2);
-  EXPECT_LE(asked["cudaLaunchKernel"], 2);
+  EXPECT_EQ(found.All(model), expected);
+  for (const auto& [name, times] : asked) EXPECT_LE(times, 2) << name;  // once on each rank
   EXPECT_LE(asked["step"], 1);
   EXPECT_LE(asked["orphan"], 1);
   EXPECT_LE(asked["nccl2"], 1);
   EXPECT_GE(asked["nccl"], 1);
 }
 
-// ---- NextMatch --------------------------------------------------------------------------------
-
-TEST(NextMatch, StepsForwardAndBackwardInTimeWithWrapAround) {
+TEST(SearchMatches, StepsFromATimeForwardAndBackwardWithWrapAround) {
   const TimelineModel model = QueryModel();
-  // Matches at display 50 (0), 65 (1), 70 (2), 90 (3).
-  const std::vector<EventRef> launches = FindEvents(model, NameIs("cudaLaunchKernel"), 100);
-  ASSERT_EQ(launches.size(), 4u);
-  EXPECT_EQ(NextMatch(model, launches, 0, true), 0u);
-  EXPECT_EQ(NextMatch(model, launches, 50, true), 1u);   // strictly after the current one
-  EXPECT_EQ(NextMatch(model, launches, 60, true), 1u);
-  EXPECT_EQ(NextMatch(model, launches, 65, true), 2u);
-  EXPECT_EQ(NextMatch(model, launches, 89, true), 3u);
-  EXPECT_EQ(NextMatch(model, launches, 90, true), 0u);   // past the last: wraps to the first
-  EXPECT_EQ(NextMatch(model, launches, 5000, true), 0u);
-
-  EXPECT_EQ(NextMatch(model, launches, 1000, false), 3u);
-  EXPECT_EQ(NextMatch(model, launches, 90, false), 2u);  // strictly before
-  EXPECT_EQ(NextMatch(model, launches, 68, false), 1u);
-  EXPECT_EQ(NextMatch(model, launches, 65, false), 0u);
-  EXPECT_EQ(NextMatch(model, launches, 50, false), 3u);  // before the first: wraps to the last
-  EXPECT_EQ(NextMatch(model, launches, -100, false), 3u);
+  const SearchMatches launches = SearchMatches::Find(model, NameIs("cudaLaunchKernel"));
+  // Matches at display 50, 65, 70, 90.
+  const EventRef at50 = Ref(0, 1, 1, 0), at65 = Ref(1, 1, 0, 0), at70 = Ref(0, 1, 1, 1), at90 = Ref(0, 1, 1, 2);
+  EXPECT_EQ(launches.StepFromTime(model, 0, true), at50);
+  EXPECT_EQ(launches.StepFromTime(model, 50, true), at65);  // strictly after
+  EXPECT_EQ(launches.StepFromTime(model, 60, true), at65);
+  EXPECT_EQ(launches.StepFromTime(model, 65, true), at70);
+  EXPECT_EQ(launches.StepFromTime(model, 89, true), at90);
+  EXPECT_EQ(launches.StepFromTime(model, 90, true), at50);  // past the last: wraps to the first
+  EXPECT_EQ(launches.StepFromTime(model, 5000, true), at50);
+  EXPECT_EQ(launches.StepFromTime(model, 1000, false), at90);
+  EXPECT_EQ(launches.StepFromTime(model, 90, false), at70);  // strictly before
+  EXPECT_EQ(launches.StepFromTime(model, 68, false), at65);
+  EXPECT_EQ(launches.StepFromTime(model, 65, false), at50);
+  EXPECT_EQ(launches.StepFromTime(model, 50, false), at90);  // before the first: wraps to the last
+  EXPECT_EQ(launches.StepFromTime(model, -100, false), at90);
+  // Positions: "k of N".
+  EXPECT_EQ(launches.PositionOf(model, at50), 0u);
+  EXPECT_EQ(launches.PositionOf(model, at65), 1u);
+  EXPECT_EQ(launches.PositionOf(model, at90), 3u);
 }
 
-TEST(NextMatch, NoMatchesGiveNothing) {
+TEST(SearchMatches, NoMatchesGiveNothing) {
   const TimelineModel model = QueryModel();
-  EXPECT_EQ(NextMatch(model, {}, 0, true), std::nullopt);
-  EXPECT_EQ(NextMatch(model, {}, 0, false), std::nullopt);
+  const SearchMatches none = SearchMatches::Find(model, NameIs("nothing"));
+  EXPECT_EQ(none.StepFromTime(model, 0, true), std::nullopt);
+  EXPECT_EQ(none.Step(model, Ref(0, 0, 0, 0), false), std::nullopt);
 }
 
-TEST(NextMatch, ASingleMatchIsAlwaysTheNext) {
+TEST(SearchMatches, ASingleMatchIsAlwaysTheNext) {
   const TimelineModel model = QueryModel();
-  const std::vector<EventRef> one = {Ref(0, 0, 0, 1)};
-  EXPECT_EQ(NextMatch(model, one, 0, true), 0u);
-  EXPECT_EQ(NextMatch(model, one, 250, true), 0u);
-  EXPECT_EQ(NextMatch(model, one, 250, false), 0u);
-  EXPECT_EQ(NextMatch(model, one, 9000, false), 0u);
+  const SearchMatches one = SearchMatches::Find(model, NameIs("orphan"));
+  ASSERT_EQ(one.size(), 1u);
+  const EventRef orphan = Ref(0, 0, 0, 3);
+  EXPECT_EQ(one.StepFromTime(model, 0, true), orphan);
+  EXPECT_EQ(one.StepFromTime(model, 9000, false), orphan);
+  EXPECT_EQ(one.Step(model, orphan, true), orphan);
+  EXPECT_EQ(one.Step(model, orphan, false), orphan);
+}
+
+// Equal starts: stepping from a match goes to the next in (start, rank, track, row, index)
+// order, so each is reached once, forward and backward, and never sticks.
+TEST(SearchMatches, StepsThroughEqualStartsOneByOne) {
+  RankBuilder r0(0, "host-a");
+  for (int t = 0; t < 3; ++t) {
+    const uint32_t track = r0.AddTrack(trace::LaneKind::kGpuStream, 0, "stream " + std::to_string(t));
+    r0.AddRow(track, {{100, 200, "k", EventClass::kCompute, EventSource::kKernel, 0},
+                      {300, 400, "k", EventClass::kCompute, EventSource::kKernel, 0}});
+  }
+  const TimelineModel model("ties", {r0.Build()});
+  const SearchMatches found = SearchMatches::Find(model, NameIs("k"));
+  const std::vector<EventRef> order = found.All(model);
+  ASSERT_EQ(order.size(), 6u);
+  for (size_t i = 0; i < order.size(); ++i) {
+    EXPECT_EQ(found.Step(model, order[i], true), order[(i + 1) % order.size()]) << i;
+    EXPECT_EQ(found.Step(model, order[i], false), order[(i + order.size() - 1) % order.size()]) << i;
+    EXPECT_EQ(found.PositionOf(model, order[i]), i);
+  }
+}
+
+// Far more than the old 100,000-match cap: the count is exact and stepping reaches the last.
+TEST(SearchMatches, HasNoLimitAndReachesTheLastOfManyMatches) {
+  constexpr int kEvents = 250'000;
+  RankBuilder r0(0, "host-a");
+  const uint32_t track = r0.AddTrack(trace::LaneKind::kGpuStream, 0, "stream");
+  std::vector<testing::NamedEvent> events;
+  for (int i = 0; i < kEvents; ++i) {
+    events.push_back({i * 10, i * 10 + 5, i % 2 == 0 ? "AllReduce" : "gemm", EventClass::kCompute,
+                      EventSource::kKernel, 0});
+  }
+  r0.AddRow(track, events);
+  const TimelineModel model("many", {r0.Build()});
+  const SearchMatches found = SearchMatches::Find(model, NameIs("AllReduce"));
+  EXPECT_EQ(found.size(), static_cast<size_t>(kEvents / 2));
+  const auto last = found.StepFromTime(model, model.end_ns(), false);
+  ASSERT_TRUE(last.has_value());
+  EXPECT_EQ(model.DisplayStart(*last), (kEvents - 2) * 10);
+  EXPECT_EQ(found.PositionOf(model, *last), static_cast<size_t>(kEvents / 2 - 1));
+  EXPECT_EQ(found.Step(model, *last, true), found.StepFromTime(model, -1, true)) << "wraps to the first";
 }
 
 // ---- CorrelatedEvent --------------------------------------------------------------------------

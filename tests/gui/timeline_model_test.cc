@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 
 #include "gui/core/queries.h"
+#include "gui/core/search.h"
 #include "tests/analyzer/hostile_rank_file.h"
 #include "tests/trace_builder.h"
 #include "tests/gui/model_builder.h"
@@ -363,6 +364,7 @@ trace::RankTrace WrittenRank(int rank) {
   t.events.kernels[0].correlation_id = 11;
   t.events.kernels[1].correlation_id = 12;
   t.events.memcpys[0].correlation_id = 13;
+  t.events.memcpys[0].copy_kind = trace::CopyKind::kHostToDevice;
   testing::AddApiCall(t, thread, launch, s + 900, s + 950, 11);
   testing::AddApiCall(t, thread, launch, s + 2400, s + 2450, 12);
   testing::AddApiCall(t, thread, copy_call, s + 4100, s + 4150, 13);
@@ -544,6 +546,22 @@ TEST(TimelineModelLoad, ApiCallsAndDeviceWorkKeepTheirCorrelationIds) {
   }
 }
 
+// Copies and sets have no name in a rank file: the model titles them as Nsight Systems does,
+// from the copy kind, so they have a label and search finds them.
+TEST(TimelineModelLoad, UnnamedCopiesAndSetsAreTitledByKind) {
+  TempDir dir;
+  WriteRun(dir);
+  const auto model = MustLoad(dir.path());
+  ASSERT_NE(model, nullptr);
+  for (uint32_t rank = 0; rank < 2; ++rank) {
+    EXPECT_EQ(model->Name(Ref(rank, 0, 0, 2)), "Memcpy HtoD");
+    EXPECT_EQ(model->SourceOf(Ref(rank, 0, 0, 2)), EventSource::kMemcpy);
+    EXPECT_EQ(model->Name(Ref(rank, 0, 0, 3)), "Memset");
+  }
+  const SearchMatches copies = SearchMatches::Find(*model, [](std::string_view name) { return name == "Memcpy HtoD"; });
+  EXPECT_EQ(copies.size(), 2u);
+}
+
 TEST(TimelineModelLoad, ClassifyOptionsReachTheClassifier) {
   TempDir dir;
   WriteRun(dir);
@@ -627,8 +645,8 @@ TEST(TimelineModelLoad, RowsWithIdsTheFileLacksAreSkippedAndCounted) {
     EXPECT_TRUE(std::any_of(model->warnings().begin(), model->warnings().end(), [](const std::string& warning) {
       return warning.find("4 damaged event(s)") != std::string::npos;
     }));
-    const std::vector<EventRef> found = FindEvents(
-        *model, [](std::string_view name) { return !name.empty(); }, 1000);
+    const std::vector<EventRef> found =
+        SearchMatches::Find(*model, [](std::string_view name) { return !name.empty(); }).All(*model);
     EXPECT_FALSE(found.empty());
     for (const EventRef& ref : found) EXPECT_FALSE(model->Name(ref).empty());
     EXPECT_FALSE(MeasureDisplayRange(*model, model->start_ns(), model->end_ns(), 10).empty());

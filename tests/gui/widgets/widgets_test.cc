@@ -5,9 +5,11 @@
 #include <QApplication>
 #include <QImage>
 #include <QLabel>
+#include <QLineEdit>
 #include <QMessageBox>
 #include <QStatusBar>
 #include <QTableWidget>
+#include <QTextBrowser>
 #include <QSignalSpy>
 #include <QTest>
 #include <QTimer>
@@ -31,10 +33,12 @@
 #include "interop/interop.h"
 #include "gui/core/lod.h"
 #include "gui/widgets/details_panel.h"
+#include "gui/widgets/event_colors.h"
 #include "gui/widgets/main_window.h"
 #include "gui/widgets/range_stats_panel.h"
 #include "gui/widgets/run_panel.h"
 #include "gui/widgets/scaling_panel.h"
+#include "gui/widgets/search_bar.h"
 #include "gui/widgets/screenshot.h"
 #include "gui/widgets/svg_chart_view.h"
 #include "gui/widgets/timeline_view.h"
@@ -384,6 +388,31 @@ TEST_F(WidgetsTest, EveryRanksRowsHaveContentInTheWindowsGrab) {
 
 // One duration, one text: the Details tab (an event's duration) and the Run tab (the median
 // step time) both write a 1 ms step as base/format.h does.
+// A click in a side panel (Details, Run, Range) does not take the timeline's single-key
+// shortcuts away: W still zooms, A still pans, F still fits; the search field keeps its typing.
+TEST_F(WidgetsTest, SingleKeyShortcutsWorkAfterClickingAPanel) {
+  view_->fitAll();
+  view_->selectEvent(EventRef{0, 0, 0, 0});
+  auto* browser = window_.detailsPanel()->findChild<QTextBrowser*>();
+  ASSERT_NE(browser, nullptr);
+  if (browser->isVisible()) QTest::mouseClick(browser->viewport(), Qt::LeftButton, {}, QPoint(20, 20));
+  browser->setFocus();
+  ASSERT_FALSE(view_->hasFocus());
+  const int64_t whole = view_->view().duration_ns();
+  QTest::keyClick(browser, Qt::Key_W);
+  EXPECT_LT(view_->view().duration_ns(), whole) << "W after a click in Details";
+  const int64_t zoomed_start = view_->view().start_ns();
+  QTest::keyClick(browser, Qt::Key_A);
+  EXPECT_LT(view_->view().start_ns(), zoomed_start) << "A after a click in Details";
+  QTest::keyClick(window_.runPanel(), Qt::Key_F);
+  EXPECT_EQ(view_->view().duration_ns(), whole) << "F in the Run tab";
+  // Typing in the search field stays typing.
+  window_.searchBar()->lineEdit()->setFocus();
+  QTest::keyClicks(window_.searchBar()->lineEdit(), QStringLiteral("wasd"));
+  EXPECT_EQ(window_.searchBar()->lineEdit()->text(), QStringLiteral("wasd"));
+  EXPECT_EQ(view_->view().duration_ns(), whole);
+}
+
 TEST_F(WidgetsTest, DetailsAndRunTabWriteTheSameDurationTheSameWay) {
   const TimelineModel& model = *view_->model();
   std::optional<EventRef> step;
@@ -406,7 +435,16 @@ TEST_F(WidgetsTest, DetailsAndRunTabWriteTheSameDurationTheSameWay) {
   // "duration" and "step time" are each followed by their value in the panels' text.
   const qsizetype duration_at = details.indexOf(QStringLiteral("duration"));
   ASSERT_GE(duration_at, 0) << details.toStdString();
-  EXPECT_EQ(details.mid(duration_at + 8).trimmed().section(QLatin1Char('\n'), 0, 0), expected)
+  EXPECT_EQ(details.mid(duration_at + 8).trimmed().section(QLatin1Char('\n'), 0, 0),
+            expected + QStringLiteral(" (%L1 ns)").arg(kStepNs))
+      << details.toStdString();
+  // Start and end to the nanosecond, from the run's start and on the common clock.
+  const int64_t start = model.DisplayStart(*step);
+  EXPECT_TRUE(details.contains(QString::fromStdString(format::FormatExactSeconds(start - model.start_ns())) +
+                               " from the run's start"))
+      << details.toStdString();
+  EXPECT_TRUE(details.contains(QString::fromStdString(format::FormatExactSeconds(start + kStepNs)) +
+                               " on the common clock"))
       << details.toStdString();
   const qsizetype step_time_at = run.indexOf(QStringLiteral("step time"));
   ASSERT_GE(step_time_at, 0) << run.toStdString();
@@ -578,6 +616,109 @@ TEST(ScalingPanelTest, TableListsEveryRunAndTheProjection) {
   EXPECT_EQ(points->item(1, 2)->text(), QStringLiteral("1820.0"));
 }
 
+// The search has no cap: on a model with 150,000 matches among 300,000 events the count is
+// exact, stepping back from the start reaches the very last match ("150,000 of 150,000"),
+// and forward from it wraps to the first. The timeline outlines matches in its time area
+// only: the lane labels stay clear however dense they are.
+TEST(SearchBarTest, CountsAndReachesEveryOneOfManyMatches) {
+  constexpr int kEvents = 300'000;
+  testing::RankBuilder rank(0, "host");
+  const uint32_t track = rank.AddTrack(trace::LaneKind::kGpuStream, 0, "GPU 0 · stream 7");
+  std::vector<testing::NamedEvent> events;
+  events.reserve(kEvents);
+  for (int i = 0; i < kEvents; ++i) {
+    events.push_back({i * 100, i * 100 + 60, i % 2 == 0 ? "ncclAllReduce" : "fmha_fwd", EventClass::kCompute,
+                      EventSource::kKernel, 0});
+  }
+  rank.AddRow(track, events);
+  const TimelineModel model("many", {rank.Build()});
+  SearchBar bar;
+  bar.setModel(&model);
+  bar.lineEdit()->setText(QStringLiteral("allreduce"));
+  bar.search();
+  EXPECT_EQ(bar.matches()->size(), static_cast<size_t>(kEvents / 2));
+  EXPECT_EQ(bar.statusText(), QStringLiteral("%L1 matches").arg(kEvents / 2));
+  const auto last = bar.step(model.start_ns(), /*forward=*/false);  // before the first: wraps to the last
+  ASSERT_TRUE(last.has_value());
+  EXPECT_EQ(model.DisplayStart(*last), (kEvents - 2) * 100);
+  EXPECT_EQ(bar.statusText(), QStringLiteral("%L1 of %L1").arg(kEvents / 2));
+  const auto first = bar.stepFrom(*last, /*forward=*/true);
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(model.DisplayStart(*first), 0);
+  EXPECT_EQ(bar.statusText(), QStringLiteral("1 of %L1").arg(kEvents / 2));
+  const auto second = bar.stepFrom(*first, /*forward=*/true);
+  ASSERT_TRUE(second.has_value());
+  EXPECT_EQ(model.DisplayStart(*second), 200);
+
+  // Zoomed out over all of them: outlines inside the time area, none over the labels.
+  TimelineView view;
+  view.resize(900, 300);
+  view.setModel(&model);
+  view.setSearchMatches(bar.matches());
+  view.fitAll();
+  const QImage with = view.grab().toImage();
+  view.setSearchMatches(nullptr);
+  const QImage without = view.grab().toImage();
+  int changed_in_labels = 0, changed_in_time = 0;
+  for (int y = view.axisHeight(); y < with.height(); ++y) {
+    for (int x = 0; x < with.width(); ++x) {
+      if (with.pixel(x, y) == without.pixel(x, y)) continue;
+      (x < view.timeAreaLeft() - 1 ? changed_in_labels : changed_in_time)++;
+    }
+  }
+  EXPECT_EQ(changed_in_labels, 0);
+  EXPECT_GT(changed_in_time, 0);
+}
+
+// Compute kernels are colored by name by default: the same name has the same color on every
+// rank (a stable hash of its text, not its id), within the compute family; View > Color by
+// Name off paints every kernel in the compute class's one color.
+TEST(TimelineColorsTest, KernelsAreColoredByNameStablyAndByClassOnRequest) {
+  auto make_rank = [](int number, const std::vector<std::string>& names) {
+    testing::RankBuilder rank(number, "host");
+    const uint32_t track = rank.AddTrack(trace::LaneKind::kGpuStream, 0, "GPU 0 · stream 7");
+    std::vector<testing::NamedEvent> events;
+    for (size_t i = 0; i < names.size(); ++i) {
+      events.push_back({static_cast<int64_t>(i) * 1000, static_cast<int64_t>(i) * 1000 + 900, names[i],
+                        EventClass::kCompute, EventSource::kKernel, 0});
+    }
+    rank.AddRow(track, events);
+    return rank.Build();
+  };
+  // The names in another order on rank 1: their string ids differ, their colors must not.
+  const TimelineModel model("colors", {make_rank(0, {"gemm_a", "softmax_b"}), make_rank(1, {"softmax_b", "gemm_a"})});
+  TimelineView view;
+  view.resize(900, 300);
+  view.setModel(&model);
+  view.fitAll();
+  auto pixel_of = [&](const QImage& image, uint32_t rank, uint32_t index) {
+    const LayoutEntry* entry = view.layout().RowEntry(rank, 0, 0);
+    EXPECT_NE(entry, nullptr);
+    const EventRef ref{rank, 0, 0, index};
+    const int x = static_cast<int>((view.timeToX(model.DisplayStart(ref)) + view.timeToX(model.DisplayEnd(ref))) / 2);
+    return image.pixelColor(x, view.contentToWidgetY(entry->y + entry->height / 2));
+  };
+  const QImage by_name = view.grab().toImage();
+  const QColor gemm = SlotColor(ColorSlot(EventClass::kCompute, NameColorHash("gemm_a"), true));
+  const QColor softmax = SlotColor(ColorSlot(EventClass::kCompute, NameColorHash("softmax_b"), true));
+  EXPECT_EQ(pixel_of(by_name, 0, 0), gemm);
+  EXPECT_EQ(pixel_of(by_name, 1, 1), gemm);
+  EXPECT_EQ(pixel_of(by_name, 0, 1), softmax);
+  EXPECT_EQ(pixel_of(by_name, 1, 0), softmax);
+  EXPECT_EQ(NameColorHash("gemm_a"), NameColorHash(std::string("gemm_") + "a")) << "a hash of the text";
+  // Every by-name color of compute is none of the other classes' colors.
+  for (int k = 0; k < kComputeNameColors; ++k) {
+    const QColor c = SlotColor(analyzer::kEventClassCount + k);
+    for (int other = 0; other < analyzer::kEventClassCount; ++other) {
+      if (other != static_cast<int>(EventClass::kCompute)) EXPECT_NE(c, EventClassColor(static_cast<EventClass>(other)));
+    }
+  }
+  view.setColorByName(false);
+  const QImage by_class = view.grab().toImage();
+  EXPECT_EQ(pixel_of(by_class, 0, 0), EventClassColor(EventClass::kCompute));
+  EXPECT_EQ(pixel_of(by_class, 1, 0), EventClassColor(EventClass::kCompute));
+}
+
 TEST(ScalingPanelTest, FewerThanTwoRunsShowWhyInsteadOfAChart) {
   ScalingPanel panel;
   panel.setTable(WeakScalingTable());
@@ -639,10 +780,17 @@ TEST(WidgetsGpuTest, SelectingAKernelLinksItsLaunchCallWithAFlow) {
   ASSERT_TRUE(window.detailsPanel()->linkedEvent().has_value());
   EXPECT_EQ(*window.detailsPanel()->linkedEvent(), *launch);
   EXPECT_TRUE(window.detailsPanel()->text().contains("gemm_kernel"));
+  // The relation is labelled: the latency from the call's start to the kernel's start.
+  const QString latency =
+      QString::fromStdString(format::FormatDuration(static_cast<double>(model.DisplayStart(*kernel) - 1'000'000)));
+  EXPECT_TRUE(window.detailsPanel()->text().contains(latency + QStringLiteral(" (the call's start → this one's start)")))
+      << window.detailsPanel()->text().toStdString();
   // And back: the call's peer is the kernel it launched.
   view->selectEvent(*launch);
   ASSERT_TRUE(view->flowPeer().has_value());
   EXPECT_EQ(*view->flowPeer(), *kernel);
+  EXPECT_TRUE(window.detailsPanel()->text().contains(latency + QStringLiteral(" (this call's start → the work's start)")))
+      << window.detailsPanel()->text().toStdString();
 }
 
 // ---- A run that did not finish ----------------------------------------------------------
