@@ -169,6 +169,17 @@ void CountInvalid(const std::vector<int64_t>& invalid, ViewRun& result) {
   }
 }
 
+// Whether `text` holds `number` as a whole number (no digit just before or after it).
+bool HoldsNumber(std::string_view text, std::string_view number) {
+  auto digit = [](char c) { return c >= '0' && c <= '9'; };
+  for (size_t at = text.find(number); at != std::string_view::npos; at = text.find(number, at + 1)) {
+    const bool alone_before = at == 0 || !digit(text[at - 1]);
+    const size_t after = at + number.size();
+    if (alone_before && (after == text.size() || !digit(text[after]))) return true;
+  }
+  return false;
+}
+
 std::string Dim(const trace::Dim3& dim) { return fmt::format("{} × {} × {}", dim.x, dim.y, dim.z); }
 
 std::string EnumName(std::string_view type, int value) {
@@ -231,8 +242,12 @@ std::string LaneLabel(const trace::Lane& lane) {
       return lane.name.empty() ? fmt::format("communicator {:#x}", lane.comm_hash) : lane.name;
     case trace::LaneKind::kCounter: return lane.name.empty() ? fmt::format("counter {}", lane.id) : lane.name;
     case trace::LaneKind::kCpuThread: {
-      std::string label =
-          lane.name.empty() ? fmt::format("thread {}", lane.tid) : fmt::format("{} ({})", lane.name, lane.tid);
+      // A name that already holds the thread id (Kineto's "thread 4515 (python3.8)") is not
+      // followed by it again.
+      const std::string tid = fmt::format("{}", lane.tid);
+      std::string label = lane.name.empty()               ? "thread " + tid
+                          : HoldsNumber(lane.name, tid) ? lane.name
+                                                         : fmt::format("{} ({})", lane.name, tid);
       if (lane.role == trace::LaneRole::kCompute) label += " · compute";
       if (lane.role == trace::LaneRole::kComm) label += " · comm";
       if (lane.role == trace::LaneRole::kMemory) label += " · memory";

@@ -104,6 +104,10 @@ void BuildRowGeometry(const EventRow& row, int64_t t0, double ns_per_px, double 
                                     : static_cast<uint8_t>(std::max_element(class_time.begin(), class_time.end()) -
                                                            class_time.begin());
     if (item.count == 1) item.event_class = row.event_class[i];
+    if (item.count > 1 && fold_end > start && row.HasBusyIndex()) {
+      const double covered = static_cast<double>(row.BusyNs(i, next)) / static_cast<double>(fold_end - start);
+      item.busy = static_cast<float>(std::clamp(covered, 0.0, 1.0));
+    }
     out->push_back(item);
     i = next;
   }

@@ -18,6 +18,9 @@ struct DrawItem {
   uint32_t count = 1;         // events folded in; 1 = a single event
   uint8_t event_class = 0;    // EventClass; for folds, the row's class if it has one, else
                               // the class holding the most time among the folded events
+  // Folds: the share of the fold's time span its events cover (0..1], the density the
+  // viewer shades it by; 1 for a single event. O(EventRow::kBusyBlock) per fold.
+  float busy = 1.0f;
 };
 
 struct LodOptions {

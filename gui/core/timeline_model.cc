@@ -204,7 +204,10 @@ struct RankBuilder {
 
 class ModelBuilder final : public analyzer::ViewEventSink {
  public:
+  explicit ModelBuilder(const std::atomic<bool>* cancel) : cancel_(cancel) {}
+
   Status OnRank(size_t index, analyzer::ViewRank rank) override {
+    RS_RETURN_IF_ERROR(CheckCancel());
     RankBuilder& builder = Builder(index);
     builder.by_lane.resize(rank.lanes.size() + 1);
     // The hints come from the file: each is capped by the file's size, but their sum is not.
@@ -221,6 +224,7 @@ class ModelBuilder final : public analyzer::ViewEventSink {
   }
 
   Status OnEvents(size_t index, std::span<const analyzer::ViewEvent> events) override {
+    RS_RETURN_IF_ERROR(CheckCancel());
     RankBuilder& builder = Builder(index);
     if (builder.by_lane.empty()) builder.by_lane.resize(1);
     for (const analyzer::ViewEvent& event : events) {
@@ -257,6 +261,7 @@ class ModelBuilder final : public analyzer::ViewEventSink {
   }
 
   Status OnRankDone(size_t index) override {
+    RS_RETURN_IF_ERROR(CheckCancel());
     RankBuilder& builder = Builder(index);
     RankTimeline timeline = Finish(builder);
     std::vector<std::string> warnings;
@@ -289,6 +294,13 @@ class ModelBuilder final : public analyzer::ViewEventSink {
   }
 
  private:
+  Status CheckCancel() const {
+    if (cancel_ != nullptr && cancel_->load(std::memory_order_relaxed)) {
+      return Unavailable(TimelineModel::kCancelledMessage);
+    }
+    return Status::Ok();
+  }
+
   RankBuilder& Builder(size_t index) {
     std::lock_guard lock(mutex_);
     std::unique_ptr<RankBuilder>& builder = builders_[index];
@@ -371,6 +383,7 @@ class ModelBuilder final : public analyzer::ViewEventSink {
     return timeline;
   }
 
+  const std::atomic<bool>* cancel_ = nullptr;
   std::mutex mutex_;
   std::map<size_t, std::unique_ptr<RankBuilder>> builders_;
   std::map<size_t, RankTimeline> finished_;
@@ -381,9 +394,33 @@ class ModelBuilder final : public analyzer::ViewEventSink {
 
 analyzer::SpanColumns EventRow::Columns() const { return {start, end, name, event_class}; }
 
+void EventRow::IndexBusy() {
+  busy_blocks.assign(size() / kBusyBlock + 1, 0);
+  int64_t sum = 0;
+  for (size_t i = 0; i < size(); ++i) {
+    if (i % kBusyBlock == 0) busy_blocks[i / kBusyBlock] = sum;
+    sum += end[i] - start[i];
+  }
+  busy_blocks.shrink_to_fit();
+}
+
+int64_t EventRow::BusyNs(size_t first, size_t last) const {
+  last = std::min(last, size());
+  if (first >= last) return 0;
+  // The prefix sum before `k`: its block's, then the events of the block before k.
+  auto before = [&](size_t k) {
+    const size_t block = k / kBusyBlock;
+    int64_t sum = block < busy_blocks.size() ? busy_blocks[block] : 0;
+    const size_t from = block < busy_blocks.size() ? block * kBusyBlock : 0;
+    for (size_t i = from; i < k; ++i) sum += end[i] - start[i];
+    return sum;
+  };
+  return before(last) - before(first);
+}
+
 size_t EventRow::MemoryBytes() const {
   return VectorBytes(start) + VectorBytes(end) + VectorBytes(name) + VectorBytes(event_class) + VectorBytes(source) +
-         VectorBytes(correlation);
+         VectorBytes(correlation) + VectorBytes(busy_blocks);
 }
 
 std::vector<EventRow> PackRows(std::vector<analyzer::ViewEvent> events) {
@@ -447,9 +484,13 @@ Result<std::unique_ptr<TimelineModel>> TimelineModel::Load(const std::filesystem
   });
 }
 
-Result<std::unique_ptr<TimelineModel>> TimelineModel::Build(std::filesystem::path source, const EventStream& stream) {
-  ModelBuilder builder;
-  RS_ASSIGN_OR_RETURN(std::vector<std::string> warnings, stream(builder));
+Result<std::unique_ptr<TimelineModel>> TimelineModel::Build(std::filesystem::path source, const EventStream& stream,
+                                                            const std::atomic<bool>* cancel) {
+  ModelBuilder builder(cancel);
+  Result<std::vector<std::string>> streamed = stream(builder);
+  // Whatever a cancelled stream says (a reader may word its stop its own way), it was cancelled.
+  if (cancel != nullptr && cancel->load()) return Unavailable(kCancelledMessage);
+  RS_ASSIGN_OR_RETURN(std::vector<std::string> warnings, std::move(streamed));
   auto model = std::make_unique<TimelineModel>(std::move(source), builder.Take());
   for (std::string& warning : warnings) model->AddWarning(std::move(warning));
   for (std::string& warning : builder.TakeWarnings()) model->AddWarning(std::move(warning));
@@ -458,6 +499,13 @@ Result<std::unique_ptr<TimelineModel>> TimelineModel::Build(std::filesystem::pat
 
 TimelineModel::TimelineModel(std::filesystem::path source, std::vector<RankTimeline> ranks)
     : source_(std::move(source)), ranks_(std::move(ranks)) {
+  for (RankTimeline& rank : ranks_) {
+    for (Track& track : rank.tracks) {
+      for (EventRow& row : track.rows) {
+        if (!row.HasBusyIndex()) row.IndexBusy();
+      }
+    }
+  }
   UpdateExtent();
 }
 

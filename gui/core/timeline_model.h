@@ -6,6 +6,7 @@
 // gui/core/run_end.h).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -36,8 +37,18 @@ struct EventRow {
   // wider ones from other sources keep their low 32 bits.
   std::vector<uint32_t> correlation;
   uint8_t class_mask = 0;             // bit (1 << EventClass) for each class present
+  // busy_blocks[b] = the summed durations of events [0, kBusyBlock·b): the busy time of any
+  // run of events in O(kBusyBlock) (BusyNs), for the density of folded items; 0.25 bytes an
+  // event. Filled by IndexBusy (every model's rows have it).
+  static constexpr size_t kBusyBlock = 32;
+  std::vector<int64_t> busy_blocks;
 
   size_t size() const { return start.size(); }
+  void IndexBusy();
+  bool HasBusyIndex() const { return busy_blocks.size() == size() / kBusyBlock + 1; }
+  // The summed durations of events [first, last): O(kBusyBlock) with the index (O(last)
+  // without it).
+  int64_t BusyNs(size_t first, size_t last) const;
   analyzer::SpanColumns Columns() const;
   size_t MemoryBytes() const;
 };
@@ -121,8 +132,12 @@ class TimelineModel {
   // The model of what `stream` sends the sink it is given (e.g. interop::ViewInputs, which
   // reads other tools' traces too), ranks in rank order; `stream` returns the reading's
   // warnings. End states are read for rank files only.
+  // `cancel` (may be null), once set, stops the stream at its next batch: Build then fails
+  // with kCancelledMessage.
   using EventStream = std::function<Result<std::vector<std::string>>(analyzer::ViewEventSink&)>;
-  static Result<std::unique_ptr<TimelineModel>> Build(std::filesystem::path source, const EventStream& stream);
+  static Result<std::unique_ptr<TimelineModel>> Build(std::filesystem::path source, const EventStream& stream,
+                                                      const std::atomic<bool>* cancel = nullptr);
+  static constexpr const char* kCancelledMessage = "loading cancelled";
   // A model of ranks built elsewhere (tests, benchmarks): rows must already hold their
   // invariants.
   TimelineModel(std::filesystem::path source, std::vector<RankTimeline> ranks);

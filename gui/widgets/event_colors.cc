@@ -3,6 +3,7 @@
 #include <QPainter>
 
 #include <algorithm>
+#include <cmath>
 
 namespace rankscope::gui {
 
@@ -59,10 +60,19 @@ QColor SlotColor(int slot) {
   return kRanges[std::min(slot, kRangeNameColors - 1)];
 }
 
-QColor FoldedClassColor(EventClass event_class) {
-  // Halfway to white: clearly the same class, clearly not one solid event.
+
+int DensityLevel(float busy) {
+  return std::clamp(static_cast<int>(busy * kDensityLevels), 0, kDensityLevels - 1);
+}
+
+QColor FoldedDensityColor(EventClass event_class, int level) {
+  // From a fifth of the way to the class color (a few short events in a wide span) to most
+  // of the way (covered): always paler than a single event, so a fold still reads as one.
+  static constexpr double kShare[kDensityLevels] = {0.22, 0.42, 0.62, 0.82};
   const QColor c = EventClassColor(event_class);
-  return QColor((c.red() + 255) / 2, (c.green() + 255) / 2, (c.blue() + 255) / 2);
+  const double share = kShare[std::clamp(level, 0, kDensityLevels - 1)];
+  auto mix = [&](int channel) { return static_cast<int>(std::lround(255 + (channel - 255) * share)); };
+  return QColor(mix(c.red()), mix(c.green()), mix(c.blue()));
 }
 
 QColor FoldedOutlineColor(EventClass event_class) { return EventClassColor(event_class).darker(125); }
@@ -111,7 +121,7 @@ QSize LegendStrip::sizeHint() const {
       width += fm.horizontalAdvance(tr(" (by name)"));
     }
   }
-  width += kSwatch + 4 + fm.horizontalAdvance(tr("folded")) + kItemGap;
+  width += kSwatch + 4 + fm.horizontalAdvance(tr("folded (darker: busier)")) + kItemGap;
   width += kSwatch + 4 + fm.horizontalAdvance(tr("open at end"));
   return {width + 8, fm.height() + 6};
 }
@@ -150,7 +160,13 @@ void LegendStrip::paintEvent(QPaintEvent*) {
     item(EventClassColor(event_class), EventClassColor(event_class).darker(130),
          first_slot >= 0 ? tr("%1 (by name)").arg(name) : name, first_slot);
   }
-  item(FoldedClassColor(EventClass::kCompute), FoldedOutlineColor(EventClass::kCompute), tr("folded"));
+  // Folded: its density levels side by side, sparse to covered.
+  const int folded_x = x;
+  item(FoldedDensityColor(EventClass::kCompute, 0), FoldedOutlineColor(EventClass::kCompute), tr("folded (darker: busier)"));
+  const int stripe = std::max(1, kSwatch / kDensityLevels);
+  for (int level = 0; level < kDensityLevels; ++level) {
+    p.fillRect(folded_x + level * stripe, swatch_y, stripe, kSwatch, FoldedDensityColor(EventClass::kCompute, level));
+  }
   PaintOpenAtEnd(p, QRect(x, swatch_y, kSwatch, kSwatch));
   x += kSwatch + 4;
   p.setPen(palette().color(QPalette::WindowText));

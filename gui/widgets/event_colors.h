@@ -19,9 +19,11 @@ namespace rankscope::gui {
 
 // The fill of a single event of `event_class`.
 QColor EventClassColor(analyzer::EventClass event_class);
-// The fill of a folded item (many sub-pixel events): same hue, paler, so it reads as
-// "lots of small things here" rather than one long event.
-QColor FoldedClassColor(analyzer::EventClass event_class);
+// A folded item shaded by how busy it is: `level` 0..kDensityLevels-1 from sparse (pale) to
+// covered (near the class's own color), so a zoomed-out lane shows where the work is.
+inline constexpr int kDensityLevels = 4;
+int DensityLevel(float busy);  // busy share 0..1 -> level
+QColor FoldedDensityColor(analyzer::EventClass event_class, int level);
 // The outline drawn around a folded item, darker than its fill.
 QColor FoldedOutlineColor(analyzer::EventClass event_class);
 // Color slots: the single color of each class (slot == class), then the by-name families.

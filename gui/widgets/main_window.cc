@@ -27,6 +27,7 @@
 #include <QTextEdit>
 #include <QThread>
 #include <QTimer>
+#include <QToolButton>
 #include <QUrl>
 #include <QVBoxLayout>
 #include <QtConcurrent/QtConcurrentRun>
@@ -56,6 +57,7 @@ struct MainWindow::LoadProgress {
   QString path;
   std::atomic<int> done{0};
   std::atomic<int> total{0};
+  std::atomic<bool> cancel{false};  // set by Cancel: the load stops at its next batch
 };
 
 // What a run was read from.
@@ -125,21 +127,26 @@ analyzer::AnalyzeOptions ViewerAnalyzeOptions() {
 
 Result<std::unique_ptr<TimelineModel>> LoadViewerModel(const std::filesystem::path& input,
                                                        interop::ViewedInputs& viewed,
-                                                       std::function<void(int, int)> progress) {
+                                                       std::function<void(int, int)> progress,
+                                                       const std::atomic<bool>* cancel) {
   interop::ViewOptions options;
   options.analyze = ViewerAnalyzeOptions();
   options.progress = std::move(progress);
-  return TimelineModel::Build(input, [&](analyzer::ViewEventSink& sink) -> Result<std::vector<std::string>> {
-    RS_ASSIGN_OR_RETURN(viewed, interop::ViewInputs({input}, options, sink));
-    return std::move(viewed.warnings);
-  });
+  return TimelineModel::Build(
+      input,
+      [&](analyzer::ViewEventSink& sink) -> Result<std::vector<std::string>> {
+        RS_ASSIGN_OR_RETURN(viewed, interop::ViewInputs({input}, options, sink));
+        return std::move(viewed.warnings);
+      },
+      cancel);
 }
 
 namespace {
 
 // Reads the model and its overview; `done`/`total` (may be null) receive the progress and
 // must outlive the call. Other tools' traces are analyzed in the same pass.
-LoadedRun LoadModel(const QString& path, std::atomic<int>* done, std::atomic<int>* total) {
+LoadedRun LoadModel(const QString& path, std::atomic<int>* done, std::atomic<int>* total,
+                    const std::atomic<bool>* cancel = nullptr) {
   LoadedRun loaded;
   const auto started = std::chrono::steady_clock::now();
   std::function<void(int, int)> progress;
@@ -150,7 +157,7 @@ LoadedRun LoadModel(const QString& path, std::atomic<int>* done, std::atomic<int
     };
   }
   interop::ViewedInputs viewed;
-  auto model = LoadViewerModel(std::filesystem::path(path.toStdString()), viewed, std::move(progress));
+  auto model = LoadViewerModel(std::filesystem::path(path.toStdString()), viewed, std::move(progress), cancel);
   if (!model.ok()) {
     loaded.error = QString::fromStdString(model.status().message());
     return loaded;
@@ -285,9 +292,16 @@ void MainWindow::BuildLayout() {
   progress_bar_->setMaximumWidth(220);
   progress_bar_->setTextVisible(true);
   progress_bar_->hide();
+  cancel_button_ = new QToolButton(this);
+  cancel_button_->setObjectName(QStringLiteral("cancelLoading"));
+  cancel_button_->setText(tr("Cancel"));
+  cancel_button_->setToolTip(tr("Stop loading (the runs already open stay)"));
+  cancel_button_->hide();
+  connect(cancel_button_, &QToolButton::clicked, this, &MainWindow::cancelLoading);
   statusBar()->addWidget(status_label_, 1);
   statusBar()->addPermanentWidget(view_label_);
   statusBar()->addPermanentWidget(progress_bar_);
+  statusBar()->addPermanentWidget(cancel_button_);
   progress_timer_ = new QTimer(this);
   progress_timer_->setInterval(100);
   connect(progress_timer_, &QTimer::timeout, this, &MainWindow::UpdateProgress);
@@ -372,6 +386,7 @@ void MainWindow::ConnectSignals() {
   });
   connect(timeline_, &TimelineView::rangeCleared, this, [this] { range_panel_->clear(); });
   connect(timeline_, &TimelineView::viewChanged, this, [this] {
+    overview_->setLabelWidth(timeline_->labelColumnWidth());
     overview_->setViewRange(timeline_->view().start_ns(), timeline_->view().end_ns());
     if (const TimelineModel* model = currentModel()) {
       const int64_t offset = timeline_->view().start_ns() - model->start_ns();
@@ -385,6 +400,8 @@ void MainWindow::ConnectSignals() {
   connect(details_, &DetailsPanel::eventActivated, this,
           [this](const EventRef& ref) { timeline_->selectEvent(ref, /*reveal=*/true); });
   connect(overview_, &OverviewStrip::centerRequested, this, [this](qint64 t) { timeline_->centerOn(t); });
+  connect(overview_, &OverviewStrip::windowRequested, this,
+          [this](qint64 t0, qint64 t1) { timeline_->setTimeRange(t0, t1); });
   connect(run_panel_, &RunPanel::rankClicked, this, [this](int rank) {
     timeline_->scrollToRank(rank);
     timeline_->setFocus();
@@ -398,7 +415,21 @@ void MainWindow::ConnectSignals() {
 
 // ---- Opening runs ----------------------------------------------------------------------
 
+int MainWindow::OpenIndexOf(const QString& path) const {
+  const QString wanted = QFileInfo(path).canonicalFilePath();
+  if (wanted.isEmpty()) return -1;
+  for (int i = 0; i < runCount(); ++i) {
+    if (QFileInfo(runs_[i]->path).canonicalFilePath() == wanted) return i;
+  }
+  return -1;
+}
+
 void MainWindow::openRun(const QString& path) {
+  // A run already open is shown, not listed twice.
+  if (const int open = OpenIndexOf(path); open >= 0) {
+    setCurrentRun(open);
+    return;
+  }
   auto progress = std::make_shared<LoadProgress>();
   progress->path = path;
   progress_.push_back(progress);
@@ -412,6 +443,10 @@ void MainWindow::openRun(const QString& path) {
     progress_.erase(std::remove(progress_.begin(), progress_.end(), progress), progress_.end());
     UpdateProgress();
     LoadedRun loaded = watcher->future().result();
+    if (progress->cancel.load()) {
+      statusBar()->showMessage(tr("Loading %1 cancelled").arg(DisplayName(path)), 8000);
+      return;
+    }
     if (!loaded.error.isEmpty()) {
       ReportLoadError(path, loaded.error);
       return;
@@ -420,10 +455,16 @@ void MainWindow::openRun(const QString& path) {
     StartAnalysis(runs_[index]->id);
   });
   watcher->setFuture(
-      QtConcurrent::run([path, progress] { return LoadModel(path, &progress->done, &progress->total); }));
+      QtConcurrent::run([path, progress] {
+        return LoadModel(path, &progress->done, &progress->total, &progress->cancel);
+      }));
 }
 
 bool MainWindow::openRunBlocking(const QString& path) {
+  if (const int open = OpenIndexOf(path); open >= 0) {
+    setCurrentRun(open);
+    return true;
+  }
   LoadedRun loaded = LoadModel(path, nullptr, nullptr);
   if (!loaded.error.isEmpty()) {
     ReportLoadError(path, loaded.error);
@@ -714,26 +755,45 @@ void MainWindow::UpdateStatus() {
 
 QString MainWindow::statusText() const { return status_label_->text(); }
 
+void MainWindow::cancelLoading() {
+  for (const auto& p : progress_) p->cancel.store(true);
+  UpdateProgress();
+}
+
 void MainWindow::UpdateProgress() {
+  cancel_button_->setVisible(pending_loads_ > 0);
   if (!isBusy()) {
     progress_bar_->hide();
     progress_timer_->stop();
+    timeline_->setPlaceholder(QString());
     UpdateStatus();
     return;
   }
   progress_bar_->show();
   int done = 0, total = 0;
+  QStringList loading;
   for (const auto& p : progress_) {
     done += p->done.load();
     total += p->total.load();
+    loading << DisplayName(p->path);
   }
+  const bool cancelling = std::any_of(progress_.begin(), progress_.end(), [](const auto& p) { return p->cancel.load(); });
   if (pending_loads_ > 0 && total > 0) {
     progress_bar_->setRange(0, total);
     progress_bar_->setValue(done);
-    progress_bar_->setFormat(tr("loading %v/%m ranks"));
+    progress_bar_->setFormat(tr("loading: %v of %m read"));
   } else {
     progress_bar_->setRange(0, 0);  // busy indicator
     progress_bar_->setFormat(pending_loads_ > 0 ? tr("loading…") : tr("analyzing…"));
+  }
+  // Nothing shown yet: the timeline says what is loading and how far it is.
+  if (pending_loads_ > 0 && current_ < 0) {
+    QString text = cancelling ? tr("Cancelling the load of %1…").arg(loading.join(QStringLiteral(", ")))
+                              : tr("Loading %1…").arg(loading.join(QStringLiteral(", ")));
+    if (!cancelling && total > 0) text += tr("\n%1 of %2 ranks or files read").arg(done).arg(total);
+    timeline_->setPlaceholder(text);
+  } else {
+    timeline_->setPlaceholder(QString());
   }
 }
 

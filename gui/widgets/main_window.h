@@ -20,6 +20,7 @@
 #include <QString>
 #include <QStringList>
 
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -38,6 +39,8 @@ class QMenu;
 class QProgressBar;
 class QTabWidget;
 class QTimer;
+
+class QToolButton;
 
 namespace rankscope::gui {
 
@@ -60,7 +63,8 @@ analyzer::AnalyzeOptions ViewerAnalyzeOptions();
 // analysis of the same pass). `progress` as interop::ViewOptions::progress.
 Result<std::unique_ptr<TimelineModel>> LoadViewerModel(const std::filesystem::path& input,
                                                        interop::ViewedInputs& viewed,
-                                                       std::function<void(int, int)> progress = nullptr);
+                                                       std::function<void(int, int)> progress = nullptr,
+                                                       const std::atomic<bool>* cancel = nullptr);
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
@@ -71,9 +75,11 @@ class MainWindow : public QMainWindow {
   explicit MainWindow(QWidget* parent = nullptr);
   ~MainWindow() override;
 
-  // Opens a run directory or one rank file in the background; the window stays responsive.
-  // Other tools' traces (PyTorch profiler JSON, Nsight Systems SQLite, a Chrome export) are
-  // imported into a temporary run, removed when the run is closed.
+  // Opens a run directory or one rank file in the background; the window stays responsive
+  // (Cancel in the status bar stops it). Other tools' traces (PyTorch profiler JSON, Nsight
+  // Systems SQLite, a Chrome export) are read straight into the model and its analysis;
+  // their events' fields come from one import on first use (ImportedDetails). A run already
+  // open is shown instead of being opened twice.
   void openRun(const QString& path);
   // Opens, analyzes and shows a run before returning; false (after loadFailed and the
   // dialog) when the model cannot be loaded. A failed analysis still returns true: the
@@ -85,6 +91,9 @@ class MainWindow : public QMainWindow {
   int runCount() const { return static_cast<int>(runs_.size()); }
   int currentRun() const { return current_; }
   void setCurrentRun(int index);
+  // Stops every load in flight at its next batch (Cancel in the status bar); runs already
+  // open stay, and nothing is reported but a status message.
+  void cancelLoading();
   QString runPath(int index) const;
   const TimelineModel* currentModel() const;
   const analyzer::Report* currentReport() const;
@@ -132,6 +141,9 @@ class MainWindow : public QMainWindow {
   struct Run;
   struct LoadProgress;
 
+  // The index of the open run read from `path` (same file or directory), or -1.
+  int OpenIndexOf(const QString& path) const;
+
   void BuildMenus();
   void BuildLayout();
   void ConnectSignals();
@@ -165,6 +177,7 @@ class MainWindow : public QMainWindow {
   TimelineView* timeline_ = nullptr;
   OverviewStrip* overview_ = nullptr;
   LegendStrip* legend_ = nullptr;
+  QToolButton* cancel_button_ = nullptr;
   SearchBar* search_ = nullptr;
   QComboBox* run_selector_ = nullptr;
   QTabWidget* tabs_ = nullptr;

@@ -14,7 +14,6 @@ namespace {
 using analyzer::EventClass;
 
 constexpr int kHeightPx = 52;
-constexpr int kLeftPx = 200;  // lines up with the timeline's label column
 
 // Drawn bottom-up in this order. Host-side kinds only show for a rank without device
 // activity (e.g. a trace of annotations only), so they never hide the device picture.
@@ -74,7 +73,7 @@ OverviewStrip::OverviewStrip(QWidget* parent) : QWidget(parent) {
 }
 
 QSize OverviewStrip::sizeHint() const { return {800, kHeightPx}; }
-QSize OverviewStrip::minimumSizeHint() const { return {kLeftPx + 100, kHeightPx}; }
+QSize OverviewStrip::minimumSizeHint() const { return {left_px_ + 100, kHeightPx}; }
 
 void OverviewStrip::setData(OverviewData data) {
   data_ = std::move(data);
@@ -94,18 +93,18 @@ void OverviewStrip::resizeEvent(QResizeEvent*) { RenderDensity(); }
 
 double OverviewStrip::XAt(int64_t t) const {
   const double span = static_cast<double>(data_.end_ns - data_.start_ns);
-  if (span <= 0) return kLeftPx;
-  return kLeftPx + (t - data_.start_ns) / span * std::max(1, width() - kLeftPx);
+  if (span <= 0) return left_px_;
+  return left_px_ + (t - data_.start_ns) / span * std::max(1, width() - left_px_);
 }
 
 int64_t OverviewStrip::TimeAt(double x) const {
   const double span = static_cast<double>(data_.end_ns - data_.start_ns);
-  return data_.start_ns + static_cast<int64_t>((x - kLeftPx) / std::max(1, width() - kLeftPx) * span);
+  return data_.start_ns + static_cast<int64_t>((x - left_px_) / std::max(1, width() - left_px_) * span);
 }
 
 // The per-rank bands, drawn once per size or data change.
 void OverviewStrip::RenderDensity() {
-  const int w = std::max(1, width() - kLeftPx);
+  const int w = std::max(1, width() - left_px_);
   const int h = std::max(1, height() - 4);
   density_ = QPixmap(w, h);
   density_.fill(Qt::white);
@@ -149,32 +148,64 @@ void OverviewStrip::paintEvent(QPaintEvent*) {
   QPainter p(this);
   p.fillRect(rect(), QColor(0xfa, 0xfa, 0xfa));
   p.setPen(palette().color(QPalette::WindowText));
-  p.drawText(QRect(6, 0, kLeftPx - 12, height()), Qt::AlignVCenter | Qt::AlignLeft,
+  p.drawText(QRect(6, 0, left_px_ - 12, height()), Qt::AlignVCenter | Qt::AlignLeft,
              data_.ranks.empty() ? tr("overview") : tr("overview · %n rank(s)", "", int(data_.ranks.size())));
-  p.drawPixmap(kLeftPx, 2, density_);
+  p.drawPixmap(left_px_, 2, density_);
   p.setPen(QColor(0xb8, 0xb8, 0xb8));
-  p.drawRect(kLeftPx, 1, width() - kLeftPx - 1, height() - 3);
+  p.drawRect(left_px_, 1, width() - left_px_ - 1, height() - 3);
   if (data_.ranks.empty() || view_t1_ <= view_t0_) return;
   // The visible range: shade what is outside it, outline what is inside.
-  const int x0 = static_cast<int>(std::clamp(XAt(view_t0_), double(kLeftPx), double(width() - 1)));
-  const int x1 = std::max(x0 + 2, static_cast<int>(std::clamp(XAt(view_t1_), double(kLeftPx), double(width()))));
+  const int x0 = static_cast<int>(std::clamp(XAt(view_t0_), double(left_px_), double(width() - 1)));
+  const int x1 = std::max(x0 + 2, static_cast<int>(std::clamp(XAt(view_t1_), double(left_px_), double(width()))));
   const QColor shade(0, 0, 0, 0x28);
-  p.fillRect(QRect(kLeftPx, 2, x0 - kLeftPx, height() - 4), shade);
+  p.fillRect(QRect(left_px_, 2, x0 - left_px_, height() - 4), shade);
   p.fillRect(QRect(x1, 2, width() - x1, height() - 4), shade);
   p.setPen(QPen(QColor(0x20, 0x40, 0x90), 2));
   p.setBrush(Qt::NoBrush);
   p.drawRect(QRect(x0, 2, x1 - x0 - 1, height() - 5));
+  if (press_x_ && drag_to_x_) {  // the window being dragged
+    const int a = static_cast<int>(std::min(*press_x_, *drag_to_x_));
+    const int b = static_cast<int>(std::max(*press_x_, *drag_to_x_));
+    p.fillRect(QRect(a, 2, std::max(1, b - a), height() - 4), QColor(0x20, 0x40, 0x90, 0x30));
+  }
+}
+
+void OverviewStrip::setLabelWidth(int px) {
+  if (px == left_px_) return;
+  left_px_ = px;
+  RenderDensity();
+  updateGeometry();
+  update();
 }
 
 void OverviewStrip::mousePressEvent(QMouseEvent* event) {
   if (event->button() != Qt::LeftButton || data_.ranks.empty()) return;
-  if (event->position().x() < kLeftPx) return;
-  emit centerRequested(TimeAt(event->position().x()));
+  if (event->position().x() < left_px_) return;
+  press_x_ = event->position().x();
+  drag_to_x_.reset();
 }
 
 void OverviewStrip::mouseMoveEvent(QMouseEvent* event) {
-  if (!(event->buttons() & Qt::LeftButton) || data_.ranks.empty()) return;
-  emit centerRequested(TimeAt(std::max<double>(event->position().x(), kLeftPx)));
+  if (!press_x_ || !(event->buttons() & Qt::LeftButton)) return;
+  const double x = std::clamp<double>(event->position().x(), left_px_, width());
+  if (drag_to_x_ || std::abs(x - *press_x_) >= kMinDragPx) {
+    drag_to_x_ = x;
+    update();
+  }
+}
+
+void OverviewStrip::mouseReleaseEvent(QMouseEvent* event) {
+  if (event->button() != Qt::LeftButton || !press_x_) return;
+  const double from = *press_x_;
+  const std::optional<double> to = drag_to_x_;
+  press_x_.reset();
+  drag_to_x_.reset();
+  update();
+  if (to && std::abs(*to - from) >= kMinDragPx) {
+    emit windowRequested(TimeAt(std::min(from, *to)), TimeAt(std::max(from, *to)));
+  } else {
+    emit centerRequested(TimeAt(from));
+  }
 }
 
 }  // namespace rankscope::gui

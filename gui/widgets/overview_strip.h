@@ -1,6 +1,6 @@
 // The overview above the timeline: each rank's activity over the whole run, squeezed into
 // ~400 buckets (busy time per class), with the timeline's visible range drawn on top.
-// Clicking or dragging centers the timeline there.
+// Clicking centers the timeline there; dragging selects the window the timeline shows.
 #pragma once
 
 #include <QPixmap>
@@ -8,6 +8,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "gui/core/timeline_model.h"
@@ -42,18 +43,23 @@ class OverviewStrip : public QWidget {
   void clear();
   // The timeline's visible range (common clock), drawn as a rectangle.
   void setViewRange(int64_t t0, int64_t t1);
+  // The width of the label part on the left: the timeline's label column, so the two line up.
+  void setLabelWidth(int px);
 
   QSize sizeHint() const override;
   QSize minimumSizeHint() const override;
 
  signals:
   void centerRequested(qint64 time_ns);
+  // A window dragged on the strip (at least kMinDragPx wide): the timeline shows [t0, t1).
+  void windowRequested(qint64 t0_ns, qint64 t1_ns);
 
  protected:
   void paintEvent(QPaintEvent* event) override;
   void resizeEvent(QResizeEvent* event) override;
   void mousePressEvent(QMouseEvent* event) override;
   void mouseMoveEvent(QMouseEvent* event) override;
+  void mouseReleaseEvent(QMouseEvent* event) override;
 
  private:
   void RenderDensity();
@@ -63,6 +69,10 @@ class OverviewStrip : public QWidget {
   OverviewData data_;
   QPixmap density_;
   int64_t view_t0_ = 0, view_t1_ = 0;
+  int left_px_ = 200;
+  static constexpr int kMinDragPx = 3;
+  std::optional<double> press_x_;     // a left press on the bands
+  std::optional<double> drag_to_x_;  // where a window drag is now
 };
 
 }  // namespace rankscope::gui

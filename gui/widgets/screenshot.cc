@@ -10,7 +10,10 @@
 
 #include <charconv>
 
+#include <fmt/format.h>
+
 #include "gui/core/time_view.h"
+#include "base/format.h"
 #include "gui/core/search.h"
 #include "gui/widgets/main_window.h"
 #include "gui/widgets/search_bar.h"
@@ -109,6 +112,12 @@ Status RenderScreenshot(const ScreenshotRequest& request) {
   TimelineView* timeline = window.timelineView();
   const TimelineModel* model = window.currentModel();
   if (range && model) {
+    // A range past the run's end would render an empty picture: an error, as --range says.
+    const int64_t duration = model->end_ns() - model->start_ns();
+    if (range->start_ns >= duration) {
+      return InvalidArgument(fmt::format("bad --range: {} starts after the run's end ({} long)", *request.range,
+                                         format::FormatDuration(static_cast<double>(duration))));
+    }
     timeline->setTimeRange(model->start_ns() + range->start_ns, model->start_ns() + range->end_ns);
   } else if (model) {
     timeline->setTimeRange(model->start_ns(), std::max(model->end_ns(), model->start_ns() + TimeView::kMinDurationNs));

@@ -71,11 +71,11 @@ TimelineView::TimelineView(QWidget* parent) : QWidget(parent), scroll_(new QScro
 TimelineView::~TimelineView() = default;
 
 QSize TimelineView::sizeHint() const { return {1000, 600}; }
-QSize TimelineView::minimumSizeHint() const { return {kLabelColumnPx + 120, kAxisPx + 60}; }
+QSize TimelineView::minimumSizeHint() const { return {kMinLabelColumnPx + 120, kAxisPx + 60}; }
 
 int TimelineView::timeAreaWidth() const {
   const int bar = scroll_->isHidden() ? 0 : scroll_->width();
-  return std::max(1, width() - kLabelColumnPx - bar);
+  return std::max(1, width() - label_column_px_ - bar);
 }
 
 int TimelineView::RowsAreaHeight() const { return std::max(0, height() - kAxisPx); }
@@ -396,6 +396,16 @@ void TimelineView::invalidateGeometry() {
   update();
 }
 
+void TimelineView::setLabelColumnWidth(int px) {
+  const int upper = std::max(kMinLabelColumnPx, std::min(kMaxLabelColumnPx, width() / 2));
+  const int clamped = std::clamp(px, kMinLabelColumnPx, upper);
+  if (clamped == label_column_px_) return;
+  label_column_px_ = clamped;
+  UpdateScrollBar();  // the time area's new width, the same range over it
+  invalidateGeometry();
+  emit viewChanged();
+}
+
 void TimelineView::setColorByName(bool by_name) {
   if (by_name == color_by_name_) return;
   color_by_name_ = by_name;
@@ -413,9 +423,10 @@ void TimelineView::BuildGeometry(const GeometryKey& key) {
   const auto started = std::chrono::steady_clock::now();
   Geometry& g = geometry_;
   for (auto& rects : g.solid) rects.clear();
-  for (auto* set : {&g.folded, &g.folded_band}) {
-    for (auto& rects : *set) rects.clear();
+  for (auto& levels : g.folded) {
+    for (auto& rects : levels) rects.clear();
   }
+  for (auto& rects : g.folded_band) rects.clear();
   g.labels.clear();
   g.end_marks.clear();
   g.state_markers.clear();
@@ -488,7 +499,7 @@ void TimelineView::BuildGeometry(const GeometryKey& key) {
       ++stats_.items;
       if (item.count > 1) {
         ++stats_.folded;
-        g.folded[c].emplace_back(x0, top, x1 - x0, h);
+        g.folded[c][static_cast<size_t>(DensityLevel(item.busy))].emplace_back(x0, top, x1 - x0, h);
         g.folded_band[c].emplace_back(x0, top + h - std::max(2, h / 5), x1 - x0, std::max(2, h / 5));
       } else {
         // A one-pixel gap before the pixel where the event ends keeps back-to-back
@@ -502,12 +513,16 @@ void TimelineView::BuildGeometry(const GeometryKey& key) {
         }
       }
       if (x1 - x0 >= kLabelMinWidthPx && !(item.count == 1 && is_mark(item.index))) {
-        const QString name =
-            item.count > 1 ? tr("%L1 events").arg(item.count) : QString::fromStdString(rank.Str(row.name[item.index]));
+        // A fold says how many events and how much of its span they cover.
+        const QString name = item.count > 1 ? tr("%L1 events · %2% busy")
+                                                  .arg(item.count)
+                                                  .arg(static_cast<int>(std::lround(item.busy * 100)))
+                                            : QString::fromStdString(rank.Str(row.name[item.index]));
         const QRect text_rect(x0 + 3, top, x1 - x0 - 6, h);
         const QString elided = fm.elidedText(name, Qt::ElideRight, text_rect.width());
         if (elided.isEmpty() || elided == QStringLiteral("…")) continue;
-        const QColor fill = item.count > 1 ? FoldedClassColor(static_cast<EventClass>(c)) : SlotColor(slot);
+        const QColor fill = item.count > 1 ? FoldedDensityColor(static_cast<EventClass>(c), DensityLevel(item.busy))
+                                           : SlotColor(slot);
         g.labels.push_back({text_rect, elided, TextColorOn(fill)});
         ++stats_.labels;
       }
@@ -566,7 +581,22 @@ void TimelineView::paintEvent(QPaintEvent*) {
   PaintAxis(p, ticks);
 }
 
+void TimelineView::setPlaceholder(const QString& text) {
+  if (text == placeholder_) return;
+  placeholder_ = text;
+  if (!model_) update();
+}
+
 void TimelineView::PaintEmpty(QPainter& p) {
+  if (!placeholder_.isEmpty()) {
+    QFont big = font();
+    big.setPointSizeF(big.pointSizeF() * 1.3);
+    p.setFont(big);
+    p.setPen(palette().color(QPalette::WindowText));
+    p.drawText(rect(), Qt::AlignCenter, placeholder_);
+    p.setFont(font());
+    return;
+  }
   p.setPen(palette().color(QPalette::PlaceholderText));
   p.drawText(rect(), Qt::AlignCenter,
              tr("Open a run: File > Open (Ctrl+O), or drop a run directory or rank files here."));
@@ -588,8 +618,10 @@ void TimelineView::PaintRows(QPainter& p, const std::vector<Tick>& ticks) {
   }
   for (int c = 0; c < analyzer::kEventClassCount; ++c) {
     const auto event_class = static_cast<EventClass>(c);
-    const QColor fill = FoldedClassColor(event_class);
-    for (const QRect& r : g.folded[c]) p.fillRect(r, fill);
+    for (int level = 0; level < kDensityLevels; ++level) {
+      const QColor fill = FoldedDensityColor(event_class, level);
+      for (const QRect& r : g.folded[c][static_cast<size_t>(level)]) p.fillRect(r, fill);
+    }
     const QColor band = FoldedOutlineColor(event_class);
     for (const QRect& r : g.folded_band[c]) p.fillRect(r, band);
   }
@@ -644,10 +676,10 @@ QString TimelineView::HeaderText(uint32_t rank_index) const {
 
 void TimelineView::PaintLabels(QPainter& p) {
   const Geometry& g = geometry_;
-  const QRect column(0, kAxisPx, kLabelColumnPx, RowsAreaHeight());
+  const QRect column(0, kAxisPx, label_column_px_, RowsAreaHeight());
   p.fillRect(column, QColor(0xfa, 0xfa, 0xfa));
   for (const VisibleRow& row : g.rows) {
-    if (row.track % 2 == 1) p.fillRect(QRect(0, row.y, kLabelColumnPx, row.height), kTrackShade);
+    if (row.track % 2 == 1) p.fillRect(QRect(0, row.y, label_column_px_, row.height), kTrackShade);
   }
   const QFontMetrics fm(font());
   for (const VisibleRow& row : g.rows) {
@@ -655,19 +687,20 @@ void TimelineView::PaintLabels(QPainter& p) {
     const Track& track = model_->ranks()[row.rank].tracks[row.track];
     const QString text = QString::fromStdString(track.label);
     p.setPen(palette().color(QPalette::WindowText));
-    const QRect r(16, row.y, kLabelColumnPx - 22, row.height);
-    p.drawText(r, Qt::AlignVCenter | Qt::AlignLeft, fm.elidedText(text, Qt::ElideMiddle, r.width()));
+    const QRect r(16, row.y, label_column_px_ - 22, row.height);
+    // Cut at the end, as a name is read: its start says what it is.
+    p.drawText(r, Qt::AlignVCenter | Qt::AlignLeft, fm.elidedText(text, Qt::ElideRight, r.width()));
   }
   QFont bold = font();
   bold.setBold(true);
   const QFontMetrics bold_fm(bold);
   for (const VisibleHeader& header : g.headers) {
-    p.fillRect(QRect(0, header.y, kLabelColumnPx, header.height), kHeaderFill);
+    p.fillRect(QRect(0, header.y, label_column_px_, header.height), kHeaderFill);
     const RankTimeline& rank = model_->ranks()[header.rank];
     const bool straggler = std::find(stragglers_.begin(), stragglers_.end(), rank.rank) != stragglers_.end();
     const bool culprit = std::find(culprits_.begin(), culprits_.end(), rank.rank) != culprits_.end();
     p.setFont(bold);
-    QRect r(4, header.y, kLabelColumnPx - 8, header.height);
+    QRect r(4, header.y, label_column_px_ - 8, header.height);
     QString text = HeaderText(header.rank);
     if (straggler || culprit) {
       // Why the run did not finish outranks how fast it ran.
@@ -681,10 +714,10 @@ void TimelineView::PaintLabels(QPainter& p) {
     p.drawText(r, Qt::AlignVCenter | Qt::AlignLeft, bold_fm.elidedText(text, Qt::ElideRight, r.width()));
     p.setFont(font());
     p.setPen(kSeparator);
-    p.drawLine(0, header.y + header.height - 1, kLabelColumnPx, header.y + header.height - 1);
+    p.drawLine(0, header.y + header.height - 1, label_column_px_, header.y + header.height - 1);
   }
   p.setPen(kSeparator);
-  p.drawLine(kLabelColumnPx - 1, kAxisPx, kLabelColumnPx - 1, height());
+  p.drawLine(label_column_px_ - 1, kAxisPx, label_column_px_ - 1, height());
 }
 
 void TimelineView::PaintAxis(QPainter& p, const std::vector<Tick>& ticks) {
@@ -694,7 +727,7 @@ void TimelineView::PaintAxis(QPainter& p, const std::vector<Tick>& ticks) {
   p.setPen(palette().color(QPalette::WindowText));
   const QFontMetrics fm(font());
   // The label column's corner: the visible span.
-  p.drawText(QRect(6, 0, kLabelColumnPx - 12, kAxisPx), Qt::AlignVCenter | Qt::AlignLeft,
+  p.drawText(QRect(6, 0, label_column_px_ - 12, kAxisPx), Qt::AlignVCenter | Qt::AlignLeft,
              tr("view %1").arg(DurationText(view_.duration_ns())));
   p.save();
   p.setClipRect(QRect(left, 0, right - left, kAxisPx));
@@ -725,7 +758,7 @@ void TimelineView::PaintAxis(QPainter& p, const std::vector<Tick>& ticks) {
   p.restore();
   p.setPen(kSeparator);
   p.drawLine(0, kAxisPx - 1, width(), kAxisPx - 1);
-  p.drawLine(kLabelColumnPx - 1, 0, kLabelColumnPx - 1, kAxisPx);
+  p.drawLine(label_column_px_ - 1, 0, label_column_px_ - 1, kAxisPx);
 }
 
 void TimelineView::PaintRange(QPainter& p) {
@@ -820,24 +853,52 @@ void TimelineView::PaintFlow(QPainter& p) {
   const auto y0 = RowCenterY(from);
   const auto y1 = RowCenterY(to);
   if (!y0 || !y1) return;
-  const QPointF a(timeToX(model_->DisplayStart(from)), *y0);
-  const QPointF b(timeToX(model_->DisplayStart(to)), *y1);
+  const int64_t from_ns = model_->DisplayStart(from), to_ns = model_->DisplayStart(to);
+  // An end off screen is drawn at the edge, with a marker saying where it is, so the arrow
+  // never seems to come from whatever kernel sits at the edge.
+  const double left = timeAreaLeft() + 8, right = timeAreaLeft() + timeAreaWidth() - 8;
+  const double xa = timeToX(from_ns), xb = timeToX(to_ns);
+  const bool a_off = xa < left - 8 || xa > right + 8, b_off = xb < left - 8 || xb > right + 8;
+  const QPointF a(std::clamp(xa, left, right), *y0);
+  const QPointF b(std::clamp(xb, left, right), *y1);
   p.save();
   p.setClipRect(QRect(timeAreaLeft(), kAxisPx, timeAreaWidth(), RowsAreaHeight()));
   p.setRenderHint(QPainter::Antialiasing, true);
   QPainterPath path(a);
   const double bend = std::max(30.0, std::abs(b.y() - a.y()) / 2);
   path.cubicTo(a + QPointF(bend, 0), b - QPointF(bend, 0), b);
-  p.setPen(QPen(kFlowColor, 1.5));
   p.setBrush(Qt::NoBrush);
+  // A light halo under the line keeps it readable over the boxes it crosses.
+  p.setPen(QPen(QColor(255, 255, 255, 210), 5, Qt::SolidLine, Qt::RoundCap));
+  p.drawPath(path);
+  p.setPen(QPen(kFlowColor, 2, Qt::SolidLine, Qt::RoundCap));
   p.drawPath(path);
   // Arrow head along the curve's final direction (horizontal, by construction).
   QPolygonF head;
-  head << b << b + QPointF(-8, -4) << b + QPointF(-8, 4);
+  head << b << b + QPointF(-9, -5) << b + QPointF(-9, 5);
   p.setBrush(kFlowColor);
   p.drawPolygon(head);
-  p.setBrush(Qt::NoBrush);
-  p.drawEllipse(a, 3, 3);
+  p.setBrush(Qt::white);
+  p.drawEllipse(a, 3.5, 3.5);
+  auto off_screen = [&](const QPointF& at, double x, const QString& what) {
+    // A chevron at the edge, pointing where the end is, and how far in time.
+    const double dir = x < at.x() ? -1 : 1;
+    QPolygonF chevron;
+    chevron << at + QPointF(dir * 7, 0) << at + QPointF(-dir * 2, -6) << at + QPointF(-dir * 2, 6);
+    p.setBrush(kFlowColor);
+    p.setPen(Qt::NoPen);
+    p.drawPolygon(chevron);
+    const QString text = tr("%1 %2 %3").arg(what, DurationText(std::abs(to_ns - from_ns)),
+                                             dir < 0 ? tr("before") : tr("after"));
+    const QFontMetrics fm(font());
+    const QRectF box(dir < 0 ? at.x() + 6 : at.x() - 6 - fm.horizontalAdvance(text) - 6, at.y() - fm.height() - 6,
+                     fm.horizontalAdvance(text) + 6, fm.height() + 2);
+    p.fillRect(box, QColor(255, 255, 255, 225));
+    p.setPen(kFlowColor.darker(130));
+    p.drawText(box, Qt::AlignCenter, text);
+  };
+  if (a_off) off_screen(a, xa, tr("launch:"));
+  if (b_off) off_screen(b, xb, tr("device work:"));
   p.restore();
 }
 
@@ -856,6 +917,10 @@ void TimelineView::mousePressEvent(QMouseEvent* event) {
     return;
   }
   if (event->button() != Qt::LeftButton) return;
+  if (OnColumnEdge(pos)) {
+    drag_ = Drag::kLabelColumn;
+    return;
+  }
   const bool in_time_area = pos.x() >= timeAreaLeft() && pos.x() < timeAreaLeft() + timeAreaWidth();
   if (in_time_area && (pos.y() < kAxisPx || (event->modifiers() & Qt::ShiftModifier))) {
     drag_ = Drag::kRange;
@@ -871,7 +936,17 @@ void TimelineView::mouseMoveEvent(QMouseEvent* event) {
     drag_ = Drag::kPan;
     setCursor(Qt::ClosedHandCursor);
   }
-  if (drag_ == Drag::kPan) {
+  if (drag_ == Drag::kNone) {
+    // The column's edge says it can be dragged.
+    if (OnColumnEdge(pos)) {
+      setCursor(Qt::SplitHCursor);
+    } else if (cursor().shape() == Qt::SplitHCursor) {
+      unsetCursor();
+    }
+  }
+  if (drag_ == Drag::kLabelColumn) {
+    setLabelColumnWidth(pos.x() + 1);
+  } else if (drag_ == Drag::kPan) {
     const QPoint delta = pos - last_pos_;
     view_.PanPixels(-delta.x());
     ClampView();
@@ -893,7 +968,7 @@ void TimelineView::mouseReleaseEvent(QMouseEvent* event) {
   drag_ = Drag::kNone;
   drag_button_ = Qt::NoButton;
   unsetCursor();
-  if (!model_) return;
+  if (!model_ || drag == Drag::kLabelColumn) return;
   if (drag == Drag::kRange) {
     if (range_ && std::abs(pos.x() - press_pos_.x()) >= kDragThresholdPx) {
       setSelectedRange(range_->first, range_->second);

@@ -16,6 +16,7 @@
 
 #include <array>
 #include <cstdint>
+#include <cstdlib>
 #include <optional>
 #include <unordered_map>
 #include <utility>
@@ -36,7 +37,10 @@ class TimelineView : public QWidget {
   Q_OBJECT
 
  public:
-  static constexpr int kLabelColumnPx = 200;
+  // The label column: its width is the user's (drag its right edge), within these bounds.
+  static constexpr int kDefaultLabelColumnPx = 200;
+  static constexpr int kMinLabelColumnPx = 80;
+  static constexpr int kMaxLabelColumnPx = 800;
   static constexpr int kAxisPx = 26;
   static constexpr int kLabelMinWidthPx = 40;  // events at least this wide get their name
   static constexpr double kPickTolerancePx = 2;
@@ -82,7 +86,11 @@ class TimelineView : public QWidget {
 
   // Vertical layout of ranks and rows, in content pixels (row y 0 = just below the axis).
   const LaneLayout& layout() const { return layout_; }
-  int timeAreaLeft() const { return kLabelColumnPx; }
+  int timeAreaLeft() const { return label_column_px_; }
+  // Sets the label column's width (clamped to [kMinLabelColumnPx, min(kMaxLabelColumnPx,
+  // half the widget)]); the view keeps its time range over the new time area.
+  void setLabelColumnWidth(int px);
+  int labelColumnWidth() const { return label_column_px_; }
   int timeAreaWidth() const;
   int axisHeight() const { return kAxisPx; }
   int verticalOffset() const;
@@ -134,6 +142,8 @@ class TimelineView : public QWidget {
   // Compute kernels and annotation ranges colored by name (the default), or every event by
   // its class (event_colors.h).
   void setColorByName(bool by_name);
+  // What the empty timeline says (e.g. "Loading run…"); empty: how to open a run.
+  void setPlaceholder(const QString& text);
   bool colorByName() const { return color_by_name_; }
 
   QSize sizeHint() const override;
@@ -159,7 +169,12 @@ class TimelineView : public QWidget {
   bool event(QEvent* event) override;
 
  private:
-  enum class Drag : uint8_t { kNone, kPending, kPan, kRange };
+  enum class Drag : uint8_t { kNone, kPending, kPan, kRange, kLabelColumn };
+  // Within this many pixels of the label column's edge, a press resizes the column.
+  static constexpr int kColumnGripPx = 3;
+  bool OnColumnEdge(const QPoint& pos) const {
+    return pos.y() >= 0 && std::abs(pos.x() - (label_column_px_ - 1)) <= kColumnGripPx;
+  }
 
   struct Label {
     QRect rect;
@@ -197,7 +212,9 @@ class TimelineView : public QWidget {
     bool valid = false;
     GeometryKey key;
     std::array<std::vector<QRect>, kColorSlots> solid;  // by color slot (event_colors.h)
-    std::array<std::vector<QRect>, analyzer::kEventClassCount> folded, folded_band;
+    // Folds by class and density level (event_colors.h), and their bands by class.
+    std::array<std::array<std::vector<QRect>, kDensityLevels>, analyzer::kEventClassCount> folded;
+    std::array<std::vector<QRect>, analyzer::kEventClassCount> folded_band;
     std::vector<Label> labels;
     std::vector<EndMarkItem> end_marks;
     std::vector<StateMarker> state_markers;
@@ -243,6 +260,8 @@ class TimelineView : public QWidget {
   const TimelineModel* model_ = nullptr;
   uint64_t model_version_ = 0;
   bool color_by_name_ = true;
+  QString placeholder_;
+  int label_column_px_ = kDefaultLabelColumnPx;
   // Per rank, per StringId: NameColorHash of the name, computed once per model.
   std::vector<std::vector<uint32_t>> name_hashes_;
   mutable TimeView view_;

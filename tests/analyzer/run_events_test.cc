@@ -510,6 +510,24 @@ TEST(StreamRunEvents, NonSqliteFileIsAnErrorNamingIt) {
   EXPECT_NE(run.status().message().find("rank-0.sqlite"), std::string::npos) << run.status().message();
 }
 
+// ---- LaneLabel ----------------------------------------------------------------------------------
+
+// A thread's name that already holds its id (Kineto's) is not followed by it again; any other
+// name is.
+TEST(LaneLabelTest, AThreadIdIsWrittenOnce) {
+  trace::Lane lane;
+  lane.kind = trace::LaneKind::kCpuThread;
+  lane.tid = 4515;
+  lane.name = "thread 4515 (python3.8)";
+  EXPECT_EQ(LaneLabel(lane), "thread 4515 (python3.8)");
+  lane.name = "main";
+  EXPECT_EQ(LaneLabel(lane), "main (4515)");
+  lane.name = "worker45150";  // holds the digits, not the number
+  EXPECT_EQ(LaneLabel(lane), "worker45150 (4515)");
+  lane.name.clear();
+  EXPECT_EQ(LaneLabel(lane), "thread 4515");
+}
+
 // ---- ReadEventDetails ----------------------------------------------------------------------------
 
 bool HasField(const EventDetails& details, const std::string& label, const std::string& value) {

@@ -83,6 +83,7 @@ TEST_F(ViewerEndToEnd, BadScreenshotRequestsFailWithOneLineAndWriteNothing) {
   const std::vector<Case> cases = {
       {{Run().string(), "--screenshot", png.string(), "--size", "12x"}, "size"},
       {{Run().string(), "--screenshot", png.string(), "--range", "5ms..1ms"}, "range"},
+      {{Run().string(), "--screenshot", png.string(), "--range", "5000s..6000s"}, "after the run's end"},
       {{(dir_->path() / "missing").string(), "--screenshot", png.string()}, "missing"},
       {{Run().string(), "--screenshot", (dir_->path() / "no-such-dir" / "x.png").string()}, "no-such-dir"},
   };

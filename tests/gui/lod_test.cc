@@ -184,6 +184,33 @@ TEST(BuildRowGeometry, DrawsEventsCrossingTheViewEdges) {
   EXPECT_GE(items[0].x1, 300.0);
 }
 
+// A fold says how much of its span its events cover: the density the viewer shades it by.
+// The busy sums come from per-32-event prefix blocks, exact for any run of events.
+TEST(BuildRowGeometry, FoldsSayHowBusyTheyAre) {
+  EventRow dense = testing::RegularRow(0, 5, 10, 10'000);   // 5 ns of every 10: 50%
+  EventRow sparse = testing::RegularRow(0, 1, 10, 10'000);  // 1 ns of every 10: 10%
+  dense.IndexBusy();
+  sparse.IndexBusy();
+  EXPECT_EQ(dense.BusyNs(0, 10'000), 50'000);
+  EXPECT_EQ(dense.BusyNs(3, 70), 67 * 5);
+  EXPECT_EQ(sparse.BusyNs(31, 33), 2);
+  EXPECT_EQ(sparse.BusyNs(5, 5), 0);
+  for (const auto& [row, share] : {std::pair<const EventRow*, double>{&dense, 0.5}, {&sparse, 0.1}}) {
+    std::vector<DrawItem> items;
+    BuildRowGeometry(*row, 0, 1000.0, 100, LodOptions{}, &items);
+    ASSERT_FALSE(items.empty());
+    for (const DrawItem& item : items) {
+      ASSERT_GT(item.count, 1u);
+      EXPECT_NEAR(item.busy, share, 0.01) << "a fold of " << item.count;
+    }
+  }
+  // A single event is as busy as it gets.
+  std::vector<DrawItem> wide;
+  BuildRowGeometry(testing::RegularRow(0, 900, 1000, 3), 0, 1.0, 3000, LodOptions{}, &wide);
+  ASSERT_EQ(wide.size(), 3u);
+  for (const DrawItem& item : wide) EXPECT_EQ(item.busy, 1.0f);
+}
+
 TEST(BuildRowGeometry, EmptyRowAndEmptyViewGiveNothing) {
   EXPECT_TRUE(Items(EventRow{}, 0, 10.0, 1000).empty());
   const EventRow row = RowOfSpans({{100, 200}});

@@ -546,6 +546,27 @@ TEST(TimelineModelLoad, ApiCallsAndDeviceWorkKeepTheirCorrelationIds) {
   }
 }
 
+// A load whose cancel flag is set stops and fails with the cancellation, whatever the reader.
+TEST(TimelineModelLoad, ACancelledLoadFailsAsCancelled) {
+  TempDir dir;
+  WriteRun(dir);
+  std::atomic<bool> cancel{true};
+  const auto model = TimelineModel::Build(
+      dir.path(),
+      [&](analyzer::ViewEventSink& sink) -> Result<std::vector<std::string>> {
+        RS_ASSIGN_OR_RETURN(analyzer::ViewRun run, analyzer::StreamRunEvents(dir.path(), {}, sink));
+        return run.warnings;
+      },
+      &cancel);
+  ASSERT_FALSE(model.ok());
+  EXPECT_EQ(model.status().message(), TimelineModel::kCancelledMessage);
+  cancel = false;
+  EXPECT_TRUE(TimelineModel::Build(dir.path(), [&](analyzer::ViewEventSink& sink) -> Result<std::vector<std::string>> {
+                RS_ASSIGN_OR_RETURN(analyzer::ViewRun run, analyzer::StreamRunEvents(dir.path(), {}, sink));
+                return run.warnings;
+              }, &cancel).ok());
+}
+
 // Copies and sets have no name in a rank file: the model titles them as Nsight Systems does,
 // from the copy kind, so they have a label and search finds them.
 TEST(TimelineModelLoad, UnnamedCopiesAndSetsAreTitledByKind) {

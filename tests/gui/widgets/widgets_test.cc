@@ -13,6 +13,7 @@
 #include <QSignalSpy>
 #include <QTest>
 #include <QTimer>
+#include <QToolButton>
 #include <QWheelEvent>
 
 #include <gtest/gtest.h>
@@ -35,6 +36,7 @@
 #include "gui/widgets/details_panel.h"
 #include "gui/widgets/event_colors.h"
 #include "gui/widgets/main_window.h"
+#include "gui/widgets/overview_strip.h"
 #include "gui/widgets/range_stats_panel.h"
 #include "gui/widgets/run_panel.h"
 #include "gui/widgets/scaling_panel.h"
@@ -411,6 +413,82 @@ TEST_F(WidgetsTest, SingleKeyShortcutsWorkAfterClickingAPanel) {
   QTest::keyClicks(window_.searchBar()->lineEdit(), QStringLiteral("wasd"));
   EXPECT_EQ(window_.searchBar()->lineEdit()->text(), QStringLiteral("wasd"));
   EXPECT_EQ(view_->view().duration_ns(), whole);
+}
+
+// Cancel stops a load in flight: no run is added, no error is reported, the status bar says
+// so; while it loads with nothing shown, the timeline says what is loading.
+TEST(LoadingTest, CancelStopsALoadAndReportsNoError) {
+  rankscope::testing::TempDir dir;
+  WriteRun(dir.path());
+  MainWindow window;
+  window.setShowErrorDialogs(false);
+  window.setRecordRecentFiles(false);
+  window.resize(1200, 700);
+  window.show();
+  QString failure;
+  QObject::connect(&window, &MainWindow::loadFailed, [&](const QString& message) { failure = message; });
+  window.openRun(QString::fromStdString(dir.path().string()));
+  auto* cancel = window.findChild<QToolButton*>(QStringLiteral("cancelLoading"));
+  ASSERT_NE(cancel, nullptr);
+  EXPECT_TRUE(cancel->isVisible());
+  cancel->click();
+  ASSERT_TRUE(window.waitUntilIdle());
+  EXPECT_EQ(window.runCount(), 0);
+  EXPECT_TRUE(failure.isEmpty()) << failure.toStdString();
+  EXPECT_FALSE(cancel->isVisible());
+  EXPECT_TRUE(window.statusBar()->currentMessage().contains(QStringLiteral("cancelled")))
+      << window.statusBar()->currentMessage().toStdString();
+  // Opened again, it loads.
+  window.openRun(QString::fromStdString(dir.path().string()));
+  ASSERT_TRUE(window.waitUntilIdle());
+  EXPECT_EQ(window.runCount(), 1);
+}
+
+// Dragging on the overview selects the window the timeline shows; a click centers.
+TEST_F(WidgetsTest, DraggingOnTheOverviewSelectsTheWindow) {
+  OverviewStrip* overview = window_.overviewStrip();
+  view_->fitAll();
+  const int y = overview->height() / 2;
+  const int a = overview->width() / 2, b = overview->width() * 3 / 4;
+  QTest::mousePress(overview, Qt::LeftButton, {}, QPoint(a, y));
+  QTest::mouseMove(overview, QPoint(b, y));
+  QTest::mouseRelease(overview, Qt::LeftButton, {}, QPoint(b, y));
+  const int64_t whole = view_->model()->end_ns() - view_->model()->start_ns();
+  EXPECT_LT(view_->view().duration_ns(), whole / 2);
+  EXPECT_GT(view_->view().duration_ns(), whole / 8);
+  EXPECT_GT(view_->view().start_ns(), view_->model()->start_ns());
+  // A click keeps the span and centers it.
+  const int64_t span = view_->view().duration_ns();
+  QTest::mouseClick(overview, Qt::LeftButton, {}, QPoint(overview->width() - 40, y));
+  EXPECT_EQ(view_->view().duration_ns(), span);
+}
+
+// Opening a run that is already open shows it: it is not listed twice.
+TEST_F(WidgetsTest, OpeningAnOpenRunAgainShowsItOnce) {
+  ASSERT_EQ(window_.runCount(), 1);
+  ASSERT_TRUE(window_.openRunBlocking(QString::fromStdString((dir_.path() / ".").string())));
+  EXPECT_EQ(window_.runCount(), 1);
+  EXPECT_EQ(window_.currentRun(), 0);
+}
+
+// The label column is as wide as the user drags its edge, within bounds; the view keeps its
+// time range over the time area that is left.
+TEST_F(WidgetsTest, TheLabelColumnResizesByDraggingItsEdge) {
+  view_->fitAll();
+  const int64_t start = view_->view().start_ns(), end = view_->view().end_ns();
+  const int edge = view_->labelColumnWidth() - 1;
+  const int y = view_->axisHeight() + 30;
+  QTest::mousePress(view_, Qt::LeftButton, {}, QPoint(edge, y));
+  QTest::mouseMove(view_, QPoint(edge + 100, y));
+  QTest::mouseRelease(view_, Qt::LeftButton, {}, QPoint(edge + 100, y));
+  EXPECT_EQ(view_->labelColumnWidth(), TimelineView::kDefaultLabelColumnPx + 100);
+  EXPECT_EQ(view_->timeAreaLeft(), view_->labelColumnWidth());
+  EXPECT_EQ(view_->view().start_ns(), start);
+  EXPECT_EQ(view_->view().end_ns(), end);
+  view_->setLabelColumnWidth(5);
+  EXPECT_EQ(view_->labelColumnWidth(), TimelineView::kMinLabelColumnPx);
+  view_->setLabelColumnWidth(100000);
+  EXPECT_LE(view_->labelColumnWidth(), view_->width() / 2);
 }
 
 TEST_F(WidgetsTest, DetailsAndRunTabWriteTheSameDurationTheSameWay) {
