@@ -804,6 +804,11 @@ class KinetoImporter {
 };
 
 Status KinetoImporter::Malformed(error_code error, od::document& doc, std::optional<uint64_t> event) const {
+  // Cut short: simdjson finds it before any value, so its location would be the start.
+  if (error == simdjson::INCOMPLETE_ARRAY_OR_OBJECT || error == simdjson::UNCLOSED_STRING) {
+    return Corrupt(fmt::format("{}: malformed JSON: it ends early, at byte {} (a truncated file?): {}", source_,
+                               text_offset_ + text_.size(), simdjson::error_message(error)));
+  }
   std::string where;
   const char* location = nullptr;
   if (!doc.current_location().get(location) && location >= text_.data() && location <= text_.data() + text_.size()) {

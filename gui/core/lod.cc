@@ -40,6 +40,7 @@ void BuildRowGeometry(const EventRow& row, int64_t t0, double ns_per_px, double 
   const size_t n = row.size();
   if (n == 0 || !(ns_per_px > 0) || !(width_px > 0)) return;
   const double min_ns = std::max(1.0, options.min_width_px * ns_per_px);
+  const double max_fold_ns = std::max(min_ns, options.max_fold_px * ns_per_px);
   const int64_t min_ns_int = static_cast<int64_t>(std::ceil(min_ns));
   const int64_t t1 = t0 + static_cast<int64_t>(std::ceil(width_px * ns_per_px));
   auto x_of = [&](int64_t t) { return static_cast<double>(t - t0) / ns_per_px; };
@@ -86,7 +87,7 @@ void BuildRowGeometry(const EventRow& row, int64_t t0, double ns_per_px, double 
         fold_end = std::max(fold_end, row.end[after - 1]);
         next = after;
       }
-      if (next >= limit) break;
+      if (next >= limit || static_cast<double>(fold_end - start) >= max_fold_ns) break;
       const int64_t s = row.start[next];
       const int64_t e = row.end[next];
       if (e - s >= min_ns_int || s - fold_end >= min_ns_int) break;

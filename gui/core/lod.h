@@ -1,7 +1,8 @@
 // Level of detail: what one row looks like at the current zoom, with no paint walking the
 // whole row. Events at least `min_width_px` wide are drawn alone; runs of narrower events
-// whose gaps are under a pixel fold into one item (Tracy's rule), found by galloping over
-// the sorted ends, so a row costs O(visible pixels · log n), not O(events).
+// whose gaps are under a pixel fold into one item (Tracy's rule) of at most `max_fold_px`,
+// found by galloping over the sorted ends, so a row costs O(visible pixels · log n), not
+// O(events).
 #pragma once
 
 #include <cstdint>
@@ -25,6 +26,9 @@ struct DrawItem {
 
 struct LodOptions {
   double min_width_px = 1.0;  // narrower events fold
+  // A fold stops growing past this width, so a zoomed-out row is a strip of short folds,
+  // each shaded by its own density, not one bar over the whole run.
+  double max_fold_px = 3.0;
 };
 
 // Items for events of `row` overlapping [t0, t0 + width·ns_per_px) on the row's own clock,

@@ -80,8 +80,11 @@ int BreakdownBars::barCount() const { return report_ ? static_cast<int>(report_-
 QSize BreakdownBars::sizeHint() const { return {360, barCount() * (kBarPx + kBarGapPx) + kLegendPx + 4}; }
 QSize BreakdownBars::minimumSizeHint() const { return {kLabelPx + 80, sizeHint().height()}; }
 
+// The bar leaves room on its right for the utilization text, so the text never covers it.
+int BreakdownBars::UtilizationPx() const { return QFontMetrics(font()).horizontalAdvance(tr("100.0% busy")) + 8; }
+
 QRect BreakdownBars::barRect(int index) const {
-  return {kLabelPx, index * (kBarPx + kBarGapPx), std::max(10, width() - kLabelPx - 4), kBarPx};
+  return {kLabelPx, index * (kBarPx + kBarGapPx), std::max(10, width() - kLabelPx - 4 - UtilizationPx()), kBarPx};
 }
 
 bool BreakdownBars::IsStraggler(int rank) const {
@@ -123,11 +126,12 @@ void BreakdownBars::paintEvent(QPaintEvent*) {
     }
     p.setPen(straggler ? QColor(0xc6, 0x28, 0x28) : QColor(0xa0, 0xa0, 0xa0));
     p.drawRect(bar.adjusted(0, 0, -1, -1));
-    // Utilization on the bar's right end, where idle (light) usually is.
+    // Utilization beside the bar's right end, in its own column.
     const QString util = tr("%1 busy").arg(PercentText(device.totals.utilization_pct));
     p.setFont(font());
     p.setPen(QColor(0x30, 0x30, 0x30));
-    p.drawText(bar.adjusted(0, 0, -4, 0), Qt::AlignVCenter | Qt::AlignRight, util);
+    p.drawText(QRect(bar.right() + 6, bar.top(), UtilizationPx() - 2, bar.height()), Qt::AlignVCenter | Qt::AlignLeft,
+               util);
   }
   // Legend.
   int x = 2;

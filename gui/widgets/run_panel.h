@@ -37,6 +37,7 @@ class BreakdownBars : public QWidget {
   void setReport(const analyzer::Report* report);
   // The bar's rectangle for DeviceReport `index` (for tests and hit-testing).
   QRect barRect(int index) const;
+  int UtilizationPx() const;  // the column of "97.0% busy" right of the bars
   int barCount() const;
 
   QSize sizeHint() const override;

@@ -463,6 +463,32 @@ void TimelineView::BuildGeometry(const GeometryKey& key) {
       g.headers.push_back({entry.rank, y, entry.height});
       span.header_y = y;
       span.header_height = entry.height;
+      if (isRankCollapsed(entry.rank)) {
+        // A collapsed rank's header summarizes it: its device streams' outermost rows (its
+        // threads' when it has no device lanes) laid over each other, folds by density.
+        const RankTimeline& rank = model_->ranks()[entry.rank];
+        const bool has_device = std::any_of(rank.tracks.begin(), rank.tracks.end(),
+                                            [](const Track& t) { return t.kind == trace::LaneKind::kGpuStream; });
+        const int top = y + 3, h = std::max(2, entry.height - 6);
+        for (const Track& track : rank.tracks) {
+          if (track.rows.empty() || (has_device && track.kind != trace::LaneKind::kGpuStream)) continue;
+          items_scratch_.clear();
+          BuildRowGeometry(track.rows[0], view_.start_ns() - rank.clock_offset_ns, ns_per_px, width, options,
+                           &items_scratch_);
+          for (const DrawItem& item : items_scratch_) {
+            auto [x0, x1] = PixelSpan(item.x0, item.x1);
+            x0 = std::max(x0 + left, left);
+            x1 = std::min(x1 + left, right);
+            if (x1 <= x0) continue;
+            const size_t c = std::min<size_t>(item.event_class, analyzer::kEventClassCount - 1);
+            if (item.count > 1) {
+              g.folded[c][static_cast<size_t>(DensityLevel(item.busy))].emplace_back(x0, top, x1 - x0, h);
+            } else {
+              g.solid[c].emplace_back(x0, top, x1 - x0, h);
+            }
+          }
+        }
+      }
       continue;
     }
     g.rows.push_back({entry.rank, entry.track, entry.row, y, entry.height, entry.first_row_of_track});

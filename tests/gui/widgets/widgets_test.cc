@@ -25,6 +25,7 @@
 #include <cstring>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -461,6 +462,35 @@ TEST_F(WidgetsTest, DraggingOnTheOverviewSelectsTheWindow) {
   const int64_t span = view_->view().duration_ns();
   QTest::mouseClick(overview, Qt::LeftButton, {}, QPoint(overview->width() - 40, y));
   EXPECT_EQ(view_->view().duration_ns(), span);
+}
+
+// A collapsed rank's header is a summary of it: its time area is drawn with the rank's
+// activity, not left empty.
+TEST_F(WidgetsTest, ACollapsedRanksHeaderSummarizesItsActivity) {
+  view_->fitAll();
+  // The header's middle line across the time area.
+  auto header_line = [&] {
+    const LayoutEntry* header = view_->layout().RankHeader(0);
+    EXPECT_NE(header, nullptr);
+    const QImage image = view_->grab().toImage();
+    const int y = view_->contentToWidgetY(header->y + header->height / 2);
+    std::vector<QRgb> line;
+    for (int x = view_->timeAreaLeft() + 2; x < view_->timeAreaLeft() + view_->timeAreaWidth() - 2; ++x) {
+      line.push_back(image.pixel(x, y));
+    }
+    return line;
+  };
+  // Expanded, the header's time area is its fill (and a few grid lines): its commonest color.
+  const std::vector<QRgb> expanded = header_line();
+  std::map<QRgb, int> counts;
+  for (QRgb c : expanded) ++counts[c];
+  const QRgb fill = std::max_element(counts.begin(), counts.end(), [](const auto& a, const auto& b) {
+                      return a.second < b.second;
+                    })->first;
+  view_->setRankCollapsed(0, true);
+  const std::vector<QRgb> collapsed = header_line();
+  const auto painted = std::count_if(collapsed.begin(), collapsed.end(), [&](QRgb c) { return c != fill; });
+  EXPECT_GT(painted, static_cast<long>(collapsed.size() / 4));
 }
 
 // Opening a run that is already open shows it: it is not listed twice.
