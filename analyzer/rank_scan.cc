@@ -9,48 +9,17 @@
 #include <map>
 #include <unordered_map>
 
+#include "analyzer/args_internal.h"
 #include "analyzer/event_ids_internal.h"
 #include "analyzer/span_classifier.h"
 
 namespace rankscope::analyzer {
 namespace {
 
-using Json = nlohmann::json;
-
 constexpr size_t kClassCount = 3;
 constexpr int8_t kNoClass = -1;
 
-Json ParseObject(const std::string& text) {
-  if (text.empty() || text.front() != '{') return Json();
-  Json parsed = Json::parse(text, nullptr, /*allow_exceptions=*/false);
-  return parsed.is_object() ? parsed : Json();
-}
 
-std::optional<int64_t> IntField(const Json& object, const char* key) {
-  if (!object.is_object()) return std::nullopt;
-  const auto found = object.find(key);
-  if (found == object.end()) return std::nullopt;
-  if (found->is_number_unsigned()) {
-    const uint64_t value = found->get<uint64_t>();
-    if (value > static_cast<uint64_t>(INT64_MAX)) return std::nullopt;
-    return static_cast<int64_t>(value);
-  }
-  if (found->is_number_integer()) return found->get<int64_t>();
-  return std::nullopt;
-}
-
-bool IsIntegerPayload(uint32_t kind) {
-  using trace::PayloadKind;
-  switch (static_cast<PayloadKind>(kind)) {
-    case PayloadKind::kUint64:
-    case PayloadKind::kInt64:
-    case PayloadKind::kUint32:
-    case PayloadKind::kInt32:
-      return true;
-    default:
-      return false;
-  }
-}
 
 struct StepCandidate {
   trace::LaneId lane = trace::kNoLane;
@@ -387,12 +356,9 @@ void RankScanner::Impl::ChooseSteps(RankActivity& activity) {
     step.start_ns = candidate.start_ns;
     step.end_ns = candidate.end_ns;
     step.samples = IntField(args, "samples").value_or(0);
-    if (std::optional<int64_t> number = IntField(args, "step")) {
+    if (const std::optional<int64_t> number = StepNumberOf(IntField(args, "step"), Str(candidate.name),
+                                                            candidate.payload_kind, candidate.payload_int)) {
       step.number = *number;
-    } else if (std::optional<int64_t> profiler = ProfilerStepNumber(Str(candidate.name))) {
-      step.number = *profiler;
-    } else if (IsIntegerPayload(candidate.payload_kind)) {
-      step.number = candidate.payload_int;
     } else {
       numbers_usable = false;
     }

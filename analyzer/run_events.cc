@@ -5,6 +5,7 @@
 #include <optional>
 #include <tuple>
 
+#include "analyzer/args_internal.h"
 #include "analyzer/event_ids_internal.h"
 #include "analyzer/parallel_internal.h"
 #include "base/format.h"
@@ -87,7 +88,10 @@ class RankEventStream : public trace::SpanVisitor {
           event.event_class = ToEventClass(classifier_.DeviceRowClass(table, row));
           break;
         case trace::SpanTable::kNvtxRanges: {
-          if (classifier_.IsStep(row.name)) break;  // steps are annotations
+          if (classifier_.IsStep(row.name)) {  // steps are annotations, with their number
+            event.step = StepTitleNumber(row);
+            break;
+          }
           const RangeVerdict verdict = classifier_.ClassifyRange(row);
           if (verdict.deferred) {
             deferred_.push_back(event);
@@ -118,6 +122,19 @@ class RankEventStream : public trace::SpanVisitor {
   int64_t invalid_events() const { return invalid_events_; }
 
  private:
+  // The number a step range is titled with, + 1: the analyzer's rule (StepNumberOf); 0 when
+  // it has none, or its name already says it (ProfilerStep#N).
+  uint32_t StepTitleNumber(const trace::SpanRow& row) const {
+    const std::string& name = header_.strings[row.name];
+    if (ProfilerStepNumber(name)) return 0;
+    static const std::string kNoArgs;
+    const std::string& args = row.args < header_.strings.size() ? header_.strings[row.args] : kNoArgs;
+    const std::optional<int64_t> number =
+        StepNumberOf(IntField(ParseObject(args), "step"), name, row.payload_kind, row.payload_int);
+    if (!number || *number < 0 || *number >= static_cast<int64_t>(UINT32_MAX)) return 0;
+    return static_cast<uint32_t>(*number + 1);
+  }
+
   Status SendWhole(const std::vector<trace::NvtxMarkEvent>& marks, const std::vector<trace::CollectiveEvent>& collectives) {
     std::vector<ViewEvent> events;
     events.reserve(marks.size() + collectives.size());

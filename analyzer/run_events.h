@@ -46,6 +46,9 @@ struct ViewEvent {
   // Copies, from a stream with host calls: their trace::CopyKind ("Memcpy HtoD": copies and
   // sets have no name in the file; the viewer names them).
   uint8_t copy_kind = 0;
+  // Step ranges whose name does not hold their number: the number + 1 (the viewer titles
+  // them "step 41"); 0 for every other event.
+  uint32_t step = 0;
 };
 
 struct ViewRank {

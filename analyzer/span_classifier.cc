@@ -73,6 +73,27 @@ int8_t Cached(std::vector<int8_t>& cache, trace::StringId id, Decide decide) {
 
 }  // namespace
 
+bool IsIntegerPayload(uint32_t payload_kind) {
+  using trace::PayloadKind;
+  switch (static_cast<PayloadKind>(payload_kind)) {
+    case PayloadKind::kUint64:
+    case PayloadKind::kInt64:
+    case PayloadKind::kUint32:
+    case PayloadKind::kInt32:
+      return true;
+    default:
+      return false;
+  }
+}
+
+std::optional<int64_t> StepNumberOf(std::optional<int64_t> args_step, std::string_view name, uint32_t payload_kind,
+                                    int64_t payload_int) {
+  if (args_step) return args_step;
+  if (std::optional<int64_t> profiler = ProfilerStepNumber(name)) return profiler;
+  if (IsIntegerPayload(payload_kind)) return payload_int;
+  return std::nullopt;
+}
+
 std::optional<int64_t> ProfilerStepNumber(std::string_view name) {
   constexpr std::string_view kPrefix = "ProfilerStep#";
   if (name.size() <= kPrefix.size() || name.substr(0, kPrefix.size()) != kPrefix) return std::nullopt;

@@ -22,6 +22,12 @@ namespace rankscope::analyzer {
 
 // N of "ProfilerStep#N", PyTorch profiler's step ranges; nullopt for any other name.
 std::optional<int64_t> ProfilerStepNumber(std::string_view name);
+// Whether a range's payload (trace::PayloadKind) is an integer.
+bool IsIntegerPayload(uint32_t payload_kind);
+// A step range's number (docs/metrics.md §2): its args' "step", else N of ProfilerStep#N,
+// else an integer payload; nullopt when it has none.
+std::optional<int64_t> StepNumberOf(std::optional<int64_t> args_step, std::string_view name, uint32_t payload_kind,
+                                    int64_t payload_int);
 
 // The number of bytes a Kineto CPU operator's args name, from the payload JSON: its integer
 // "bytes" field, else Σ over the inputs of Π "Input Dims" × the element size of its "Input

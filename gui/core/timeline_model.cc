@@ -198,6 +198,7 @@ class LanePacker {
 struct RankBuilder {
   analyzer::ViewRank header;
   std::vector<LanePacker> by_lane;  // index = lane id; 0 = undeclared
+  std::vector<std::pair<uint32_t, int64_t>> step_titles;  // (name, number) of titled steps
   int64_t first_ns = std::numeric_limits<int64_t>::max();
   int64_t last_ns = std::numeric_limits<int64_t>::min();
 };
@@ -231,9 +232,15 @@ class ModelBuilder final : public analyzer::ViewEventSink {
       const size_t slot = event.lane < builder.by_lane.size() ? event.lane : 0;
       if (event.name == trace::kEmptyString &&
           (event.source == EventSource::kMemcpy || event.source == EventSource::kMemset)) {
-        // Named once the rank's strings are final (NameCopies).
+        // Named once the rank's strings are final (NameSynthetic).
         analyzer::ViewEvent named = event;
         named.name = kUnnamedCopy + (event.source == EventSource::kMemset ? kMemsetSlot : event.copy_kind);
+        builder.by_lane[slot].Add(named);
+      } else if (event.step > 0 && builder.step_titles.size() < kMaxStepTitles) {
+        // "step 41", titled at the end too.
+        analyzer::ViewEvent named = event;
+        named.name = kStepTitle + static_cast<uint32_t>(builder.step_titles.size());
+        builder.step_titles.emplace_back(event.name, event.step - 1);
         builder.by_lane[slot].Add(named);
       } else {
         builder.by_lane[slot].Add(event);
@@ -325,13 +332,24 @@ class ModelBuilder final : public analyzer::ViewEventSink {
   // Systems names them ("Memcpy HtoD", "Memset"), so they have a title and search finds them.
   static constexpr uint32_t kUnnamedCopy = 0xFFFFFF00u;
   static constexpr uint32_t kMemsetSlot = 0xFF;
+  // Step ranges carry kStepTitle + their index in RankBuilder::step_titles until then.
+  static constexpr uint32_t kStepTitle = 0xF0000000u;
+  static constexpr size_t kMaxStepTitles = kUnnamedCopy - kStepTitle;
 
-  static void NameCopies(RankTimeline& timeline) {
+  static void NameSynthetic(RankTimeline& timeline, const std::vector<std::pair<uint32_t, int64_t>>& step_titles) {
     std::array<uint32_t, 256> ids{};  // 0: not yet added
+    std::map<std::pair<uint32_t, int64_t>, uint32_t> titled;
     for (Track& track : timeline.tracks) {
       for (EventRow& row : track.rows) {
         for (uint32_t& name : row.name) {
-          if (name < kUnnamedCopy) continue;
+          if (name < kStepTitle) continue;
+          if (name < kUnnamedCopy) {
+            const std::pair<uint32_t, int64_t>& title = step_titles[name - kStepTitle];
+            auto [it, added] = titled.try_emplace(title, static_cast<uint32_t>(timeline.strings.size()));
+            if (added) timeline.strings.push_back(fmt::format("{} {}", timeline.Str(title.first), title.second));
+            name = it->second;
+            continue;
+          }
           const uint32_t slot = name - kUnnamedCopy;
           if (ids[slot] == 0) {
             ids[slot] = static_cast<uint32_t>(timeline.strings.size());
@@ -374,7 +392,7 @@ class ModelBuilder final : public analyzer::ViewEventSink {
       timeline.tracks.push_back(std::move(track));
     }
     if (timeline.events == 0) timeline.first_ns = timeline.last_ns = 0;
-    NameCopies(timeline);
+    NameSynthetic(timeline, builder.step_titles);
     // Events on undeclared lanes go last.
     std::stable_sort(timeline.tracks.begin(), timeline.tracks.end(), [&](const Track& a, const Track& b) {
       if (a.lane == trace::kNoLane || b.lane == trace::kNoLane) return b.lane == trace::kNoLane && a.lane != b.lane;

@@ -51,6 +51,20 @@ std::pair<int, int> PixelSpan(double x0, double x1) {
   return {left, right};
 }
 
+// An LOD item's pixels within the time area [left, right) (item x is relative to `left`),
+// and its class; nullopt when no pixel is inside.
+struct ItemPixels {
+  int x0 = 0, x1 = 0;
+  size_t event_class = 0;
+};
+std::optional<ItemPixels> PixelsOf(const DrawItem& item, int left, int right) {
+  auto [x0, x1] = PixelSpan(item.x0, item.x1);
+  x0 = std::max(x0 + left, left);
+  x1 = std::min(x1 + left, right);
+  if (x1 <= x0) return std::nullopt;
+  return ItemPixels{x0, x1, std::min<size_t>(item.event_class, analyzer::kEventClassCount - 1)};
+}
+
 }  // namespace
 
 TimelineView::TimelineView(QWidget* parent) : QWidget(parent), scroll_(new QScrollBar(Qt::Vertical, this)) {
@@ -476,15 +490,13 @@ void TimelineView::BuildGeometry(const GeometryKey& key) {
           BuildRowGeometry(track.rows[0], view_.start_ns() - rank.clock_offset_ns, ns_per_px, width, options,
                            &items_scratch_);
           for (const DrawItem& item : items_scratch_) {
-            auto [x0, x1] = PixelSpan(item.x0, item.x1);
-            x0 = std::max(x0 + left, left);
-            x1 = std::min(x1 + left, right);
-            if (x1 <= x0) continue;
-            const size_t c = std::min<size_t>(item.event_class, analyzer::kEventClassCount - 1);
+            const std::optional<ItemPixels> px = PixelsOf(item, left, right);
+            if (!px) continue;
+            const QRect rect(px->x0, top, px->x1 - px->x0, h);
             if (item.count > 1) {
-              g.folded[c][static_cast<size_t>(DensityLevel(item.busy))].emplace_back(x0, top, x1 - x0, h);
+              g.folded[px->event_class][static_cast<size_t>(DensityLevel(item.busy))].push_back(rect);
             } else {
-              g.solid[c].emplace_back(x0, top, x1 - x0, h);
+              g.solid[px->event_class].push_back(rect);
             }
           }
         }
@@ -513,11 +525,10 @@ void TimelineView::BuildGeometry(const GeometryKey& key) {
       return std::any_of(marks_begin, marks_end, [&](const EndMark& m) { return m.index == index; });
     };
     for (const DrawItem& item : items_scratch_) {
-      auto [x0, x1] = PixelSpan(item.x0, item.x1);
-      x0 = std::max(x0 + left, left);
-      x1 = std::min(x1 + left, right);
-      if (x1 <= x0) continue;
-      const size_t c = std::min<size_t>(item.event_class, analyzer::kEventClassCount - 1);
+      const std::optional<ItemPixels> px = PixelsOf(item, left, right);
+      if (!px) continue;
+      const int x0 = px->x0, x1 = px->x1;
+      const size_t c = px->event_class;
       const uint32_t name = item.count == 1 ? row.name[item.index] : 0;
       const int slot = item.count > 1 ? static_cast<int>(c)
                                       : ColorSlot(static_cast<EventClass>(c), name < hashes.size() ? hashes[name] : 0,

@@ -438,7 +438,8 @@ TEST(TimelineModelLoad, NestedNvtxRangesStackIntoRows) {
   for (uint32_t rank = 0; rank < 2; ++rank) {
     SCOPED_TRACE(rank);
     const int64_t s = 100 * rank;
-    const auto step = FindByName(*model, rank, "step", s + 500);
+    // Titled with its number (its payload's step 0).
+    const auto step = FindByName(*model, rank, "step 0", s + 500);
     const auto forward = FindByName(*model, rank, "forward", s + 600);
     const auto attention = FindByName(*model, rank, "attention", s + 700);
     ASSERT_TRUE(step && forward && attention);
@@ -540,7 +541,8 @@ TEST(TimelineModelLoad, ApiCallsAndDeviceWorkKeepTheirCorrelationIds) {
     EXPECT_EQ(model->CorrelationOf(*nccl), 12u);
     EXPECT_EQ(model->CorrelationOf(Ref(rank, 0, 0, 2)), 13u);  // the copy
     EXPECT_EQ(model->CorrelationOf(Ref(rank, 0, 0, 3)), 0u);   // the set has none
-    const auto step = FindByName(*model, rank, "step", s + 500);
+    // Titled with its number (its payload's step 0).
+    const auto step = FindByName(*model, rank, "step 0", s + 500);
     ASSERT_TRUE(step.has_value());
     EXPECT_EQ(model->CorrelationOf(*step), 0u);
   }
