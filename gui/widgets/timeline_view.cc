@@ -51,6 +51,20 @@ std::pair<int, int> PixelSpan(double x0, double x1) {
   return {left, right};
 }
 
+// Appends `rect`, or widens the last one when `rect` continues it on the same band: a
+// zoomed-out row of like folds paints as a few long rects, not one per fold.
+void AppendMerged(std::vector<QRect>& rects, const QRect& rect) {
+  if (!rects.empty()) {
+    QRect& last = rects.back();
+    if (last.top() == rect.top() && last.height() == rect.height() && last.right() + 1 >= rect.left() &&
+        last.left() <= rect.left()) {
+      last.setRight(std::max(last.right(), rect.right()));
+      return;
+    }
+  }
+  rects.push_back(rect);
+}
+
 // An LOD item's pixels within the time area [left, right) (item x is relative to `left`),
 // and its class; nullopt when no pixel is inside.
 struct ItemPixels {
@@ -494,7 +508,7 @@ void TimelineView::BuildGeometry(const GeometryKey& key) {
             if (!px) continue;
             const QRect rect(px->x0, top, px->x1 - px->x0, h);
             if (item.count > 1) {
-              g.folded[px->event_class][static_cast<size_t>(DensityLevel(item.busy))].push_back(rect);
+              AppendMerged(g.folded[px->event_class][static_cast<size_t>(DensityLevel(item.busy))], rect);
             } else {
               g.solid[px->event_class].push_back(rect);
             }
@@ -536,8 +550,8 @@ void TimelineView::BuildGeometry(const GeometryKey& key) {
       ++stats_.items;
       if (item.count > 1) {
         ++stats_.folded;
-        g.folded[c][static_cast<size_t>(DensityLevel(item.busy))].emplace_back(x0, top, x1 - x0, h);
-        g.folded_band[c].emplace_back(x0, top + h - std::max(2, h / 5), x1 - x0, std::max(2, h / 5));
+        AppendMerged(g.folded[c][static_cast<size_t>(DensityLevel(item.busy))], QRect(x0, top, x1 - x0, h));
+        AppendMerged(g.folded_band[c], QRect(x0, top + h - std::max(2, h / 5), x1 - x0, std::max(2, h / 5)));
       } else {
         // A one-pixel gap before the pixel where the event ends keeps back-to-back
         // neighbours apart (the next one starts in that pixel at the earliest).
