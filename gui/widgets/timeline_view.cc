@@ -776,7 +776,6 @@ void TimelineView::PaintAxis(QPainter& p, const std::vector<Tick>& ticks) {
   const int right = left + timeAreaWidth();
   p.fillRect(QRect(0, 0, width(), kAxisPx), kAxisFill);
   p.setPen(palette().color(QPalette::WindowText));
-  const QFontMetrics fm(font());
   // The label column's corner: the visible span.
   p.drawText(QRect(6, 0, label_column_px_ - 12, kAxisPx), Qt::AlignVCenter | Qt::AlignLeft,
              tr("view %1").arg(DurationText(view_.duration_ns())));
@@ -796,14 +795,6 @@ void TimelineView::PaintAxis(QPainter& p, const std::vector<Tick>& ticks) {
     if (x1 > x0) {
       const QRect band(static_cast<int>(x0), 0, std::max(1, static_cast<int>(x1 - x0)), kAxisPx);
       p.fillRect(band, QColor(kRangeEdge.red(), kRangeEdge.green(), kRangeEdge.blue(), 0x60));
-      const QString text = DurationText(range_->second - range_->first);
-      if (fm.horizontalAdvance(text) + 8 < band.width()) {
-        p.fillRect(QRect(band.center().x() - fm.horizontalAdvance(text) / 2 - 3, 2, fm.horizontalAdvance(text) + 6,
-                         fm.height()),
-                   QColor(255, 255, 255, 220));
-        p.setPen(kRangeEdge.darker(150));
-        p.drawText(band, Qt::AlignHCenter | Qt::AlignTop, text);
-      }
     }
   }
   p.restore();
@@ -825,6 +816,16 @@ void TimelineView::PaintRange(QPainter& p) {
   p.setPen(kRangeEdge);
   if (x0 >= left) p.drawLine(static_cast<int>(x0), kAxisPx, static_cast<int>(x0), height());
   if (x1 <= right) p.drawLine(static_cast<int>(x1), kAxisPx, static_cast<int>(x1), height());
+  // Its duration just under the axis, inside the range, so it never covers the tick labels.
+  const QFontMetrics fm(font());
+  const QString text = DurationText(range_->second - range_->first);
+  const int text_width = fm.horizontalAdvance(text);
+  if (text_width + 8 < b - a) {
+    const QRect backing((a + b) / 2 - text_width / 2 - 3, kAxisPx + 2, text_width + 6, fm.height());
+    p.fillRect(backing, QColor(255, 255, 255, 230));
+    p.setPen(kRangeEdge.darker(150));
+    p.drawText(backing, Qt::AlignCenter, text);
+  }
 }
 
 void TimelineView::PaintMatches(QPainter& p) {

@@ -493,6 +493,25 @@ TEST_F(WidgetsTest, ACollapsedRanksHeaderSummarizesItsActivity) {
   EXPECT_GT(painted, static_cast<long>(collapsed.size() / 4));
 }
 
+// A selected range's duration is written just under the axis, inside the range, on a light
+// backing: the axis and its tick labels stay as they are (only tinted).
+TEST_F(WidgetsTest, TheRangeLabelSitsUnderTheAxisNotOverItsTicks) {
+  view_->fitAll();
+  const int64_t start = view_->model()->start_ns(), span = view_->model()->end_ns() - start;
+  view_->setSelectedRange(start + span / 4, start + span * 3 / 4);
+  const QImage image = view_->grab().toImage();
+  const int center = static_cast<int>((view_->timeToX(start + span / 4) + view_->timeToX(start + span * 3 / 4)) / 2);
+  auto light = [](const QColor& c) { return c.red() > 235 && c.green() > 235 && c.blue() > 235; };
+  // The label's backing under the axis, around the text's middle line.
+  int backed = 0;
+  for (int dx = -12; dx <= 12; ++dx) backed += light(image.pixelColor(center + dx, view_->axisHeight() + 3)) ? 1 : 0;
+  EXPECT_GT(backed, 12);
+  // The axis's top, where tick labels' ascenders are, is the tinted band, not a backing.
+  int tinted = 0;
+  for (int dx = -12; dx <= 12; ++dx) tinted += light(image.pixelColor(center + dx, 3)) ? 0 : 1;
+  EXPECT_GT(tinted, 20);
+}
+
 // Opening a run that is already open shows it: it is not listed twice.
 TEST_F(WidgetsTest, OpeningAnOpenRunAgainShowsItOnce) {
   ASSERT_EQ(window_.runCount(), 1);
