@@ -543,10 +543,10 @@ void TimelineView::BuildGeometry(const GeometryKey& key) {
       if (!px) continue;
       const int x0 = px->x0, x1 = px->x1;
       const size_t c = px->event_class;
-      const uint32_t name = item.count == 1 ? row.name[item.index] : 0;
+      const uint32_t name_id = item.count == 1 ? row.name[item.index] : 0;
       const int slot = item.count > 1 ? static_cast<int>(c)
-                                      : ColorSlot(static_cast<EventClass>(c), name < hashes.size() ? hashes[name] : 0,
-                                                  color_by_name_);
+                                      : ColorSlot(static_cast<EventClass>(c),
+                                                  name_id < hashes.size() ? hashes[name_id] : 0, color_by_name_);
       ++stats_.items;
       if (item.count > 1) {
         ++stats_.folded;

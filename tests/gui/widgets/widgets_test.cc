@@ -837,7 +837,9 @@ TEST(TimelineColorsTest, KernelsAreColoredByNameStablyAndByClassOnRequest) {
   for (int k = 0; k < kComputeNameColors; ++k) {
     const QColor c = SlotColor(analyzer::kEventClassCount + k);
     for (int other = 0; other < analyzer::kEventClassCount; ++other) {
-      if (other != static_cast<int>(EventClass::kCompute)) EXPECT_NE(c, EventClassColor(static_cast<EventClass>(other)));
+      if (other != static_cast<int>(EventClass::kCompute)) {
+        EXPECT_NE(c, EventClassColor(static_cast<EventClass>(other)));
+      }
     }
   }
   view.setColorByName(false);
