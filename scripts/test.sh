@@ -2,9 +2,10 @@
 # The test command: installs what is missing, then runs four rounds, each a configure, a
 # build and ctest, and stops at the first that fails:
 #   asan    AddressSanitizer + UBSan, every test (no viewer, CUDA or benchmarks)
-#   ci-dev  everything (viewer, CUDA host code, benchmarks), warnings as errors; the tests
-#           the asan round did not run (the viewer's, the benchmarks' smoke runs, CUDA host
-#           code): a test that passed under the sanitizers is not run again
+#   ci-dev  everything (viewer, CUDA host code, benchmarks), warnings as errors, but the
+#           test programs asan ran; the tests the asan round did not run (the viewer's, the
+#           benchmarks' smoke runs, CUDA host code): a test that passed under the sanitizers
+#           is neither rebuilt nor run again
 #   tsan    ThreadSanitizer: only the suites that run threads (the tsan presets' lists)
 #   fuzz    the importers' libFuzzer targets for a bounded time (clang)
 # Each round prints its durations ("round asan: configure 9 s, build 612 s, tests 58 s").
@@ -23,27 +24,14 @@ echo "test.sh: dependencies: $((SECONDS - started)) s"
 test_jobs="${RANKSCOPE_TEST_JOBS:-2}"
 
 summary=()
-# The ctest numbers of the tests in build dir $1 that build dir $2 does not have (by name),
-# as ctest's -I file: what ci-dev runs after the asan round.
-tests_not_in() {
-  python3 - "$1" "$2" <<'PY'
-import re, subprocess, sys
-def tests(build):
-    listing = subprocess.run(["ctest", "--test-dir", build, "-N"], capture_output=True, text=True, check=True).stdout
-    return {m.group(2): int(m.group(1)) for m in re.finditer(r"^\s*Test\s+#(\d+): (.*)$", listing, re.M)}
-mine, theirs = tests(sys.argv[1]), tests(sys.argv[2])
-print(",".join(["0", "0", "0"] + [str(n) for name, n in sorted(mine.items(), key=lambda item: item[1])
-                                   if name not in theirs]))
-PY
-}
-
 round() {  # round PRESET [CTEST ARGS...]: configure, build and test with the presets of that name
   local preset=$1 t0 t1 t2 t3 status=0
   shift
   t0=$SECONDS
   cmake --preset "$preset"
   t1=$SECONDS
-  cmake --build --preset "$preset"
+  # built_already=1: the caller built what the round needs (ci-dev after asan).
+  [ "${built_already:-0}" = 1 ] || cmake --build --preset "$preset"
   t2=$SECONDS
   ctest --preset "$preset" --parallel "$test_jobs" "$@" || status=$?
   t3=$SECONDS
@@ -66,15 +54,18 @@ if [ "${RANKSCOPE_SKIP_SANITIZERS:-0}" = "1" ]; then
   exit 0
 fi
 round asan
-# ci-dev configures and builds first (its round then finds it built): its test list is known
-# only then.
+# ci-dev configures and builds before its round (its test list is known only then): everything
+# but the test programs asan already ran (scripts/ci_dev_plan.py).
 t_build=$SECONDS
-cmake --preset ci-dev >/dev/null && cmake --build --preset ci-dev
-summary+=("ci-dev build before its round: $((SECONDS - t_build)) s")
+cmake --preset ci-dev >/dev/null
+ci_dev_plan=$(python3 scripts/ci_dev_plan.py targets build/ci-dev build/asan)
+mapfile -t ci_dev_targets <<< "$ci_dev_plan"
+cmake --build build/ci-dev --target "${ci_dev_targets[@]}"
+summary+=("ci-dev build before its round (${#ci_dev_targets[@]} targets): $((SECONDS - t_build)) s")
 only_ci_dev=$(mktemp)
-tests_not_in build/ci-dev build/asan > "$only_ci_dev"
+python3 scripts/ci_dev_plan.py tests build/ci-dev build/asan > "$only_ci_dev"
 echo "test.sh: ci-dev runs the $(($(tr ',' '\n' < "$only_ci_dev" | wc -l) - 3)) tests the asan round did not"
-round ci-dev -I "$only_ci_dev"
+built_already=1 round ci-dev -I "$only_ci_dev"
 for preset in tsan fuzz; do
   round "$preset"
 done
