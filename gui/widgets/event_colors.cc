@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <vector>
 
 namespace rankscope::gui {
 
@@ -98,7 +100,9 @@ QColor OverlapColor() { return QColor(0x8e, 0x5b, 0xb5); }
 QColor IdleColor() { return QColor(0xe6, 0xe6, 0xe6); }
 
 LegendStrip::LegendStrip(QWidget* parent) : QWidget(parent) {
-  setSizePolicy(QSizePolicy::Expanding, QSizePolicy::Fixed);
+  QSizePolicy policy(QSizePolicy::Expanding, QSizePolicy::Preferred);
+  policy.setHeightForWidth(true);  // as many lines as the width needs
+  setSizePolicy(policy);
   setToolTip(tr("Event colors by class (compute kernels and ranges by name within their class's hues, unless "
                 "View > Color by Name is off); folded items hold many events narrower than a pixel; hatched red: "
                 "a collective in flight or a range open when its rank's file ended"));
@@ -108,22 +112,69 @@ namespace {
 
 constexpr int kSwatch = 10;
 constexpr int kItemGap = 14;
+constexpr int kMargin = 4;
+
+// One legend entry: what its swatch shows and its label.
+struct LegendEntry {
+  enum class Swatch { kClass, kFolded, kOpenAtEnd } swatch;
+  EventClass event_class = EventClass::kCompute;
+  int first_slot = -1;  // >= 0: three stripes of the class's by-name family from this slot
+  QString label;
+};
+
+std::vector<LegendEntry> LegendEntries(bool by_name) {
+  std::vector<LegendEntry> entries;
+  for (int c = 0; c < analyzer::kEventClassCount; ++c) {
+    const auto event_class = static_cast<EventClass>(c);
+    int first_slot = -1;
+    if (by_name && event_class == EventClass::kCompute) first_slot = analyzer::kEventClassCount;
+    if (by_name && event_class == EventClass::kAnnotation) first_slot = analyzer::kEventClassCount + kComputeNameColors;
+    const QString name = QString::fromUtf8(analyzer::EventClassName(event_class));
+    entries.push_back({LegendEntry::Swatch::kClass, event_class, first_slot,
+                       first_slot >= 0 ? LegendStrip::tr("%1 (by name)").arg(name) : name});
+  }
+  entries.push_back({LegendEntry::Swatch::kFolded, EventClass::kCompute, -1, LegendStrip::tr("folded (darker: busier)")});
+  entries.push_back({LegendEntry::Swatch::kOpenAtEnd, EventClass::kCompute, -1, LegendStrip::tr("open at end")});
+  return entries;
+}
+
+// Each entry's top-left corner when laid out left to right in `width`, a new line where an
+// entry would cross the right edge; `lines` gets the number of lines.
+std::vector<QPoint> LegendPositions(const std::vector<LegendEntry>& entries, const QFontMetrics& fm, int width,
+                                    int* lines) {
+  const int line_height = fm.height() + 6;
+  std::vector<QPoint> positions;
+  int x = kMargin;
+  int y = 0;
+  for (const LegendEntry& entry : entries) {
+    const int entry_width = kSwatch + 4 + fm.horizontalAdvance(entry.label);
+    if (x > kMargin && x + entry_width > width - kMargin) {
+      x = kMargin;
+      y += line_height;
+    }
+    positions.emplace_back(x, y);
+    x += entry_width + kItemGap;
+  }
+  *lines = y / line_height + 1;
+  return positions;
+}
 
 }  // namespace
 
 QSize LegendStrip::sizeHint() const {
   const QFontMetrics fm(font());
-  int width = 0;
-  for (int c = 0; c < analyzer::kEventClassCount; ++c) {
-    width += kSwatch + 4 + fm.horizontalAdvance(analyzer::EventClassName(static_cast<EventClass>(c))) + kItemGap;
-    const auto event_class = static_cast<EventClass>(c);
-    if (by_name_ && (event_class == EventClass::kCompute || event_class == EventClass::kAnnotation)) {
-      width += fm.horizontalAdvance(tr(" (by name)"));
-    }
-  }
-  width += kSwatch + 4 + fm.horizontalAdvance(tr("folded (darker: busier)")) + kItemGap;
-  width += kSwatch + 4 + fm.horizontalAdvance(tr("open at end"));
-  return {width + 8, fm.height() + 6};
+  int lines = 0;
+  const std::vector<LegendEntry> entries = LegendEntries(by_name_);
+  const std::vector<QPoint> one_line = LegendPositions(entries, fm, std::numeric_limits<int>::max() / 2, &lines);
+  const int width = one_line.back().x() + kSwatch + 4 + fm.horizontalAdvance(entries.back().label) + kMargin;
+  return {width, fm.height() + 6};
+}
+
+int LegendStrip::heightForWidth(int width) const {
+  const QFontMetrics fm(font());
+  int lines = 0;
+  LegendPositions(LegendEntries(by_name_), fm, width, &lines);
+  return lines * (fm.height() + 6);
 }
 
 void LegendStrip::setColorByName(bool by_name) {
@@ -137,40 +188,45 @@ QSize LegendStrip::minimumSizeHint() const { return {60, QFontMetrics(font()).he
 void LegendStrip::paintEvent(QPaintEvent*) {
   QPainter p(this);
   const QFontMetrics fm(font());
-  const int swatch_y = (height() - kSwatch) / 2;
-  int x = 4;
-  auto item = [&](const QColor& fill, const QColor& outline, const QString& label, int first_slot = -1) {
-    p.fillRect(x, swatch_y, kSwatch, kSwatch, fill);
-    if (first_slot >= 0) {  // three stripes of the class's by-name family
-      for (int k = 0; k < 3; ++k) p.fillRect(x + k * kSwatch / 3, swatch_y, kSwatch / 3 + 1, kSwatch, SlotColor(first_slot + k));
+  const int line_height = fm.height() + 6;
+  const std::vector<LegendEntry> entries = LegendEntries(by_name_);
+  int lines = 0;
+  const std::vector<QPoint> positions = LegendPositions(entries, fm, width(), &lines);
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const LegendEntry& entry = entries[i];
+    const QRect swatch(positions[i].x(), positions[i].y() + (line_height - kSwatch) / 2, kSwatch, kSwatch);
+    switch (entry.swatch) {
+      case LegendEntry::Swatch::kClass: {
+        const QColor fill = EventClassColor(entry.event_class);
+        p.fillRect(swatch, fill);
+        if (entry.first_slot >= 0) {
+          for (int k = 0; k < 3; ++k) {
+            p.fillRect(swatch.x() + k * kSwatch / 3, swatch.y(), kSwatch / 3 + 1, kSwatch, SlotColor(entry.first_slot + k));
+          }
+        }
+        p.setPen(fill.darker(130));
+        p.drawRect(swatch.adjusted(0, 0, -1, -1));
+        break;
+      }
+      case LegendEntry::Swatch::kFolded: {  // its density levels side by side, sparse to covered
+        const int stripe = std::max(1, kSwatch / kDensityLevels);
+        p.fillRect(swatch, FoldedDensityColor(EventClass::kCompute, 0));
+        for (int level = 0; level < kDensityLevels; ++level) {
+          p.fillRect(swatch.x() + level * stripe, swatch.y(), stripe, kSwatch, FoldedDensityColor(EventClass::kCompute, level));
+        }
+        p.setPen(FoldedOutlineColor(EventClass::kCompute));
+        p.drawRect(swatch.adjusted(0, 0, -1, -1));
+        break;
+      }
+      case LegendEntry::Swatch::kOpenAtEnd:
+        PaintOpenAtEnd(p, swatch);
+        break;
     }
-    p.setPen(outline);
-    p.drawRect(x, swatch_y, kSwatch - 1, kSwatch - 1);
-    x += kSwatch + 4;
     p.setPen(palette().color(QPalette::WindowText));
-    p.drawText(QRect(x, 0, width() - x, height()), Qt::AlignVCenter | Qt::AlignLeft, label);
-    x += fm.horizontalAdvance(label) + kItemGap;
-  };
-  for (int c = 0; c < analyzer::kEventClassCount; ++c) {
-    const auto event_class = static_cast<EventClass>(c);
-    int first_slot = -1;
-    if (by_name_ && event_class == EventClass::kCompute) first_slot = analyzer::kEventClassCount;
-    if (by_name_ && event_class == EventClass::kAnnotation) first_slot = analyzer::kEventClassCount + kComputeNameColors;
-    const QString name = QString::fromUtf8(analyzer::EventClassName(event_class));
-    item(EventClassColor(event_class), EventClassColor(event_class).darker(130),
-         first_slot >= 0 ? tr("%1 (by name)").arg(name) : name, first_slot);
+    const int text_x = swatch.right() + 5;
+    p.drawText(QRect(text_x, positions[i].y(), width() - text_x, line_height), Qt::AlignVCenter | Qt::AlignLeft,
+               entry.label);
   }
-  // Folded: its density levels side by side, sparse to covered.
-  const int folded_x = x;
-  item(FoldedDensityColor(EventClass::kCompute, 0), FoldedOutlineColor(EventClass::kCompute), tr("folded (darker: busier)"));
-  const int stripe = std::max(1, kSwatch / kDensityLevels);
-  for (int level = 0; level < kDensityLevels; ++level) {
-    p.fillRect(folded_x + level * stripe, swatch_y, stripe, kSwatch, FoldedDensityColor(EventClass::kCompute, level));
-  }
-  PaintOpenAtEnd(p, QRect(x, swatch_y, kSwatch, kSwatch));
-  x += kSwatch + 4;
-  p.setPen(palette().color(QPalette::WindowText));
-  p.drawText(QRect(x, 0, width() - x, height()), Qt::AlignVCenter | Qt::AlignLeft, tr("open at end"));
 }
 
 }  // namespace rankscope::gui

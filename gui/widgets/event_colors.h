@@ -52,15 +52,17 @@ void PaintOpenAtEnd(QPainter& p, const QRect& rect);
 QColor OverlapColor();  // compute and comm at once
 QColor IdleColor();
 
-// A one-line legend: a swatch and the class name for each EventClass, plus "folded" and
-// "open at end".
+// The legend: a swatch and the class name for each EventClass, plus "folded" and "open at
+// end", on one line where the width allows and wrapped onto more where it does not.
 class LegendStrip : public QWidget {
  public:
   explicit LegendStrip(QWidget* parent = nullptr);
   // Compute and annotation swatches show a few of their by-name colors.
   void setColorByName(bool by_name);
-  QSize sizeHint() const override;
+  QSize sizeHint() const override;  // one line
   QSize minimumSizeHint() const override;
+  bool hasHeightForWidth() const override { return true; }
+  int heightForWidth(int width) const override;
 
  protected:
   void paintEvent(QPaintEvent* event) override;

@@ -113,6 +113,9 @@ constexpr const char* kSettingsOrganization = "rankscope";
 constexpr const char* kSettingsApplication = "rankscope-gui";
 constexpr const char* kRecentKey = "recentFiles";
 constexpr int kSidePanelPx = 500;
+// The side panel's narrowest: the Run tab's rows (a 32-digit run id) and the Range tab's
+// device table (two-line cells) still fit.
+constexpr int kSidePanelMinPx = 360;
 
 }  // namespace
 
@@ -233,34 +236,57 @@ MainWindow::~MainWindow() {
   range_panel_->waitForIdle();
 }
 
+void MainWindow::showEvent(QShowEvent* event) {
+  QMainWindow::showEvent(event);
+  if (split_set_) return;
+  split_set_ = true;
+  // A third of a small window, up to the usual width in a large one; later resizes go to
+  // the timeline, and the user's drags stay.
+  const int total = splitter_->width();
+  const int side = std::clamp(total / 3, kSidePanelMinPx, kSidePanelPx);
+  splitter_->setSizes({std::max(0, total - side), side});
+}
+
 // ---- Construction ----------------------------------------------------------------------
 
 void MainWindow::BuildLayout() {
-  auto* splitter = new QSplitter(Qt::Horizontal, this);
-  splitter->setChildrenCollapsible(false);
+  // The run selector and the search across the top, over the timeline and the side panel:
+  // neither's narrowest width then adds to the other's.
+  auto* central = new QWidget(this);
+  auto* central_layout = new QVBoxLayout(central);
+  central_layout->setContentsMargins(0, 0, 0, 0);
+  central_layout->setSpacing(0);
+  auto* bar = new QHBoxLayout();
+  bar->setContentsMargins(4, 4, 4, 2);
+  auto* run_label = new QLabel(tr("Run:"), central);
+  run_selector_ = new QComboBox(central);
+  // A fixed width of 10 characters (the whole path in the tooltip): a long run name must not
+  // widen the window past a small screen.
+  run_selector_->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+  run_selector_->setMinimumContentsLength(10);
+  run_selector_->setToolTip(tr("The run the timeline shows"));
+  run_label->setBuddy(run_selector_);
+  search_ = new SearchBar(central);
+  bar->addWidget(run_label);
+  bar->addWidget(run_selector_);
+  bar->addSpacing(8);
+  bar->addWidget(search_, 1);
+  central_layout->addLayout(bar);
 
+  auto* splitter = new QSplitter(Qt::Horizontal, central);
+  splitter_ = splitter;
+  splitter->setChildrenCollapsible(false);
+  central_layout->addWidget(splitter, 1);
   auto* left = new QWidget(splitter);
   auto* left_layout = new QVBoxLayout(left);
   left_layout->setContentsMargins(4, 4, 0, 2);
   left_layout->setSpacing(3);
-  auto* bar = new QHBoxLayout();
-  auto* run_label = new QLabel(tr("Run:"), left);
-  run_selector_ = new QComboBox(left);
-  run_selector_->setSizeAdjustPolicy(QComboBox::AdjustToContents);
-  run_selector_->setMinimumContentsLength(18);
-  run_selector_->setToolTip(tr("The run the timeline shows"));
-  run_label->setBuddy(run_selector_);
-  search_ = new SearchBar(left);
-  bar->addWidget(run_label);
-  bar->addWidget(run_selector_);
-  bar->addSpacing(16);
-  bar->addWidget(search_, 1);
-  left_layout->addLayout(bar);
   overview_ = new OverviewStrip(left);
   left_layout->addWidget(overview_);
   timeline_ = new TimelineView(left);
   left_layout->addWidget(timeline_, 1);
   legend_ = new LegendStrip(left);
+  legend_->setObjectName(QStringLiteral("legend"));
   left_layout->addWidget(legend_);
 
   tabs_ = new QTabWidget(splitter);
@@ -273,14 +299,14 @@ void MainWindow::BuildLayout() {
   tabs_->addTab(range_panel_, tr("Range"));
   tabs_->addTab(details_, tr("Details"));
   scaling_panel_->hide();  // a tab only while two or more runs are open
-  tabs_->setMinimumWidth(320);
+  tabs_->setMinimumWidth(kSidePanelMinPx);
 
   splitter->addWidget(left);
   splitter->addWidget(tabs_);
   splitter->setStretchFactor(0, 1);
   splitter->setStretchFactor(1, 0);
   splitter->setSizes({1600 - kSidePanelPx, kSidePanelPx});
-  setCentralWidget(splitter);
+  setCentralWidget(central);
 
   status_label_ = new QLabel(this);
   // Long texts are cut rather than squeezing the permanent widgets.
@@ -302,6 +328,12 @@ void MainWindow::BuildLayout() {
   statusBar()->addPermanentWidget(view_label_);
   statusBar()->addPermanentWidget(progress_bar_);
   statusBar()->addPermanentWidget(cancel_button_);
+  message_timer_ = new QTimer(this);
+  message_timer_->setSingleShot(true);
+  connect(message_timer_, &QTimer::timeout, this, [this] {
+    message_.clear();
+    UpdateStatus();
+  });
   progress_timer_ = new QTimer(this);
   progress_timer_->setInterval(100);
   connect(progress_timer_, &QTimer::timeout, this, &MainWindow::UpdateProgress);
@@ -444,7 +476,7 @@ void MainWindow::openRun(const QString& path) {
     UpdateProgress();
     LoadedRun loaded = watcher->future().result();
     if (progress->cancel.load()) {
-      statusBar()->showMessage(tr("Loading %1 cancelled").arg(DisplayName(path)), 8000);
+      ShowMessage(tr("Loading %1 cancelled").arg(DisplayName(path)), 8000);
       return;
     }
     if (!loaded.error.isEmpty()) {
@@ -495,9 +527,9 @@ int MainWindow::AddRun(const QString& path, LoadedRun loaded) {
   }
   run->overview = std::move(loaded.overview);
   run->load_seconds = loaded.seconds;
-  for (const std::string& warning : run->model->warnings()) {
-    statusBar()->showMessage(QString::fromStdString(warning), 8000);
-  }
+  QStringList warnings;
+  for (const std::string& warning : run->model->warnings()) warnings << QString::fromStdString(warning);
+  if (!warnings.isEmpty()) ShowMessage(warnings.join(QStringLiteral("; ")), 8000);
   runs_.push_back(std::move(run));
   const int index = runCount() - 1;
   run_selector_->addItem(DisplayName(path), path);
@@ -581,7 +613,7 @@ void MainWindow::ApplyAnalysis(uint64_t id, RunAnalysis analysis) {
 
 void MainWindow::ReportLoadError(const QString& path, const QString& message) {
   const QString line = message.isEmpty() ? tr("%1: cannot open").arg(path) : message;
-  statusBar()->showMessage(tr("Could not open %1").arg(path), 10000);
+  ShowMessage(tr("Could not open %1").arg(path), 10000);
   emit loadFailed(line);
   if (!show_error_dialogs_) return;
   auto* box = new QMessageBox(QMessageBox::Critical, tr("Cannot open run"), line, QMessageBox::Ok, this);
@@ -720,9 +752,17 @@ void MainWindow::UpdateTitle() {
                                : tr("rankscope-gui"));
 }
 
+void MainWindow::ShowMessage(const QString& text, int ms) {
+  message_ = text;
+  message_timer_->start(ms);
+  UpdateStatus();
+}
+
 void MainWindow::UpdateStatus() {
+  const QString message = message_.isEmpty() ? QString() : message_ + QStringLiteral(" · ");
   if (current_ < 0) {
-    status_label_->setText(tr("Open a run directory (Ctrl+O) or a rank file (Ctrl+Shift+O), or drop one here."));
+    status_label_->setText(message +
+                           tr("Open a run directory (Ctrl+O) or a rank file (Ctrl+Shift+O), or drop one here."));
     status_label_->setToolTip(QString());
     view_label_->clear();
     return;
@@ -749,7 +789,7 @@ void MainWindow::UpdateStatus() {
     for (const std::string& note : notes) lines << QString::fromStdString(note);
     notes_tip = lines.join(QLatin1Char('\n'));
   }
-  status_label_->setText(text);
+  status_label_->setText(message + text);
   status_label_->setToolTip(notes_tip);
 }
 

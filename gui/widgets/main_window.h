@@ -37,6 +37,7 @@ class QComboBox;
 class QLabel;
 class QMenu;
 class QProgressBar;
+class QSplitter;
 class QTabWidget;
 class QTimer;
 
@@ -134,6 +135,7 @@ class MainWindow : public QMainWindow {
   // The timeline's single-key shortcuts (W A S D F Z ?) keep working after a click in a side
   // panel: pressed there, they go to the timeline (text fields keep their typing).
   bool eventFilter(QObject* watched, QEvent* event) override;
+  void showEvent(QShowEvent* event) override;
   void dragEnterEvent(QDragEnterEvent* event) override;
   void dropEvent(QDropEvent* event) override;
 
@@ -156,6 +158,8 @@ class MainWindow : public QMainWindow {
   void ShowRun(int index);
   void SaveViewState();
   void UpdateScalingTab();
+  // Shows `text` before the status text for `ms` milliseconds.
+  void ShowMessage(const QString& text, int ms);
   void UpdateStatus();
   void UpdateProgress();
   void UpdateTitle();
@@ -190,6 +194,12 @@ class MainWindow : public QMainWindow {
   QLabel* view_label_ = nullptr;
   QProgressBar* progress_bar_ = nullptr;
   QTimer* progress_timer_ = nullptr;
+  QSplitter* splitter_ = nullptr;
+  bool split_set_ = false;  // the first show sizes the side panel to the window
+  // A message shown for a while before the status text (ShowMessage). Not QStatusBar's
+  // temporary message: one set before the window is first shown is drawn over the text.
+  QString message_;
+  QTimer* message_timer_ = nullptr;
 };
 
 }  // namespace rankscope::gui

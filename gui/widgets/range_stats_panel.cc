@@ -34,10 +34,11 @@ size_t EstimateEvents(const TimelineModel& model, int64_t t0, int64_t t1) {
   return events;
 }
 
-// Breakdown numbers are formatted as `rankscope analyze` formats them (value_text.h).
+// Breakdown numbers are formatted as `rankscope analyze` formats them (value_text.h). Two
+// lines, the time over its share, so that six columns fit a narrow side panel.
 QString DurationWithShare(int64_t ns, int64_t window) {
   const double pct = window > 0 ? 100.0 * static_cast<double>(ns) / static_cast<double>(window) : 0.0;
-  return QStringLiteral("%1 (%2)").arg(DurationText(ns), PercentText(pct));
+  return QStringLiteral("%1\n%2").arg(DurationText(ns), PercentText(pct));
 }
 
 QTableWidgetItem* Cell(const QString& text, bool numeric) {
@@ -88,8 +89,14 @@ RangeStatsPanel::RangeStatsPanel(QWidget* parent)
   title_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   layout->addWidget(title_);
   devices_->horizontalHeader()->setStretchLastSection(false);
+  // The numbers share what the rank column leaves, so the table never scrolls sideways.
+  for (int column = 1; column < devices_->columnCount(); ++column) {
+    devices_->horizontalHeader()->setSectionResizeMode(column, QHeaderView::Stretch);
+  }
+  devices_->verticalHeader()->setDefaultSectionSize(2 * devices_->fontMetrics().height() + 6);
   layout->addWidget(devices_, 3);
   auto* top_label = new QLabel(tr("Top activities in the range (device time, summed over ranks)"), this);
+  top_label->setWordWrap(true);
   layout->addWidget(top_label);
   layout->addWidget(top_, 2);
   top_->horizontalHeader()->setSectionResizeMode(0, QHeaderView::Stretch);

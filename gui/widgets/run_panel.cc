@@ -213,6 +213,7 @@ RunPanel::RunPanel(QWidget* parent) : QWidget(parent) {
   auto* content = new QWidget(scroll);
   scroll->setWidget(content);
   auto* layout = new QVBoxLayout(content);
+  layout->setContentsMargins(6, 6, 6, 6);  // the side panel's narrowest fits a 32-digit run id
 
   diagnosis_label_ = new QLabel(content);
   diagnosis_label_->setObjectName(QStringLiteral("runEndDiagnosis"));

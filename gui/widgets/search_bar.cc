@@ -32,13 +32,13 @@ SearchBar::SearchBar(QWidget* parent)
   layout->setContentsMargins(0, 0, 0, 0);
   edit_->setPlaceholderText(tr("Search events (regex, Ctrl+F)"));
   edit_->setClearButtonEnabled(true);
-  edit_->setMinimumWidth(220);
+  edit_->setMinimumWidth(80);
   edit_->installEventFilter(this);
   previous_->setText(QStringLiteral("▲"));
   previous_->setToolTip(tr("Previous match (Shift+Enter, Shift+F3)"));
   next_->setText(QStringLiteral("▼"));
   next_->setToolTip(tr("Next match (Enter, F3)"));
-  status_->setMinimumWidth(110);
+  status_->setSizePolicy(QSizePolicy::Fixed, QSizePolicy::Preferred);
   layout->addWidget(edit_, 1);
   layout->addWidget(previous_);
   layout->addWidget(next_);
@@ -109,25 +109,34 @@ void SearchBar::UpdateStatus() {
   previous_->setEnabled(has);
   next_->setEnabled(has);
   if (!error_.isEmpty()) {
-    status_->setText(error_);
+    // Short beside the field, whole in the tooltips: a long message must not squeeze the field.
+    SetStatus(tr("invalid regex"));
+    status_->setToolTip(error_);
+    edit_->setToolTip(error_);
     status_->setStyleSheet(QStringLiteral("color: #c62828;"));
     edit_->setStyleSheet(QStringLiteral("QLineEdit { color: #c62828; }"));
-    status_->setToolTip(error_);
     return;
   }
   status_->setStyleSheet(QString());
   edit_->setStyleSheet(QString());
   status_->setToolTip(QString());
+  edit_->setToolTip(QString());
   const QString total = QStringLiteral("%L1").arg(matches_->size());
   if (edit_->text().isEmpty()) {
-    status_->clear();
+    SetStatus({});
   } else if (!has) {
-    status_->setText(tr("no matches"));
+    SetStatus(tr("no matches"));
   } else if (current_) {
-    status_->setText(tr("%L1 of %2").arg(matches_->PositionOf(*model_, *current_) + 1).arg(total));
+    SetStatus(tr("%L1 of %2").arg(matches_->PositionOf(*model_, *current_) + 1).arg(total));
   } else {
-    status_->setText(tr("%1 matches").arg(total));
+    SetStatus(tr("%1 matches").arg(total));
   }
+}
+
+void SearchBar::SetStatus(const QString& text) {
+  status_->setText(text);
+  // Exactly as wide as the text: the field, not the count, gives way in a narrow window.
+  status_->setFixedWidth(text.isEmpty() ? 0 : status_->fontMetrics().horizontalAdvance(text) + 6);
 }
 
 bool SearchBar::eventFilter(QObject* watched, QEvent* event) {

@@ -46,7 +46,8 @@ class SearchBar : public QWidget {
   const std::shared_ptr<const SearchMatches>& matches() const { return matches_; }
   bool valid() const { return error_.isEmpty(); }
   QString errorText() const { return error_; }
-  // "k of N", "N matches", "no matches" or the error: what the status label shows.
+  // "k of N", "N matches", "no matches" or "invalid regex" (errorText() has why): what the
+  // status label shows.
   QString statusText() const;
   // The match last stepped to.
   std::optional<EventRef> current() const { return current_; }
@@ -72,6 +73,7 @@ class SearchBar : public QWidget {
 
  private:
   void UpdateStatus();
+  void SetStatus(const QString& text);
 
   const TimelineModel* model_ = nullptr;
   QLineEdit* edit_ = nullptr;

@@ -25,6 +25,9 @@ namespace {
 using analyzer::EventClass;
 
 constexpr double kTickSpacingPx = 90;
+// In a narrow time area ticks come closer (a quarter of it, down to this), so that a
+// small window still has labelled ticks to read times from.
+constexpr double kNarrowTickSpacingPx = 50;
 constexpr double kKeyZoomFactor = 1.4;
 constexpr double kWheelZoomBase = 1.2;  // per notch of 120 eighths of a degree
 constexpr int kWheelZoomCoalesceMs = 600;
@@ -619,7 +622,8 @@ void TimelineView::paintEvent(QPaintEvent*) {
     return;
   }
   EnsureGeometry();
-  const std::vector<Tick> ticks = ComputeTicks(view_, model_->start_ns(), kTickSpacingPx);
+  const double tick_spacing = std::clamp(view_.width_px() / 4.0, kNarrowTickSpacingPx, kTickSpacingPx);
+  const std::vector<Tick> ticks = ComputeTicks(view_, model_->start_ns(), tick_spacing);
   p.save();
   p.setClipRect(QRect(0, kAxisPx, width(), RowsAreaHeight()));
   PaintRows(p, ticks);

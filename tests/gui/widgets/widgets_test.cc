@@ -9,6 +9,10 @@
 #include <QMessageBox>
 #include <QStatusBar>
 #include <QTableWidget>
+#include <QScrollArea>
+#include <QScrollBar>
+#include <QSplitter>
+#include <QTabWidget>
 #include <QTextBrowser>
 #include <QSignalSpy>
 #include <QTest>
@@ -68,6 +72,7 @@ constexpr int kSteps = 4;
 void WriteRun(const std::filesystem::path& dir) {
   for (int rank = 0; rank < 2; ++rank) {
     TraceBuilder b(rank, 2);
+    b.RunId("29c3f1c948315e27369b64240452b3dc");  // as long as the ids rankscope makes
     b.CpuBackendCategories();
     const trace::LaneId main = b.CpuThread("main");
     const trace::LaneId compute = b.CpuThread("compute", trace::LaneRole::kCompute);
@@ -418,6 +423,144 @@ TEST_F(WidgetsTest, SingleKeyShortcutsWorkAfterClickingAPanel) {
 
 // Cancel stops a load in flight: no run is added, no error is reported, the status bar says
 // so; while it loads with nothing shown, the timeline says what is loading.
+// What an 800x500 window shows: the window is that wide, the search bar's parts and the
+// status bar's texts sit side by side, the Range tab's table fits without scrolling, the
+// legend wraps onto lines it has room for, and the time axis still labels ticks.
+TEST_F(WidgetsTest, AnEightHundredByFiveHundredWindowOverlapsAndCutsNothing) {
+  window_.resize(800, 500);
+  QApplication::processEvents();
+  EXPECT_EQ(window_.width(), 800);
+  EXPECT_LE(window_.minimumSizeHint().width(), 800);
+
+  auto expect_side_by_side = [](const QWidget* parent, const char* what) {
+    std::vector<QRect> shown;
+    for (const QWidget* child : parent->findChildren<QWidget*>(QString(), Qt::FindDirectChildrenOnly)) {
+      if (child->isVisible() && child->width() > 0) shown.push_back(child->geometry());
+    }
+    ASSERT_GE(shown.size(), 2u) << what;
+    for (size_t a = 0; a < shown.size(); ++a) {
+      for (size_t b = a + 1; b < shown.size(); ++b) {
+        EXPECT_FALSE(shown[a].intersects(shown[b]))
+            << what << ": " << shown[a].x() << "+" << shown[a].width() << " and " << shown[b].x() << "+" << shown[b].width();
+      }
+    }
+  };
+  SearchBar* search = window_.searchBar();
+  auto* field = search->findChild<QLineEdit*>();
+  ASSERT_NE(field, nullptr);
+  // The status is as wide as its text, a 10M-event count included; an error is short beside
+  // the field (whole in errorText and the tooltips). The window stays 800 wide throughout.
+  auto settle = [] {
+    for (int i = 0; i < 5; ++i) QApplication::processEvents();  // nested layouts relayout in turn
+  };
+  field->setText(QStringLiteral("forward|backward|allreduce"));
+  search->search();
+  settle();
+  EXPECT_EQ(search->statusText(), QStringLiteral("24 matches"));
+  expect_side_by_side(search, "search bar with a count");
+  field->setText(QStringLiteral("(unclosed"));
+  search->search();
+  settle();
+  EXPECT_EQ(search->statusText(), QStringLiteral("invalid regex"));
+  EXPECT_TRUE(search->errorText().startsWith(QStringLiteral("invalid regex: "))) << search->errorText().toStdString();
+  expect_side_by_side(search, "search bar with an error");
+  auto* status_label = search->findChild<QLabel*>();
+  ASSERT_NE(status_label, nullptr);
+  status_label->setText(QStringLiteral("9,999,999 of 9,999,999"));
+  status_label->setFixedWidth(status_label->fontMetrics().horizontalAdvance(status_label->text()) + 6);
+  settle();
+  expect_side_by_side(search, "search bar with a 10M-event count");
+  EXPECT_EQ(window_.width(), 800);
+
+  QLabel* status = nullptr;
+  for (QLabel* label : window_.statusBar()->findChildren<QLabel*>()) {
+    if (label->text() == window_.statusText()) status = label;
+  }
+  ASSERT_NE(status, nullptr);
+  for (const QLabel* label : window_.statusBar()->findChildren<QLabel*>()) {
+    if (label != status && label->isVisible()) EXPECT_FALSE(label->geometry().intersects(status->geometry()));
+  }
+
+  const TimelineModel& model = *view_->model();
+  view_->setSelectedRange(model.start_ns(), model.start_ns() + 2'000'000);
+  window_.rangeStatsPanel()->waitForIdle();
+  auto* tabs = window_.findChild<QTabWidget*>();
+  ASSERT_NE(tabs, nullptr);
+  tabs->setCurrentWidget(window_.rangeStatsPanel());
+  auto* splitter = window_.findChild<QSplitter*>();
+  ASSERT_NE(splitter, nullptr);
+  splitter->setSizes({10'000, 1});  // the side panel at its narrowest
+  settle();
+  EXPECT_EQ(tabs->width(), tabs->minimumWidth());
+  const QTableWidget* devices = nullptr;
+  for (const QTableWidget* table : window_.rangeStatsPanel()->findChildren<QTableWidget*>()) {
+    if (table->columnCount() == 6) devices = table;
+  }
+  ASSERT_NE(devices, nullptr);
+  ASSERT_EQ(devices->rowCount(), 2);
+  EXPECT_EQ(devices->horizontalScrollBar()->maximum(), 0) << "the device table scrolls sideways";
+  tabs->setCurrentWidget(window_.runPanel());
+  settle();
+  const auto* run_scroll = window_.runPanel()->findChild<QScrollArea*>();
+  ASSERT_NE(run_scroll, nullptr);
+  EXPECT_EQ(run_scroll->horizontalScrollBar()->maximum(), 0) << "the Run tab scrolls sideways";
+  tabs->setCurrentWidget(window_.rangeStatsPanel());
+  settle();
+  const QFontMetrics cell_metrics(devices->font());
+  for (int r = 0; r < devices->rowCount(); ++r) {
+    for (int c = 0; c < devices->columnCount(); ++c) {
+      for (const QString& text_line : devices->item(r, c)->text().split(QLatin1Char('\n'))) {
+        EXPECT_LE(cell_metrics.horizontalAdvance(text_line) + 6, devices->columnWidth(c))
+            << "cut: " << text_line.toStdString();
+      }
+    }
+  }
+  EXPECT_EQ(devices->item(0, 1)->text(), QStringLiteral("1.60 ms\n80.0%"));
+
+  const auto* legend = dynamic_cast<const LegendStrip*>(window_.findChild<QWidget*>(QStringLiteral("legend")));
+  ASSERT_NE(legend, nullptr);
+  const int line = legend->minimumSizeHint().height();
+  EXPECT_GT(legend->heightForWidth(legend->width()), line) << "the legend does not fit one line at this width";
+  EXPECT_GE(legend->height(), legend->heightForWidth(legend->width()));
+  EXPECT_EQ(legend->heightForWidth(legend->sizeHint().width()), line);
+
+  // 4 ms in a narrow time area: ticks every 1 or 2 ms, not one label for the whole view.
+  QImage axis = view_->grab(QRect(TimelineView::kMinLabelColumnPx, 0, view_->width(), 20)).toImage();
+  EXPECT_GE(view_->view().width_px(), 100);
+  int dark_columns = 0;
+  for (int x = 0; x < axis.width(); ++x) {
+    for (int y = 0; y < axis.height(); ++y) {
+      if (qGray(axis.pixel(x, y)) < 100) {
+        ++dark_columns;
+        break;
+      }
+    }
+  }
+  EXPECT_GT(dark_columns, 20) << "too little axis text for two or more tick labels";
+}
+
+// A message raised while the window is not shown yet (a run's warnings when it is opened
+// from the command line) is part of the one status text, not QStatusBar's temporary
+// message, which would be drawn over that text.
+TEST(StatusTest, AWarningBeforeTheWindowIsShownIsPartOfTheOneStatusText) {
+  rankscope::testing::TempDir dir;
+  WriteRun(dir.path());
+  std::filesystem::remove(dir.path() / trace::RankFileName(1));
+  MainWindow window;
+  window.setShowErrorDialogs(false);
+  window.setRecordRecentFiles(false);
+  ASSERT_TRUE(window.openRunBlocking(QString::fromStdString(dir.path().string())));
+  ASSERT_TRUE(window.waitUntilIdle());
+  ASSERT_FALSE(window.currentModel()->warnings().empty());
+  window.resize(1200, 700);
+  window.show();
+  ASSERT_TRUE(QTest::qWaitForWindowExposed(&window));
+  const QString warning = QString::fromStdString(window.currentModel()->warnings().front());
+  EXPECT_TRUE(window.statusText().contains(warning)) << window.statusText().toStdString();
+  EXPECT_TRUE(window.statusText().contains(QStringLiteral("1 rank(s)"))) << window.statusText().toStdString();
+  EXPECT_TRUE(window.statusBar()->currentMessage().isEmpty());
+}
+
 TEST(LoadingTest, CancelStopsALoadAndReportsNoError) {
   rankscope::testing::TempDir dir;
   WriteRun(dir.path());
@@ -437,8 +580,7 @@ TEST(LoadingTest, CancelStopsALoadAndReportsNoError) {
   EXPECT_EQ(window.runCount(), 0);
   EXPECT_TRUE(failure.isEmpty()) << failure.toStdString();
   EXPECT_FALSE(cancel->isVisible());
-  EXPECT_TRUE(window.statusBar()->currentMessage().contains(QStringLiteral("cancelled")))
-      << window.statusBar()->currentMessage().toStdString();
+  EXPECT_TRUE(window.statusText().contains(QStringLiteral("cancelled"))) << window.statusText().toStdString();
   // Opened again, it loads.
   window.openRun(QString::fromStdString(dir.path().string()));
   ASSERT_TRUE(window.waitUntilIdle());
