@@ -478,7 +478,9 @@ TEST_F(WidgetsTest, AnEightHundredByFiveHundredWindowOverlapsAndCutsNothing) {
   }
   ASSERT_NE(status, nullptr);
   for (const QLabel* label : window_.statusBar()->findChildren<QLabel*>()) {
-    if (label != status && label->isVisible()) EXPECT_FALSE(label->geometry().intersects(status->geometry()));
+    if (label != status && label->isVisible()) {
+      EXPECT_FALSE(label->geometry().intersects(status->geometry()));
+    }
   }
 
   const TimelineModel& model = *view_->model();
