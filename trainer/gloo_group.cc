@@ -4,10 +4,13 @@
 
 #include <atomic>
 #include <climits>
+#include <map>
+#include <vector>
 #include <string>
 #include <string_view>
 
 #include <fmt/format.h>
+#include <gloo/allgather.h>
 #include <gloo/allreduce.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
@@ -15,6 +18,8 @@
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/prefix_store.h>
 #include <gloo/transport/tcp/device.h>
+#include <gloo/transport/unbound_buffer.h>
+#include <gloo/types.h>
 
 #include "base/text.h"
 #include "trainer/comm_util.h"
@@ -31,6 +36,10 @@ using comm::RankList;
 // enough for ranks whose peers' connections closed a moment later, short enough not to
 // delay the error much.
 constexpr auto kMissingRankGrace = std::chrono::milliseconds(2500);
+
+// Slot prefixes of our own algorithms, beside gloo's (0x01-0x08 in gloo/types.h).
+constexpr uint8_t kReduceScatterSlotPrefix = 0x40;
+constexpr uint8_t kPointToPointSlotPrefix = 0x41;
 
 // The reduction for gloo: out = a + b, element by element in a fixed order, so the ring
 // all-reduce gives the same bits on every rank and every run.
@@ -90,12 +99,23 @@ struct GlooGroup::State {
   std::shared_ptr<gloo::transport::Device> device;
   std::shared_ptr<gloo::rendezvous::Context> context;
   uint32_t next_tag = 0;
+  // Point-to-point messages sent to / received from each peer so far: the slot of the
+  // k-th message between two ranks, the same number on both.
+  std::map<int, uint32_t> sent_to;
+  std::map<int, uint32_t> received_from;
   Status failure;  // set by the first failure; the group is unusable after it
   std::atomic<bool> busy{false};
 
-  // Runs one collective, turning whatever gloo throws into a Status.
+  // Runs one collective with the next tag (every rank makes the same calls in the same
+  // order, so the same call gets the same tag), turning whatever gloo throws into a Status.
   template <typename Collective>
   Status Run(std::string_view operation, Collective&& collective) {
+    return Guarded(operation, [&] { collective(next_tag++); });
+  }
+
+  // Runs `call` alone on the context unless the group failed; a throw closes the group.
+  template <typename Call>
+  Status Guarded(std::string_view operation, Call&& call) {
     // A gloo context is not thread-safe: a second thread is refused, not let in to corrupt it.
     if (busy.exchange(true)) {
       return InternalError(fmt::format(
@@ -109,10 +129,9 @@ struct GlooGroup::State {
       return Status(failure.code(), fmt::format("{}: the group failed earlier: {}", operation,
                                                 failure.message()));
     }
-    const uint32_t tag = next_tag++;
     std::string error;
     try {
-      collective(tag);
+      call();
       return Status::Ok();
     } catch (const std::exception& e) {
       error = CleanGlooMessage(e.what());
@@ -236,6 +255,84 @@ Status GlooGroup::Broadcast(float* data, size_t count, int root) try {
   });
 } catch (...) {
   return InternalError("broadcast: out of memory");
+}
+
+Status GlooGroup::AllGather(const float* in, float* out, size_t count) try {
+  if (count == 0) return Status::Ok();
+  if (in == nullptr || out == nullptr) return InvalidArgument("all-gather: no data for a non-empty buffer");
+  return state_->Run("all-gather", [&](uint32_t tag) {
+    gloo::AllgatherOptions options(state_->context);
+    options.setInput(const_cast<float*>(in), count);  // gloo only reads it
+    options.setOutput(out, count * static_cast<size_t>(state_->size));
+    options.setTag(tag);
+    options.setTimeout(state_->timeout);
+    gloo::allgather(options);
+  });
+} catch (...) {
+  return InternalError("all-gather: out of memory");
+}
+
+Status GlooGroup::ReduceScatterSum(float* data, size_t count) try {
+  if (count == 0) return Status::Ok();
+  if (data == nullptr) return InvalidArgument("reduce-scatter: no data for a non-empty buffer");
+  const int size = state_->size;
+  if (size == 1) return Status::Ok();
+  std::vector<float> incoming(count);
+  return state_->Run("reduce-scatter", [&](uint32_t tag) {
+    // Ring: at step s rank r sends its partial sum of block r-s-1 to rank r+1 and adds the
+    // partial sum of block r-s-2 from rank r-1 to its own; after size-1 steps block r is
+    // whole on rank r. Each step's slot is the call's, plus the step.
+    const int rank = state_->rank;
+    const int right = (rank + 1) % size;
+    const int left = (rank + size - 1) % size;
+    const size_t bytes = count * sizeof(float);
+    auto send = state_->context->createUnboundBuffer(data, bytes * static_cast<size_t>(size));
+    auto receive = state_->context->createUnboundBuffer(incoming.data(), bytes);
+    const uint64_t base = gloo::Slot::build(kReduceScatterSlotPrefix, tag);
+    for (int step = 0; step + 1 < size; ++step) {
+      const auto sent_block = static_cast<size_t>((rank - step - 1 + 2 * size) % size);
+      const auto received_block = static_cast<size_t>((rank - step - 2 + 2 * size) % size);
+      send->send(right, base + static_cast<uint64_t>(step), sent_block * bytes, bytes);
+      receive->recv(left, base + static_cast<uint64_t>(step), 0, bytes);
+      receive->waitRecv(state_->timeout);
+      send->waitSend(state_->timeout);
+      float* target = data + received_block * count;
+      for (size_t i = 0; i < count; ++i) target[i] += incoming[i];
+    }
+  });
+} catch (...) {
+  return InternalError("reduce-scatter: out of memory");
+}
+
+Status GlooGroup::Send(const float* data, size_t count, int peer) try {
+  if (peer < 0 || peer >= state_->size || peer == state_->rank) {
+    return InvalidArgument(fmt::format("send: peer {} is not another rank of {}", peer, state_->size));
+  }
+  if (count == 0) return Status::Ok();
+  if (data == nullptr) return InvalidArgument("send: no data for a non-empty buffer");
+  return state_->Guarded("send", [&] {
+    // gloo only reads a buffer it sends.
+    auto buffer = state_->context->createUnboundBuffer(const_cast<float*>(data), count * sizeof(float));
+    buffer->send(peer, gloo::Slot::build(kPointToPointSlotPrefix, state_->sent_to[peer]++));
+    buffer->waitSend(state_->timeout);
+  });
+} catch (...) {
+  return InternalError("send: out of memory");
+}
+
+Status GlooGroup::Recv(float* data, size_t count, int peer) try {
+  if (peer < 0 || peer >= state_->size || peer == state_->rank) {
+    return InvalidArgument(fmt::format("receive: peer {} is not another rank of {}", peer, state_->size));
+  }
+  if (count == 0) return Status::Ok();
+  if (data == nullptr) return InvalidArgument("receive: no data for a non-empty buffer");
+  return state_->Guarded("receive", [&] {
+    auto buffer = state_->context->createUnboundBuffer(data, count * sizeof(float));
+    buffer->recv(peer, gloo::Slot::build(kPointToPointSlotPrefix, state_->received_from[peer]++));
+    buffer->waitRecv(state_->timeout);
+  });
+} catch (...) {
+  return InternalError("receive: out of memory");
 }
 
 Status GlooGroup::Barrier() try {

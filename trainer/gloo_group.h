@@ -42,6 +42,16 @@ class GlooGroup {
   // gets the same bits, run after run).
   Status AllReduceSum(float* data, size_t count);
   Status Broadcast(float* data, size_t count, int root);
+  // Every rank's `count` floats of `in`, in rank order, into out[size × count] (a ring).
+  Status AllGather(const float* in, float* out, size_t count);
+  // data[size × count]: block r (data + r × count) of every rank, summed, lands in this
+  // rank's block r = rank() (a ring: each block summed in one fixed order, so the same bits
+  // run after run). The other blocks are left holding partial sums.
+  Status ReduceScatterSum(float* data, size_t count);
+  // Point to point, blocking until the message is out or in. Messages between two ranks
+  // match in the order they are sent; other ranks take no part (pipeline stages).
+  Status Send(const float* data, size_t count, int peer);
+  Status Recv(float* data, size_t count, int peer);
   Status Barrier();
 
  private:

@@ -255,6 +255,61 @@ Status NcclGroup::Broadcast(float* device_data, size_t count, int root, cudaStre
   }
 }
 
+Status NcclGroup::AllGather(const float* device_in, float* device_out, size_t count, cudaStream_t stream) {
+  try {
+    if (!state_->failure.ok()) return state_->FailedEarlier("all-gather");
+    if (count == 0) return Status::Ok();
+    if (device_in == nullptr || device_out == nullptr) {
+      return InvalidArgument("all-gather: no data for a non-empty buffer");
+    }
+    return state_->Enqueued("all-gather", ncclAllGather(device_in, device_out, count, ncclFloat, state_->comm, stream));
+  } catch (...) {
+    return InternalError("all-gather: out of memory");
+  }
+}
+
+Status NcclGroup::ReduceScatterAverage(float* device_data, size_t count, cudaStream_t stream) {
+  try {
+    if (!state_->failure.ok()) return state_->FailedEarlier("reduce-scatter");
+    if (count == 0) return Status::Ok();
+    if (device_data == nullptr) return InvalidArgument("reduce-scatter: no data for a non-empty buffer");
+    // In place: the receive buffer is this rank's block of the send buffer, as NCCL allows.
+    float* mine = device_data + static_cast<size_t>(state_->rank) * count;
+    return state_->Enqueued("reduce-scatter", ncclReduceScatter(device_data, mine, count, ncclFloat, ncclAvg,
+                                                                state_->comm, stream));
+  } catch (...) {
+    return InternalError("reduce-scatter: out of memory");
+  }
+}
+
+Status NcclGroup::Send(const float* device_data, size_t count, int peer, cudaStream_t stream) {
+  try {
+    if (!state_->failure.ok()) return state_->FailedEarlier("send");
+    if (peer < 0 || peer >= state_->size || peer == state_->rank) {
+      return InvalidArgument(fmt::format("send: peer {} is not another rank of {}", peer, state_->size));
+    }
+    if (count == 0) return Status::Ok();
+    if (device_data == nullptr) return InvalidArgument("send: no data for a non-empty buffer");
+    return state_->Enqueued("send", ncclSend(device_data, count, ncclFloat, peer, state_->comm, stream));
+  } catch (...) {
+    return InternalError("send: out of memory");
+  }
+}
+
+Status NcclGroup::Recv(float* device_data, size_t count, int peer, cudaStream_t stream) {
+  try {
+    if (!state_->failure.ok()) return state_->FailedEarlier("receive");
+    if (peer < 0 || peer >= state_->size || peer == state_->rank) {
+      return InvalidArgument(fmt::format("receive: peer {} is not another rank of {}", peer, state_->size));
+    }
+    if (count == 0) return Status::Ok();
+    if (device_data == nullptr) return InvalidArgument("receive: no data for a non-empty buffer");
+    return state_->Enqueued("receive", ncclRecv(device_data, count, ncclFloat, peer, state_->comm, stream));
+  } catch (...) {
+    return InternalError("receive: out of memory");
+  }
+}
+
 Status NcclGroup::Synchronize(cudaStream_t stream) {
   try {
     if (!state_->failure.ok()) return state_->FailedEarlier("synchronize");

@@ -25,6 +25,14 @@ class NcclGroup {
   // In-place average over all ranks (ncclAvg), enqueued on `stream`.
   Status AllReduceAverage(float* device_data, size_t count, cudaStream_t stream);
   Status Broadcast(float* device_data, size_t count, int root, cudaStream_t stream);
+  // Every rank's `count` floats into out[size × count], in rank order (ncclAllGather).
+  Status AllGather(const float* device_in, float* device_out, size_t count, cudaStream_t stream);
+  // data[size × count]: block r averaged over the ranks into this rank's block r = rank
+  // (ncclReduceScatter with ncclAvg, in place).
+  Status ReduceScatterAverage(float* device_data, size_t count, cudaStream_t stream);
+  // Point to point (ncclSend / ncclRecv); matched in order between two ranks.
+  Status Send(const float* device_data, size_t count, int peer, cudaStream_t stream);
+  Status Recv(float* device_data, size_t count, int peer, cudaStream_t stream);
   // Waits for `stream`; on an asynchronous NCCL error or after the timeout, aborts the
   // communicator and returns the error.
   Status Synchronize(cudaStream_t stream);

@@ -158,6 +158,149 @@ TEST(GlooGroupTest, BarrierWaitsForEveryRank) {
   }));
 }
 
+// Ranks 1 to 4 (1: nothing to exchange), several block sizes: every rank gets every block.
+TEST(GlooGroupTest, AllGatherPutsEveryRanksBlockInRankOrder) {
+  for (int ranks = 1; ranks <= 4; ++ranks) {
+    TempDir temp;
+    const RendezvousSpec spec = FileSpec(temp.path());
+    ExpectAllEmpty(RunRanks<std::string>(ranks, [&](int rank) -> std::string {
+      auto member = Join(spec, rank, ranks, milliseconds(10000));
+      if (!member.ok()) return member.status().message();
+      for (size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{70001}}) {
+        std::vector<float> mine(count);
+        for (size_t i = 0; i < count; ++i) mine[i] = static_cast<float>(rank * 100000 + i);
+        std::vector<float> all(count * static_cast<size_t>(ranks), -1.f);
+        Status gathered = member->group->AllGather(mine.data(), all.data(), count);
+        if (!gathered.ok()) return gathered.message();
+        for (size_t r = 0; r < static_cast<size_t>(ranks); ++r) {
+          for (size_t i = 0; i < count; ++i) {
+            if (all[r * count + i] != static_cast<float>(r * 100000 + i)) {
+              return "count " + std::to_string(count) + ": block " + std::to_string(r) + " element " + std::to_string(i);
+            }
+          }
+        }
+      }
+      return "";
+    }));
+  }
+}
+
+// Block r of every rank summed lands on rank r; the sum of small integers is exact in any
+// order, and the same bits on two runs of real values (one fixed order of additions).
+TEST(GlooGroupTest, ReduceScatterSumsEachBlockOntoItsRank) {
+  for (int ranks = 1; ranks <= 4; ++ranks) {
+    TempDir temp;
+    const RendezvousSpec spec = FileSpec(temp.path());
+    std::vector<std::vector<float>> first(static_cast<size_t>(ranks));
+    ExpectAllEmpty(RunRanks<std::string>(ranks, [&](int rank) -> std::string {
+      auto member = Join(spec, rank, ranks, milliseconds(10000));
+      if (!member.ok()) return member.status().message();
+      for (size_t count : {size_t{0}, size_t{1}, size_t{5}, size_t{30011}}) {
+        std::vector<float> data(count * static_cast<size_t>(ranks));
+        for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<float>((rank + 1) * (i % 50));
+        Status reduced = member->group->ReduceScatterSum(data.data(), count);
+        if (!reduced.ok()) return reduced.message();
+        const size_t mine = static_cast<size_t>(rank) * count;
+        for (size_t i = 0; i < count; ++i) {
+          // Sum over ranks of (r + 1) * (j % 50) for element j of block `rank`.
+          const float expected = static_cast<float>(ranks * (ranks + 1) / 2 * ((mine + i) % 50));
+          if (data[mine + i] != expected) {
+            return "count " + std::to_string(count) + ", element " + std::to_string(i) + ": " +
+                   std::to_string(data[mine + i]) + " != " + std::to_string(expected);
+          }
+        }
+      }
+      std::vector<float> real(3 * static_cast<size_t>(ranks) + 1);
+      for (int run = 0; run < 2; ++run) {
+        for (size_t i = 0; i < real.size(); ++i) real[i] = std::sin(static_cast<float>(i * (rank + 3))) * 1e-3f;
+        Status reduced = member->group->ReduceScatterSum(real.data(), 3);
+        if (!reduced.ok()) return reduced.message();
+        const std::vector<float> block(real.begin() + rank * 3, real.begin() + rank * 3 + 3);
+        if (run == 0) first[static_cast<size_t>(rank)] = block;
+        if (run == 1 && block != first[static_cast<size_t>(rank)]) return "a second run gave other bits";
+      }
+      return "";
+    }));
+  }
+}
+
+// A pipeline's traffic: rank r sends to r+1 and receives from r-1, several messages in a
+// row, and rank 0 also receives from the last; other ranks are not involved in each pair.
+TEST(GlooGroupTest, SendAndReceiveMatchInOrderBetweenEachPair) {
+  TempDir temp;
+  const RendezvousSpec spec = FileSpec(temp.path());
+  constexpr int kRanks = 3;
+  constexpr int kMessages = 4;
+  ExpectAllEmpty(RunRanks<std::string>(kRanks, [&](int rank) -> std::string {
+    auto member = Join(spec, rank, kRanks, milliseconds(10000));
+    if (!member.ok()) return member.status().message();
+    for (int m = 0; m < kMessages; ++m) {
+      const size_t count = 1000 + static_cast<size_t>(m);
+      if (rank + 1 < kRanks) {
+        std::vector<float> out(count, static_cast<float>(rank * 10 + m));
+        Status sent = member->group->Send(out.data(), count, rank + 1);
+        if (!sent.ok()) return sent.message();
+      }
+      if (rank > 0) {
+        std::vector<float> in(count, -1.f);
+        Status received = member->group->Recv(in.data(), count, rank - 1);
+        if (!received.ok()) return received.message();
+        for (float value : in) {
+          if (value != static_cast<float>((rank - 1) * 10 + m)) return "message " + std::to_string(m) + " out of order";
+        }
+      }
+    }
+    if (rank == kRanks - 1) {
+      const float back = 42.f;
+      Status sent = member->group->Send(&back, 1, 0);
+      if (!sent.ok()) return sent.message();
+    }
+    if (rank == 0) {
+      float back = 0.f;
+      Status received = member->group->Recv(&back, 1, kRanks - 1);
+      if (!received.ok()) return received.message();
+      if (back != 42.f) return "the last rank's message is wrong";
+    }
+    // Collectives still line up after point-to-point traffic that only some ranks made.
+    float one = 1.f;
+    Status reduced = member->group->AllReduceSum(&one, 1);
+    if (!reduced.ok()) return reduced.message();
+    return one == static_cast<float>(kRanks) ? "" : "all-reduce after send/receive is wrong";
+  }));
+}
+
+TEST(GlooGroupTest, PointToPointRefusesBadPeers) {
+  TempDir temp;
+  const RendezvousSpec spec = FileSpec(temp.path());
+  auto member = Join(spec, 0, 1, milliseconds(10000));
+  ASSERT_TRUE(member.ok()) << member.status().message();
+  float value = 0.f;
+  EXPECT_EQ(member->group->Send(&value, 1, 0).message(), "send: peer 0 is not another rank of 1");
+  EXPECT_EQ(member->group->Recv(&value, 1, 3).message(), "receive: peer 3 is not another rank of 1");
+  EXPECT_EQ(member->group->Recv(nullptr, 0, 1).message(), "receive: peer 1 is not another rank of 1");
+}
+
+// A peer that never receives: the send's rank times out and says so, naming the silent rank.
+TEST(GlooGroupTest, AReceiveWithNoSenderTimesOut) {
+  TempDir temp;
+  const RendezvousSpec spec = FileSpec(temp.path());
+  const auto errors = RunRanks<std::string>(2, [&](int rank) -> std::string {
+    auto member = Join(spec, rank, 2, milliseconds(1500));
+    if (!member.ok()) return member.status().message();
+    if (rank == 1) {
+      std::this_thread::sleep_for(milliseconds(2500));
+      return "";
+    }
+    float value = 0.f;
+    Status received = member->group->Recv(&value, 1, 1);
+    return received.ok() ? "received from nobody" : received.message();
+  });
+  EXPECT_NE(errors[0].find("receive"), std::string::npos) << errors[0];
+  EXPECT_NE(errors[0].find("timed out"), std::string::npos) << errors[0];
+  EXPECT_NE(errors[0].find("rank 1"), std::string::npos) << errors[0];
+  EXPECT_EQ(errors[1], "");
+}
+
 TEST(GlooGroupTest, SingleRankAndBadArguments) {
   TempDir temp;
   auto member = Join(FileSpec(temp.path()), 0, 1, milliseconds(5000));
