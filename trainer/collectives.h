@@ -1,5 +1,7 @@
-// The DDP engine's view of the communication backend: all-reduces that run beside the
-// compute, and a blocking broadcast for the initial parameters.
+// The parallel engines' view of the communication backend: DDP's all-reduces that run
+// beside the compute and its blocking broadcast of the initial parameters; FSDP's
+// all-gathers and reduce-scatters, each waited for on its own; a pipeline's point-to-point
+// sends and receives.
 //   Gloo (CPU): a communication thread runs the collectives in order, each an NVTX range
 //     "allreduce" or "broadcast" in category "comm" on that thread, with the payload
 //     "rankscope collective" (communicator, sequence number, bytes, root, bucket, ...).
@@ -8,6 +10,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 
 #include "base/status.h"
@@ -30,9 +33,27 @@ class Collectives {
   // Waits until every started all-reduce is done and visible to later compute work. The
   // first error of any of them is returned (and later ones are skipped).
   virtual Status WaitAll() = 0;
-  // True when the all-reduce averages (NCCL's ncclAvg); false when it sums (Gloo) and the
-  // caller divides by size().
+  // True when the all-reduce and the reduce-scatter average (NCCL's ncclAvg); false when
+  // they sum (Gloo) and the caller divides by size().
   virtual bool averages() const = 0;
+
+  // A started collective, to wait for by itself: FSDP waits for one layer's all-gather
+  // while the next layer's runs. Tickets grow in start order and hold until WaitAll.
+  using Ticket = uint64_t;
+  // Starts gathering every rank's `count` floats of `in` into out[size × count] (rank
+  // order) once the compute work enqueued so far is done. `layer` labels its range.
+  virtual Result<Ticket> StartAllGather(int layer, const float* in, float* out, size_t count) = 0;
+  // Starts reducing data[size × count] block by block: this rank's block (data + rank ×
+  // count) gets the sum over ranks (the average where averages()).
+  virtual Result<Ticket> StartReduceScatter(int layer, float* data, size_t count) = 0;
+  // Waits until `ticket` and every collective started before it are done and their
+  // results visible to later compute work; the first error of any of them.
+  virtual Status Wait(Ticket ticket) = 0;
+  // Point to point, in order with the collectives and the compute: a send reads `data` as
+  // the compute work enqueued so far left it; after a receive, later compute work sees the
+  // data. Messages between two ranks match in the order they are sent.
+  virtual Status Send(const float* data, size_t count, int peer) = 0;
+  virtual Status Recv(float* data, size_t count, int peer) = 0;
 };
 
 Result<std::unique_ptr<Collectives>> MakeGlooCollectives(Rendezvous& rendezvous,

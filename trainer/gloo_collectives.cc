@@ -1,12 +1,14 @@
 // Collectives on a communication thread over Gloo: the CPU counterpart of a CUDA
 // communication stream. Jobs run strictly in submission order. Each collective is a range
 // with the "rankscope collective" payload (annotations.h), numbered per communicator in the
-// order the rank calls them, broadcasts and all-reduces alike: every rank makes the same
-// calls in the same order, so the same call gets the same number everywhere.
+// order the rank calls them, whatever the operation: every rank makes the same calls in the
+// same order, so the same call gets the same number everywhere. Sends and receives are
+// numbered per pair of ranks instead, with the peer in the payload.
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -62,20 +64,73 @@ class GlooCollectives final : public Collectives {
     return error;
   }
 
+  Result<Ticket> StartAllGather(int layer, const float* in, float* out, size_t count) override {
+    return Submit([this, layer, in, out, count] {
+      CollectiveFields fields = NextCollective(count);
+      fields.bucket = layer;
+      CollectiveRange range("allgather", fields, RangeCategory::kComm);
+      return group_->AllGather(in, out, count);
+    });
+  }
+
+  Result<Ticket> StartReduceScatter(int layer, float* data, size_t count) override {
+    return Submit([this, layer, data, count] {
+      // Its message size is the whole input, as nccl-tests and NCCL's profiler count it.
+      CollectiveFields fields = NextCollective(count * static_cast<size_t>(group_->size()));
+      fields.bucket = layer;
+      CollectiveRange range("reducescatter", fields, RangeCategory::kComm);
+      return group_->ReduceScatterSum(data, count);
+    });
+  }
+
+  Status Wait(Ticket ticket) override {
+    std::unique_lock lock(mutex_);
+    idle_.wait(lock, [this, ticket] { return completed_ > ticket; });
+    Status error = first_error_;
+    return error;
+  }
+
+  // Numbered per pair of ranks, not on the communicator: only the two ranks take part.
+  Status Send(const float* data, size_t count, int peer) override {
+    const Ticket ticket = Submit([this, data, count, peer] {
+      CollectiveFields fields = NextCollective(count, false);
+      fields.sequence = sent_to_[peer]++;
+      fields.peer = peer;
+      CollectiveRange range("send", fields, RangeCategory::kComm);
+      return group_->Send(data, count, peer);
+    });
+    return Wait(ticket);
+  }
+
+  Status Recv(float* data, size_t count, int peer) override {
+    const Ticket ticket = Submit([this, data, count, peer] {
+      CollectiveFields fields = NextCollective(count, false);
+      fields.sequence = received_from_[peer]++;
+      fields.peer = peer;
+      CollectiveRange range("recv", fields, RangeCategory::kComm);
+      return group_->Recv(data, count, peer);
+    });
+    return Wait(ticket);
+  }
+
  private:
-  void Submit(std::function<Status()> job) {
+  Ticket Submit(std::function<Status()> job) {
+    Ticket ticket = 0;
     {
       std::lock_guard lock(mutex_);
+      ticket = submitted_++;
       jobs_.push_back(std::move(job));
     }
     wake_.notify_one();
+    return ticket;
   }
 
-  // The next collective's number and shape; called on the communication thread only.
-  CollectiveFields NextCollective(size_t count) {
+  // The next collective's number (unless `numbered` is false: point to point) and shape;
+  // called on the communication thread only.
+  CollectiveFields NextCollective(size_t count, bool numbered = true) {
     CollectiveFields fields;
     fields.comm = communicator_;
-    fields.sequence = next_sequence_++;
+    if (numbered) fields.sequence = next_sequence_++;
     fields.bytes = count * sizeof(float);
     fields.comm_rank = group_->rank();
     fields.comm_size = group_->size();
@@ -97,19 +152,24 @@ class GlooCollectives final : public Collectives {
       Status status = skip ? Status::Ok() : job();
       lock.lock();
       busy_ = false;
+      ++completed_;
       if (!status.ok() && first_error_.ok()) first_error_ = std::move(status);
-      if (jobs_.empty()) idle_.notify_all();
+      idle_.notify_all();  // WaitAll waits for an empty queue, Wait for one ticket
     }
   }
 
   std::unique_ptr<GlooGroup> group_;
   const uint64_t communicator_;
   uint64_t next_sequence_ = 0;  // the communication thread's
+  std::map<int, uint64_t> sent_to_;        // messages per peer, the communication thread's
+  std::map<int, uint64_t> received_from_;
   std::mutex mutex_;
   std::condition_variable wake_;
   std::condition_variable idle_;
   std::deque<std::function<Status()>> jobs_;
   bool busy_ = false;
+  Ticket submitted_ = 0;  // jobs submitted and completed (run or skipped) so far
+  Ticket completed_ = 0;
   bool stopping_ = false;
   Status first_error_;
   std::thread thread_;  // last: starts after everything above exists

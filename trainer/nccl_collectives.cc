@@ -26,6 +26,7 @@ class NcclCollectives final : public Collectives {
   ~NcclCollectives() override {
     if (comm_stream_ != nullptr) cudaStreamSynchronize(comm_stream_);
     for (cudaEvent_t event : ready_events_) cudaEventDestroy(event);
+    for (cudaEvent_t event : event_pool_) cudaEventDestroy(event);
     if (done_event_ != nullptr) cudaEventDestroy(done_event_);
     if (comm_stream_ != nullptr) cudaStreamDestroy(comm_stream_);
   }
@@ -57,8 +58,52 @@ class NcclCollectives final : public Collectives {
     return group_->AllReduceAverage(data, count, comm_stream_);
   }
 
+  Result<Ticket> StartAllGather(int layer, const float* in, float* out, size_t count) override {
+    RS_RETURN_IF_ERROR(OrderAfterCompute());
+    {
+      ScopedRange range("allgather");
+      (void)layer;  // NCCL's profiler plugin reports the collective and its size
+      RS_RETURN_IF_ERROR(group_->AllGather(in, out, count, comm_stream_));
+    }
+    return MarkDone();
+  }
+
+  Result<Ticket> StartReduceScatter(int layer, float* data, size_t count) override {
+    RS_RETURN_IF_ERROR(OrderAfterCompute());
+    {
+      ScopedRange range("reducescatter");
+      (void)layer;
+      RS_RETURN_IF_ERROR(group_->ReduceScatterAverage(data, count, comm_stream_));
+    }
+    return MarkDone();
+  }
+
+  Status Wait(Ticket ticket) override {
+    if (ticket >= done_events_.size()) return InvalidArgument(fmt::format("wait: no collective {} was started", ticket));
+    // The compute stream waits on the device; errors come out at the next WaitAll.
+    return CudaStatus(cudaStreamWaitEvent(compute(), done_events_[ticket], 0), "cudaStreamWaitEvent");
+  }
+
+  Status Send(const float* data, size_t count, int peer) override {
+    RS_RETURN_IF_ERROR(OrderAfterCompute());
+    ScopedRange range("send");
+    return group_->Send(data, count, peer, comm_stream_);
+  }
+
+  Status Recv(float* data, size_t count, int peer) override {
+    {
+      ScopedRange range("recv");
+      RS_RETURN_IF_ERROR(OrderAfterCompute());
+      RS_RETURN_IF_ERROR(group_->Recv(data, count, peer, comm_stream_));
+    }
+    RS_ASSIGN_OR_RETURN(Ticket received, MarkDone());
+    return Wait(received);
+  }
+
   Status WaitAll() override {
     launched_ = 0;
+    done_events_.clear();
+    next_event_ = 0;
     // Synchronize polls NCCL's asynchronous errors and aborts on a dead peer or a timeout.
     RS_RETURN_IF_ERROR(group_->Synchronize(comm_stream_));
     RS_RETURN_IF_ERROR(CudaStatus(cudaEventRecord(done_event_, comm_stream_), "cudaEventRecord"));
@@ -68,6 +113,34 @@ class NcclCollectives final : public Collectives {
  private:
   cudaStream_t compute() { return static_cast<cudaStream_t>(device_->stream()); }
 
+  // The communication stream waits for the compute work enqueued so far.
+  Status OrderAfterCompute() {
+    cudaEvent_t ready = nullptr;
+    RS_ASSIGN_OR_RETURN(ready, NewEvent());
+    RS_RETURN_IF_ERROR(CudaStatus(cudaEventRecord(ready, compute()), "cudaEventRecord"));
+    return CudaStatus(cudaStreamWaitEvent(comm_stream_, ready, 0), "cudaStreamWaitEvent");
+  }
+
+  // An event after the communication stream's work so far: the ticket of what was just
+  // enqueued.
+  Result<Ticket> MarkDone() {
+    cudaEvent_t done = nullptr;
+    RS_ASSIGN_OR_RETURN(done, NewEvent());
+    RS_RETURN_IF_ERROR(CudaStatus(cudaEventRecord(done, comm_stream_), "cudaEventRecord"));
+    done_events_.push_back(done);
+    return static_cast<Ticket>(done_events_.size() - 1);
+  }
+
+  // Events are reused from one WaitAll to the next: a step needs as many as it starts.
+  Result<cudaEvent_t> NewEvent() {
+    if (next_event_ == event_pool_.size()) {
+      cudaEvent_t event = nullptr;
+      RS_RETURN_IF_ERROR(CudaStatus(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreate"));
+      event_pool_.push_back(event);
+    }
+    return event_pool_[next_event_++];
+  }
+
   std::unique_ptr<NcclGroup> group_;
   ComputeDevice* device_;
   int rank_;
@@ -75,6 +148,9 @@ class NcclCollectives final : public Collectives {
   cudaStream_t comm_stream_ = nullptr;
   cudaEvent_t done_event_ = nullptr;
   std::vector<cudaEvent_t> ready_events_;
+  std::vector<cudaEvent_t> done_events_;  // by ticket, since the last WaitAll
+  std::vector<cudaEvent_t> event_pool_;   // NewEvent's, destroyed at the end
+  size_t next_event_ = 0;
   size_t launched_ = 0;
 };
 

@@ -105,6 +105,13 @@ class FakeCollectives final : public Collectives {
     return wait_error;
   }
   bool averages() const override { return averaging_; }
+  // The DDP engine starts nothing else.
+  Result<Ticket> StartAllGather(int, const float*, float*, size_t) override { return Unexpected("all-gather"); }
+  Result<Ticket> StartReduceScatter(int, float*, size_t) override { return Unexpected("reduce-scatter"); }
+  Status Wait(Ticket) override { return Unexpected("wait"); }
+  Status Send(const float*, size_t, int) override { return Unexpected("send"); }
+  Status Recv(float*, size_t, int) override { return Unexpected("receive"); }
+  static Status Unexpected(const char* what) { return InternalError(std::string("DDP called ") + what); }
 
   std::vector<Call> calls;
   std::vector<Call> broadcasts;  // bucket holds the root

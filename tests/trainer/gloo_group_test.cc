@@ -25,6 +25,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/temp_dir.h"
+#include "trainer/collectives.h"
 #include "trainer/comm_util.h"
 #include "trainer/rendezvous.h"
 
@@ -299,6 +300,59 @@ TEST(GlooGroupTest, AReceiveWithNoSenderTimesOut) {
   EXPECT_NE(errors[0].find("timed out"), std::string::npos) << errors[0];
   EXPECT_NE(errors[0].find("rank 1"), std::string::npos) << errors[0];
   EXPECT_EQ(errors[1], "");
+}
+
+// The engines' view: FSDP's all-gathers and reduce-scatters on the communication thread,
+// each waited for by its ticket, and a pipeline's sends and receives, on 3 ranks.
+TEST(GlooCollectivesTest, TicketsWaitForTheirCollectiveAndPointToPointIsInOrder) {
+  TempDir temp;
+  const RendezvousSpec spec = FileSpec(temp.path());
+  constexpr int kRanks = 3;
+  constexpr size_t kCount = 1001;
+  ExpectAllEmpty(RunRanks<std::string>(kRanks, [&](int rank) -> std::string {
+    auto rendezvous = Rendezvous::Connect(spec, WorldOf(rank, kRanks), milliseconds(10000), "collectives-test");
+    if (!rendezvous.ok()) return rendezvous.status().message();
+    auto collectives = MakeGlooCollectives(**rendezvous, milliseconds(10000));
+    if (!collectives.ok()) return collectives.status().message();
+    Collectives& c = **collectives;
+    std::vector<float> shard(kCount, static_cast<float>(rank + 1));
+    std::vector<float> first(kCount * kRanks), second(kCount * kRanks);
+    auto a = c.StartAllGather(0, shard.data(), first.data(), kCount);
+    auto b = c.StartAllGather(1, shard.data(), second.data(), kCount);
+    if (!a.ok() || !b.ok()) return "start failed";
+    if (*b <= *a) return "tickets do not grow";
+    // Waiting for the second means the first is done too.
+    Status waited = c.Wait(*b);
+    if (!waited.ok()) return waited.message();
+    for (size_t i = 0; i < first.size(); ++i) {
+      const float expected = static_cast<float>(i / kCount + 1);
+      if (first[i] != expected || second[i] != expected) return "all-gather element " + std::to_string(i);
+    }
+    std::vector<float> gradients(kCount * kRanks, static_cast<float>(rank + 1));
+    auto reduced = c.StartReduceScatter(0, gradients.data(), kCount);
+    if (!reduced.ok()) return reduced.status().message();
+    waited = c.Wait(*reduced);
+    if (!waited.ok()) return waited.message();
+    for (size_t i = 0; i < kCount; ++i) {
+      if (gradients[static_cast<size_t>(rank) * kCount + i] != 6.f) return "reduce-scatter element " + std::to_string(i);
+    }
+    // A ring of sends: each rank sends to the next, then receives from the previous.
+    std::vector<float> out(7, static_cast<float>(rank)), in(7, -1.f);
+    if (rank % 2 == 0) {
+      Status sent = c.Send(out.data(), out.size(), (rank + 1) % kRanks);
+      if (!sent.ok()) return sent.message();
+      Status received = c.Recv(in.data(), in.size(), (rank + kRanks - 1) % kRanks);
+      if (!received.ok()) return received.message();
+    } else {
+      Status received = c.Recv(in.data(), in.size(), (rank + kRanks - 1) % kRanks);
+      if (!received.ok()) return received.message();
+      Status sent = c.Send(out.data(), out.size(), (rank + 1) % kRanks);
+      if (!sent.ok()) return sent.message();
+    }
+    if (in[0] != static_cast<float>((rank + kRanks - 1) % kRanks)) return "received the wrong message";
+    Status all = c.WaitAll();
+    return all.ok() ? "" : all.message();
+  }));
 }
 
 TEST(GlooGroupTest, SingleRankAndBadArguments) {
