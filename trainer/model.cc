@@ -28,11 +28,38 @@ class InitRandom {
 
 }  // namespace
 
-Result<Mlp> Mlp::Create(ComputeDevice& device, const ModelShape& shape, int batch, uint64_t seed) {
-  Mlp model(device, shape, batch);
+namespace {
+
+// The layers' widths: features, width × depth, classes.
+std::vector<int> Widths(const ModelShape& shape) {
   std::vector<int> widths = {shape.features};
   for (int i = 0; i < shape.depth; ++i) widths.push_back(shape.width);
   widths.push_back(shape.classes);
+  return widths;
+}
+
+}  // namespace
+
+std::vector<float> Mlp::InitialParameters(const ModelShape& shape, uint64_t seed) {
+  const std::vector<int> widths = Widths(shape);
+  size_t count = 0;
+  for (size_t l = 0; l + 1 < widths.size(); ++l) count += static_cast<size_t>(widths[l] + 1) * widths[l + 1];
+  std::vector<float> host(count);
+  InitRandom random(seed);
+  size_t at = 0;
+  for (size_t l = 0; l + 1 < widths.size(); ++l) {
+    const double bound = 1.0 / std::sqrt(static_cast<double>(widths[l]));
+    // The weight [in × out], then the bias [out]: registration order.
+    const size_t layer_count = static_cast<size_t>(widths[l] + 1) * widths[l + 1];
+    for (size_t i = 0; i < layer_count; ++i) host[at++] = static_cast<float>((2.0 * random.Uniform() - 1.0) * bound);
+  }
+  return host;
+}
+
+Result<Mlp> Mlp::Create(ComputeDevice& device, const ModelShape& shape, int batch, uint64_t seed,
+                        ParameterStorage storage) {
+  Mlp model(device, shape, batch);
+  const std::vector<int> widths = Widths(shape);
 
   size_t max_width = 0;
   for (size_t l = 0; l + 1 < widths.size(); ++l) {
@@ -50,9 +77,17 @@ Result<Mlp> Mlp::Create(ComputeDevice& device, const ModelShape& shape, int batc
     max_width = std::max(max_width, static_cast<size_t>(std::max(layer.in, layer.out)));
     model.layers_.push_back(layer);
   }
+  model.param_at_.assign(model.parameters_.size(), nullptr);
+  model.grad_at_.assign(model.parameters_.size(), nullptr);
 
-  RS_ASSIGN_OR_RETURN(model.params_, device.AllocateFloats(model.parameter_count_));
-  RS_ASSIGN_OR_RETURN(model.grads_, device.AllocateFloats(model.parameter_count_));
+  if (storage == ParameterStorage::kOwned) {
+    RS_ASSIGN_OR_RETURN(model.params_, device.AllocateFloats(model.parameter_count_));
+    RS_ASSIGN_OR_RETURN(model.grads_, device.AllocateFloats(model.parameter_count_));
+    for (size_t i = 0; i < model.parameters_.size(); ++i) {
+      model.param_at_[i] = model.params_ + model.parameters_[i].offset;
+      model.grad_at_[i] = model.grads_ + model.parameters_[i].offset;
+    }
+  }
   const size_t rows = static_cast<size_t>(batch);
   for (Layer& layer : model.layers_) {
     RS_ASSIGN_OR_RETURN(layer.pre, device.AllocateFloats(rows * static_cast<size_t>(layer.out)));
@@ -68,35 +103,54 @@ Result<Mlp> Mlp::Create(ComputeDevice& device, const ModelShape& shape, int batc
     RS_ASSIGN_OR_RETURN(buffer, device.AllocateFloats(rows * max_width));
   }
 
-  std::vector<float> host(model.parameter_count_);
-  InitRandom random(seed);
-  for (const Layer& layer : model.layers_) {
-    const double bound = 1.0 / std::sqrt(static_cast<double>(layer.in));
-    for (int index : {layer.weight, layer.bias}) {
-      const Parameter& p = model.parameters_[static_cast<size_t>(index)];
-      for (size_t i = 0; i < p.size; ++i) {
-        host[p.offset + i] = static_cast<float>((2.0 * random.Uniform() - 1.0) * bound);
-      }
-    }
+  if (storage == ParameterStorage::kOwned) {
+    const std::vector<float> host = InitialParameters(shape, seed);
+    RS_RETURN_IF_ERROR(device.CopyToDevice(host.data(), model.params_, host.size()));
   }
-  RS_RETURN_IF_ERROR(device.CopyToDevice(host.data(), model.params_, host.size()));
   return model;
 }
 
-Status Mlp::Forward(const float* x, const int32_t* labels) {
+Mlp::Span Mlp::LayerSpan(int layer) const {
+  const Layer& l = layers_[static_cast<size_t>(layer)];
+  const Parameter& weight = parameters_[static_cast<size_t>(l.weight)];
+  const Parameter& bias = parameters_[static_cast<size_t>(l.bias)];
+  return {weight.offset, weight.size + bias.size};
+}
+
+void Mlp::BindLayer(int layer, float* params, float* grads) {
+  const Layer& l = layers_[static_cast<size_t>(layer)];
+  const size_t weight_size = parameters_[static_cast<size_t>(l.weight)].size;
+  param_at_[static_cast<size_t>(l.weight)] = params;
+  param_at_[static_cast<size_t>(l.bias)] = params + weight_size;
+  grad_at_[static_cast<size_t>(l.weight)] = grads;
+  grad_at_[static_cast<size_t>(l.bias)] = grads + weight_size;
+}
+
+namespace {
+
+Status CallHook(const std::function<Status(int)>& hook, size_t layer) {
+  return hook ? hook(static_cast<int>(layer)) : Status::Ok();
+}
+
+}  // namespace
+
+Status Mlp::Forward(const float* x, const int32_t* labels, const LayerHooks& hooks) {
   ScopedRange range("forward");
   const float* input = x;
-  for (Layer& layer : layers_) {
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    Layer& layer = layers_[l];
+    RS_RETURN_IF_ERROR(CallHook(hooks.before_forward, l));
     RS_RETURN_IF_ERROR(device_->LinearForward(batch_, layer.in, layer.out, input, param(layer.weight), layer.pre));
     RS_RETURN_IF_ERROR(device_->BiasActivationForward(layer.activation, batch_, layer.out, param(layer.bias),
                                                       layer.pre, layer.out_values));
+    RS_RETURN_IF_ERROR(CallHook(hooks.after_forward, l));
     input = layer.out_values;
   }
   return device_->SoftmaxCrossEntropyForward(batch_, shape_.classes, layers_.back().out_values, labels, probs_);
 }
 
 Status Mlp::Backward(const float* x, const int32_t* labels, float loss_scale, bool accumulate,
-                     const std::function<Status(int)>& grad_ready) {
+                     const std::function<Status(int)>& grad_ready, const LayerHooks& hooks) {
   ScopedRange range("backward");
   RS_RETURN_IF_ERROR(device_->SoftmaxCrossEntropyBackward(batch_, shape_.classes, probs_, labels,
                                                           loss_scale / static_cast<float>(batch_), dlogits_));
@@ -106,17 +160,20 @@ Status Mlp::Backward(const float* x, const int32_t* labels, float loss_scale, bo
   for (size_t l = layers_.size(); l-- > 0;) {
     Layer& layer = layers_[l];
     const float* input = l == 0 ? x : layers_[l - 1].out_values;
+    RS_RETURN_IF_ERROR(CallHook(hooks.before_backward, l));
     RS_RETURN_IF_ERROR(device_->BiasActivationBackward(layer.activation, batch_, layer.out, layer.pre, upstream,
                                                        upstream, grad(layer.bias), accumulate));
     RS_RETURN_IF_ERROR(grad_ready(layer.bias));
     RS_RETURN_IF_ERROR(device_->LinearBackwardWeight(batch_, layer.in, layer.out, upstream, input,
                                                      grad(layer.weight), accumulate));
     RS_RETURN_IF_ERROR(grad_ready(layer.weight));
-    if (l == 0) break;  // no gradient for the input data
+    if (l == 0) return CallHook(hooks.after_backward, l);  // no gradient for the input data
     float* downstream = dactivation_[next_buffer];
     next_buffer ^= 1;
     RS_RETURN_IF_ERROR(device_->LinearBackwardData(batch_, layer.in, layer.out, upstream, param(layer.weight),
                                                    downstream));
+    // After the last use of its weights: FSDP may release them.
+    RS_RETURN_IF_ERROR(CallHook(hooks.after_backward, l));
     upstream = downstream;
   }
   return Status::Ok();

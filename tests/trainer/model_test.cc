@@ -234,6 +234,75 @@ TEST_P(MlpTest, GradientHooksRunOnceEachInReverseOrderWhenFinal) {
   }
 }
 
+TEST_P(MlpTest, InitialParametersAreWhatCreatePutsOnTheDevice) {
+  EXPECT_EQ(Mlp::InitialParameters(model_->shape(), 77), Read(model_->params()));
+  EXPECT_NE(Mlp::InitialParameters(model_->shape(), 78), Read(model_->params()));
+}
+
+// FSDP's use of the model: no flat buffers, each layer bound to buffers of its own. Bound
+// to copies of the owned model's values, every loss and gradient bit is the same; the
+// layer hooks run around each layer's work, forward in order and backward in reverse.
+TEST_P(MlpTest, BoundLayersComputeWhatOwnedBuffersDoAndHooksRunAroundEachLayer) {
+  Result<Mlp> created = Mlp::Create(*device_, model_->shape(), kBatch, 77, ParameterStorage::kBound);
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  Mlp& bound = *created;
+  EXPECT_EQ(bound.params(), nullptr);
+  EXPECT_EQ(bound.grads(), nullptr);
+  ASSERT_EQ(bound.layer_count(), model_->layer_count());
+  const std::vector<float> initial = Mlp::InitialParameters(model_->shape(), 77);
+  std::vector<float*> layer_grads;
+  size_t next_offset = 0;
+  for (int l = 0; l < bound.layer_count(); ++l) {
+    const Mlp::Span span = bound.LayerSpan(l);
+    EXPECT_EQ(span.offset, next_offset) << "layer " << l;  // contiguous, weight then bias
+    next_offset = span.offset + span.count;
+    Result<float*> params = device_->AllocateFloats(span.count);
+    Result<float*> grads = device_->AllocateFloats(span.count);
+    ASSERT_TRUE(params.ok() && grads.ok());
+    ASSERT_TRUE(device_->CopyToDevice(initial.data() + span.offset, *params, span.count).ok());
+    bound.BindLayer(l, *params, *grads);
+    layer_grads.push_back(*grads);
+  }
+  EXPECT_EQ(next_offset, bound.parameter_count());
+
+  std::vector<std::string> calls;
+  const auto note = [&calls](const char* what) {
+    return [&calls, what](int layer) {
+      calls.push_back(what + std::to_string(layer));
+      return Status::Ok();
+    };
+  };
+  LayerHooks hooks{note("f"), note("F"), note("b"), note("B")};
+  ASSERT_TRUE(model_->Forward(x_, labels_).ok());
+  Result<LossStats> owned_loss = device_->TakeLoss();
+  ASSERT_TRUE(bound.Forward(x_, labels_, hooks).ok());
+  Result<LossStats> bound_loss = device_->TakeLoss();
+  ASSERT_TRUE(owned_loss.ok() && bound_loss.ok());
+  EXPECT_EQ(owned_loss->loss_sum, bound_loss->loss_sum);
+  const auto no_hook = [](int) { return Status::Ok(); };
+  ASSERT_TRUE(model_->Backward(x_, labels_, 1.0f, false, no_hook).ok());
+  ASSERT_TRUE(bound.Backward(x_, labels_, 1.0f, false, no_hook, hooks).ok());
+  const std::vector<float> owned_grads = Read(model_->grads());
+  for (int l = 0; l < bound.layer_count(); ++l) {
+    const Mlp::Span span = bound.LayerSpan(l);
+    std::vector<float> mine(span.count);
+    ASSERT_TRUE(device_->CopyToHost(layer_grads[static_cast<size_t>(l)], mine.data(), span.count).ok());
+    EXPECT_EQ(mine, std::vector<float>(owned_grads.begin() + static_cast<std::ptrdiff_t>(span.offset),
+                                       owned_grads.begin() + static_cast<std::ptrdiff_t>(span.offset + span.count)))
+        << "layer " << l;
+  }
+  std::vector<std::string> expected;
+  for (int l = 0; l < bound.layer_count(); ++l) {
+    expected.push_back("f" + std::to_string(l));
+    expected.push_back("F" + std::to_string(l));
+  }
+  for (int l = bound.layer_count(); l-- > 0;) {
+    expected.push_back("b" + std::to_string(l));
+    expected.push_back("B" + std::to_string(l));
+  }
+  EXPECT_EQ(calls, expected);
+}
+
 TEST_P(MlpTest, HookErrorStopsTheBackwardPass) {
   ASSERT_TRUE(model_->Forward(x_, labels_).ok());
   std::vector<int> order;
