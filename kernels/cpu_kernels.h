@@ -114,6 +114,8 @@ struct MutableSpan {
 void Flatten(std::span<const ConstSpan> parts, float* flat);
 void Unflatten(const float* flat, std::span<const MutableSpan> parts);
 void Scale(ThreadPool& pool, size_t n, float factor, float* data);
+// sum[i] += add[i] for i < n (FSDP adds a micro-step's gradient shard to the shard).
+void Accumulate(ThreadPool& pool, size_t n, const float* add, float* sum);
 // Σ data[i]², accumulated in double in a fixed order (for gradient-norm clipping).
 double SquaredNorm(ThreadPool& pool, size_t n, const float* data);
 

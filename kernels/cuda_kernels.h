@@ -51,6 +51,8 @@ Status AdamWStep(cudaStream_t stream, size_t n, float* params, const float* grad
 Status Flatten(cudaStream_t stream, std::span<const ConstSpan> parts, float* flat);
 Status Unflatten(cudaStream_t stream, const float* flat, std::span<const MutableSpan> parts);
 Status Scale(cudaStream_t stream, size_t n, float factor, float* data);
+// sum[i] += add[i] for i < n.
+Status Accumulate(cudaStream_t stream, size_t n, const float* add, float* sum);
 // *result (device memory, one float) = Σ data[i]².
 Status SquaredNorm(cudaStream_t stream, size_t n, const float* data, float* result);
 

@@ -386,6 +386,13 @@ void Scale(ThreadPool& pool, size_t n, float factor, float* data) {
                  });
 }
 
+void Accumulate(ThreadPool& pool, size_t n, const float* add, float* sum) {
+  ParallelRanges(pool, n, kMinElementsPerTask * 4, internal::kFloatAlignment,
+                 [&](size_t begin, size_t end) {
+                   for (size_t i = begin; i < end; ++i) sum[i] += add[i];
+                 });
+}
+
 double SquaredNorm(ThreadPool& pool, size_t n, const float* data) {
   if (n == 0) return 0.0;
   const size_t chunks = (n + kNormChunk - 1) / kNormChunk;

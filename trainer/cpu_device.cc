@@ -123,6 +123,11 @@ class CpuDevice final : public ComputeDevice {
     k::Scale(pool_, n, factor, data);
     return Status::Ok();
   }
+  Status Accumulate(size_t n, const float* add, float* sum) override {
+    ScopedRange range("accumulate", RangeCategory::kCompute);
+    k::Accumulate(pool_, n, add, sum);
+    return Status::Ok();
+  }
   Result<double> SquaredNorm(size_t n, const float* data) override {
     ScopedRange range("squared_norm", RangeCategory::kCompute);
     return k::SquaredNorm(pool_, n, data);

@@ -137,6 +137,7 @@ class CudaDevice final : public ComputeDevice {
     return kc::Unflatten(stream_, flat, parts);
   }
   Status Scale(size_t n, float factor, float* data) override { return kc::Scale(stream_, n, factor, data); }
+  Status Accumulate(size_t n, const float* add, float* sum) override { return kc::Accumulate(stream_, n, add, sum); }
   Result<double> SquaredNorm(size_t n, const float* data) override {
     if (norm_ == nullptr) {
       RS_ASSIGN_OR_RETURN(norm_, AllocateFloats(1));

@@ -61,6 +61,8 @@ class ComputeDevice {
   virtual Status Flatten(std::span<const kernels::ConstSpan> parts, float* flat) = 0;
   virtual Status Unflatten(const float* flat, std::span<const kernels::MutableSpan> parts) = 0;
   virtual Status Scale(size_t n, float factor, float* data) = 0;
+  // sum[i] += add[i] for i < n.
+  virtual Status Accumulate(size_t n, const float* add, float* sum) = 0;
   virtual Result<double> SquaredNorm(size_t n, const float* data) = 0;
 
   // Waits until all work enqueued so far has finished.

@@ -207,6 +207,13 @@ __global__ void ScaleKernel(size_t n, float factor, float* __restrict__ data) {
   }
 }
 
+__global__ void AccumulateKernel(size_t n, const float* __restrict__ add, float* __restrict__ sum) {
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    sum[i] += add[i];
+  }
+}
+
 // Squared norm in two fixed-shape passes (no atomics), so every run and every rank gets
 // the same bits for the same data: kNormBlocks partial sums in double, then one block adds
 // them in a fixed tree order.
@@ -395,6 +402,15 @@ Status Scale(cudaStream_t stream, size_t n, float factor, float* data) {
   ScaleKernel<<<internal::ElementwiseBlocks(n), internal::kElementwiseThreads, 0, stream>>>(
       n, factor, data);
   return internal::CheckLaunch("cuda::Scale launch");
+}
+
+Status Accumulate(cudaStream_t stream, size_t n, const float* add, float* sum) {
+  RS_RETURN_IF_ERROR(internal::CheckPointer("cuda::Accumulate", "add", add, n));
+  RS_RETURN_IF_ERROR(internal::CheckPointer("cuda::Accumulate", "sum", sum, n));
+  if (n == 0) return Status::Ok();
+  internal::ClearStaleError();
+  AccumulateKernel<<<internal::ElementwiseBlocks(n), internal::kElementwiseThreads, 0, stream>>>(n, add, sum);
+  return internal::CheckLaunch("cuda::Accumulate launch");
 }
 
 Status SquaredNorm(cudaStream_t stream, size_t n, const float* data, float* result) {

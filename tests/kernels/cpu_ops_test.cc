@@ -568,6 +568,20 @@ TEST(BucketTest, ScaleMultipliesExactlyTheFirstN) {
   }
 }
 
+TEST(BucketTest, AccumulateAddsExactlyTheFirstN) {
+  for (int threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    for (size_t n : {size_t{0}, size_t{5}, (size_t{1} << 20) + 3}) {
+      const std::vector<float> original = Random(n + 1, -10.0f, 10.0f, 71);
+      const std::vector<float> add = Random(n + 1, -10.0f, 10.0f, 72);
+      std::vector<float> sum = original;
+      Accumulate(pool, n, add.data(), sum.data());
+      for (size_t i = 0; i < n; ++i) ASSERT_EQ(sum[i], original[i] + add[i]) << i;
+      EXPECT_EQ(sum[n], original[n]);
+    }
+  }
+}
+
 TEST(BucketTest, SquaredNormMatchesDoubleSumAndIsReproducible) {
   ThreadPool one(1);
   for (size_t n : {size_t{0}, size_t{1}, size_t{7}, size_t{100003}, (size_t{1} << 21) + 5}) {

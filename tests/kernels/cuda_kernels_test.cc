@@ -680,6 +680,19 @@ TEST_F(CudaKernelsTest, ScaleMatchesCpuExactly) {
   }
 }
 
+TEST_F(CudaKernelsTest, AccumulateMatchesCpuExactly) {
+  for (size_t n : {size_t{1}, size_t{1000}, size_t{300001}}) {
+    std::vector<float> sum = RandomVector(n, 73, -100.0f, 100.0f);
+    const std::vector<float> add = RandomVector(n, 74, -100.0f, 100.0f);
+    DeviceBuffer<float> sum_d(sum), add_d(add);
+    const Status status = cuda::Accumulate(stream_, n, add_d.get(), sum_d.get());
+    ASSERT_TRUE(status.ok()) << status.ToString();
+    Accumulate(pool_, n, add.data(), sum.data());
+    Sync();
+    EXPECT_EQ(sum_d.Download(), sum) << n;  // one addition each: identical bits
+  }
+}
+
 TEST_F(CudaKernelsTest, SquaredNormMatchesCpuAndIsDeterministic) {
   for (size_t n : {size_t{0}, size_t{1}, size_t{255}, size_t{100003}, size_t{5000000}}) {
     SCOPED_TRACE("n=" + std::to_string(n));
