@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "trainer/annotations.h"
 
@@ -41,6 +42,7 @@ Result<std::unique_ptr<FsdpEngine>> FsdpEngine::Create(ComputeDevice& device, Co
     }
   }
   RS_RETURN_IF_ERROR(device.CopyToDevice(shards.data(), engine->shard_params_, shards.size()));
+  RS_ASSIGN_OR_RETURN(engine->norm_, device.AllocateFloats(1));
   engine->gather_ticket_.resize(engine->layers_.size());
 
   FsdpEngine* self = engine.get();
@@ -117,6 +119,21 @@ Status FsdpEngine::FinishBackward() {
   RS_RETURN_IF_ERROR(Drain(0));
   RS_RETURN_IF_ERROR(Drain(1));
   return collectives_->WaitAll();
+}
+
+Result<double> FsdpEngine::ClipGradientNorm(double max_norm) {
+  RS_ASSIGN_OR_RETURN(double local, device_->SquaredNorm(shard_count_, shard_grads_));  // the padding is 0
+  const auto local_float = static_cast<float>(local);
+  RS_RETURN_IF_ERROR(device_->CopyToDevice(&local_float, norm_, 1));
+  RS_RETURN_IF_ERROR(collectives_->StartAllReduce(-1, norm_, 1));
+  RS_RETURN_IF_ERROR(collectives_->WaitAll());
+  float global = 0.0f;
+  RS_RETURN_IF_ERROR(device_->CopyToHost(norm_, &global, 1));
+  if (collectives_->averages()) global *= static_cast<float>(collectives_->size());
+  const double norm = std::sqrt(static_cast<double>(global));
+  const double coefficient = max_norm / (norm + 1e-6);
+  if (coefficient < 1.0) RS_RETURN_IF_ERROR(device_->Scale(shard_count_, static_cast<float>(coefficient), shard_grads_));
+  return norm;
 }
 
 Result<std::vector<float>> FsdpEngine::GatherParameters() {

@@ -45,6 +45,9 @@ class FsdpEngine {
   float* shard_params() { return shard_params_; }
   float* shard_grads() { return shard_grads_; }
   size_t shard_count() const { return shard_count_; }
+  // Scales the shards' gradients so that their global norm (over every rank's shards) is at
+  // most max_norm, as torch's FSDP clip_grad_norm_ does; returns the norm before.
+  Result<double> ClipGradientNorm(double max_norm);
   // Every layer's full parameters, flat in the model's layout (for checkpoints and tests):
   // all-gathered, so every rank must call it.
   Result<std::vector<float>> GatherParameters();
@@ -88,7 +91,7 @@ class FsdpEngine {
   std::vector<std::optional<Collectives::Ticket>> gather_ticket_;  // by layer, this pass
   std::optional<PendingScatter> pending_[2];
   bool first_micro_step_ = true;
-  std::vector<float> zeros_;  // host zeros for the padding of a layer's gradients
+  float* norm_ = nullptr;  // one float: the squared norm, all-reduced
 };
 
 }  // namespace rankscope::trainer

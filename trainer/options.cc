@@ -99,6 +99,13 @@ Status Validate(const TrainerOptions& o) {
   }
   RS_RETURN_IF_ERROR(CheckPlantedStep("--hang-rank", o.hang_rank, o.hang_step, o.steps));
   RS_RETURN_IF_ERROR(CheckPlantedStep("--mismatch-rank", o.mismatch_rank, o.mismatch_step, o.steps));
+  if (o.parallel == Parallelism::kFsdp) {
+    // Not built for sharded runs yet: say so rather than do something else.
+    if (!o.checkpoint.empty() || !o.resume.empty()) {
+      return InvalidArgument("--parallel fsdp: checkpoints of a sharded run (--checkpoint, --resume) are not supported yet");
+    }
+    if (o.mismatch_rank >= 0) return InvalidArgument("--parallel fsdp: --mismatch-rank plants a DDP mismatch; use --parallel ddp");
+  }
   return Status::Ok();
 }
 
@@ -144,9 +151,14 @@ Result<CommandLine> ParseCommandLine(const std::vector<std::string>& args) {
       ->group(schedule)->capture_default_str();
 
   auto* ddp = "Data parallelism";
+  AddChoice(app, "--parallel", o.parallel, {{"ddp", Parallelism::kDdp}, {"fsdp", Parallelism::kFsdp}},
+            "ddp: replicas, gradients all-reduced in buckets; fsdp: parameters, gradients and optimizer state "
+            "sharded per layer (all-gather, reduce-scatter)")->group(ddp);
   app.add_option("--bucket-mb", o.bucket_mb, "Gradient bucket cap in MiB")->group(ddp)->capture_default_str();
   app.add_option("--first-bucket-mb", o.first_bucket_mb, "Cap of the first bucket in MiB")->group(ddp)->capture_default_str();
-  app.add_flag("--no-overlap{false}", o.overlap, "All-reduce every bucket after the backward pass")->group(ddp);
+  app.add_flag("--no-overlap{false}", o.overlap,
+               "DDP: all-reduce every bucket after the backward pass; FSDP: no prefetch of the next layer's "
+               "all-gather")->group(ddp);
   AddChoice(app, "--backend", o.backend, {{"auto", Backend::kAuto}, {"nccl", Backend::kNccl}, {"gloo", Backend::kGloo}},
             "Collectives: auto is NCCL when a GPU is usable, else Gloo")->group(ddp);
   AddChoice(app, "--precision", o.precision, {{"fp32", Precision::kFp32}, {"bf16", Precision::kBf16}},
@@ -216,6 +228,14 @@ Result<CommandLine> ParseCommandLine(const std::vector<std::string>& args) {
   }
   RS_RETURN_IF_ERROR(Validate(o));
   return result;
+}
+
+const char* ParallelismName(Parallelism parallel) {
+  switch (parallel) {
+    case Parallelism::kDdp: return "ddp";
+    case Parallelism::kFsdp: return "fsdp";
+  }
+  return "?";
 }
 
 const char* BackendName(Backend backend) {

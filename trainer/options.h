@@ -13,6 +13,8 @@ namespace rankscope::trainer {
 enum class Backend : uint8_t { kAuto, kNccl, kGloo };
 enum class Precision : uint8_t { kFp32, kBf16 };
 enum class OptimizerKind : uint8_t { kSgd, kAdamW };
+// ddp: DdpEngine (ddp.h); fsdp: FsdpEngine (fsdp.h).
+enum class Parallelism : uint8_t { kDdp, kFsdp };
 
 struct TrainerOptions {
   // Model: an MLP features → width (× depth hidden layers) → classes.
@@ -35,7 +37,9 @@ struct TrainerOptions {
   double momentum = 0.9;
   double weight_decay = 0.0;
   double clip_grad_norm = 0.0;     // 0: no clipping
-  // DDP engine.
+  // The parallel engine. overlap: DDP's all-reduces during the backward pass, FSDP's
+  // prefetch of the next layer's all-gather.
+  Parallelism parallel = Parallelism::kDdp;
   double bucket_mb = 25.0;
   double first_bucket_mb = 1.0;
   bool overlap = true;
@@ -82,6 +86,7 @@ struct CommandLine {
 Result<CommandLine> ParseCommandLine(const std::vector<std::string>& args);
 
 const char* BackendName(Backend backend);
+const char* ParallelismName(Parallelism parallel);
 const char* PrecisionName(Precision precision);
 const char* ActivationName(kernels::Activation activation);
 const char* OptimizerName(OptimizerKind kind);

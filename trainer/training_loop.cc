@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <thread>
 
 #include <fmt/format.h>
@@ -19,6 +20,7 @@
 #include "trainer/checkpoint.h"
 #include "trainer/collectives.h"
 #include "trainer/ddp.h"
+#include "trainer/fsdp.h"
 #include "trainer/device.h"
 #include "trainer/model.h"
 #include "trainer/optimizer.h"
@@ -198,13 +200,27 @@ Result<TrainingSummary> RunTraining(const TrainerOptions& options, const World& 
   }
 
   const ModelShape shape{options.features, options.width, options.depth, options.classes, options.activation};
-  RS_ASSIGN_OR_RETURN(Mlp model, Mlp::Create(device, shape, options.batch, options.seed));
-  DdpOptions ddp_options;
-  ddp_options.bucket_cap_bytes = static_cast<size_t>(options.bucket_mb * 1024 * 1024);
-  ddp_options.first_bucket_cap_bytes = static_cast<size_t>(options.first_bucket_mb * 1024 * 1024);
-  ddp_options.overlap = options.overlap;
-  RS_ASSIGN_OR_RETURN(DdpEngine ddp, DdpEngine::Create(device, *collectives, model, ddp_options));
-  RS_ASSIGN_OR_RETURN(Optimizer optimizer, Optimizer::Create(device, options, model.parameter_count()));
+  // One of the two engines: DDP keeps a replica of the model, FSDP binds its layers to
+  // gathered shards and the optimizer steps the shards.
+  const bool sharded = options.parallel == Parallelism::kFsdp;
+  RS_ASSIGN_OR_RETURN(Mlp model, Mlp::Create(device, shape, options.batch, options.seed,
+                                             sharded ? ParameterStorage::kBound : ParameterStorage::kOwned));
+  std::optional<DdpEngine> ddp;
+  std::unique_ptr<FsdpEngine> fsdp;
+  if (sharded) {
+    RS_ASSIGN_OR_RETURN(fsdp, FsdpEngine::Create(device, *collectives, model, options.seed, FsdpOptions{options.overlap}));
+  } else {
+    DdpOptions ddp_options;
+    ddp_options.bucket_cap_bytes = static_cast<size_t>(options.bucket_mb * 1024 * 1024);
+    ddp_options.first_bucket_cap_bytes = static_cast<size_t>(options.first_bucket_mb * 1024 * 1024);
+    ddp_options.overlap = options.overlap;
+    RS_ASSIGN_OR_RETURN(DdpEngine engine, DdpEngine::Create(device, *collectives, model, ddp_options));
+    ddp.emplace(std::move(engine));
+  }
+  RS_ASSIGN_OR_RETURN(Optimizer optimizer,
+                      Optimizer::Create(device, options, sharded ? fsdp->shard_count() : model.parameter_count()));
+  const LayerHooks no_layer_hooks;
+  const LayerHooks& layer_hooks = sharded ? fsdp->hooks() : no_layer_hooks;
 
   int64_t first_step = 0;
   if (!options.resume.empty()) {
@@ -227,7 +243,8 @@ Result<TrainingSummary> RunTraining(const TrainerOptions& options, const World& 
   }
   // Rank 0's parameters everywhere, as DDP's constructor does (a no-op change here, since
   // every rank initializes from the same seed, but it is part of the real protocol).
-  RS_RETURN_IF_ERROR(ddp.BroadcastParameters());
+  // (FSDP's shards are each rank's slices of the same seeded values.)
+  if (ddp) RS_RETURN_IF_ERROR(ddp->BroadcastParameters());
   MarkWorkload({static_cast<uint64_t>(world.world_size), static_cast<uint64_t>(options.batch),
                 static_cast<uint64_t>(options.accum), static_cast<uint64_t>(options.steps), model.parameter_count()});
 
@@ -236,13 +253,16 @@ Result<TrainingSummary> RunTraining(const TrainerOptions& options, const World& 
   summary.world_size = world.world_size;
   summary.backend = BackendName(runtime.backend);
   summary.device = device.Describe();
-  summary.bucket_bytes = ddp.BucketBytes();
+  if (ddp) summary.bucket_bytes = ddp->BucketBytes();
   summary.parameter_count = model.parameter_count();
   if (chatty) {
-    std::fprintf(log, "rankscope-trainer: %d rank(s), backend %s on %s; %zu parameters in %zu bucket(s); "
+    const std::string layout = ddp ? fmt::format("in {} bucket(s)", ddp->bucket_count())
+                                   : fmt::format("sharded, {} per rank", fsdp->shard_count());
+    std::fprintf(log, "rankscope-trainer: %d rank(s), %s, backend %s on %s; %zu parameters %s; "
                       "batch %d x %d micro-step(s) per rank; overlap %s\n",
-                 world.world_size, summary.backend.c_str(), summary.device.c_str(), model.parameter_count(),
-                 ddp.bucket_count(), options.batch, options.accum, options.overlap ? "on" : "off");
+                 world.world_size, ParallelismName(options.parallel), summary.backend.c_str(), summary.device.c_str(),
+                 model.parameter_count(), layout.c_str(), options.batch, options.accum,
+                 options.overlap ? "on" : "off");
     std::fflush(log);
   }
 
@@ -258,7 +278,7 @@ Result<TrainingSummary> RunTraining(const TrainerOptions& options, const World& 
   int64_t hang_at_step = -1;
   const auto hook = [&ddp, &hang_at_step, &world](int parameter) {
     if (hang_at_step >= 0) HangForever(world.rank, hang_at_step);
-    return ddp.OnGradientReady(parameter);
+    return ddp ? ddp->OnGradientReady(parameter) : Status::Ok();
   };
   const auto rank_context = [&](int64_t step) { return fmt::format("rank {}: step {}", world.rank, step); };
 
@@ -282,27 +302,35 @@ Result<TrainingSummary> RunTraining(const TrainerOptions& options, const World& 
         std::fprintf(stderr, "rankscope-trainer: rank %d broadcasts where the others all-reduce at step %lld "
                              "(--mismatch-rank)\n", world.rank, static_cast<long long>(step));
         std::fflush(stderr);
-        ddp.PlantMismatch();
+        ddp->PlantMismatch();  // DDP only (options.cc refuses it with FSDP)
       }
       for (int micro = 0; micro < options.accum && status.ok(); ++micro) {
         plan.Fill(step * options.accum + micro, host_x.data(), host_labels.data());
         status = device.CopyToDevice(host_x.data(), x, host_x.size());
         if (status.ok()) status = device.CopyLabelsToDevice(host_labels.data(), labels, host_labels.size());
-        if (status.ok()) status = model.Forward(x, labels);
+        if (status.ok()) status = model.Forward(x, labels, layer_hooks);
         if (status.ok()) {
           const bool sync = micro + 1 == options.accum;
-          ddp.BeginBackward(sync);
+          if (ddp) ddp->BeginBackward(sync);
+          if (fsdp) fsdp->BeginBackward(micro == 0);
           if (sync && world.rank == options.hang_rank && step == options.hang_step) hang_at_step = step;
-          status = model.Backward(x, labels, 1.0f / static_cast<float>(options.accum), micro > 0, hook);
+          // FSDP accumulates in its shards; the model's gradients are per micro-step.
+          status = model.Backward(x, labels, 1.0f / static_cast<float>(options.accum), !sharded && micro > 0, hook,
+                                  layer_hooks);
         }
       }
-      if (status.ok()) status = ddp.FinishBackward();
+      if (status.ok()) status = ddp ? ddp->FinishBackward() : fsdp->FinishBackward();
       if (status.ok()) {
         ScopedRange range("optimizer");
         if (options.clip_grad_norm > 0) {
-          status = ClipGradientNorm(device, model.grads(), model.parameter_count(), options.clip_grad_norm).status();
+          status = sharded ? fsdp->ClipGradientNorm(options.clip_grad_norm).status()
+                           : ClipGradientNorm(device, model.grads(), model.parameter_count(), options.clip_grad_norm)
+                                 .status();
         }
-        if (status.ok()) status = optimizer.Step(model.params(), model.grads(), lr);
+        if (status.ok()) {
+          status = sharded ? optimizer.Step(fsdp->shard_params(), fsdp->shard_grads(), lr)
+                           : optimizer.Step(model.params(), model.grads(), lr);
+        }
       }
       if (!status.ok()) return status.WithContext(rank_context(step));
       if (options.extra_step_delay_ms > 0) {
