@@ -90,30 +90,30 @@ class GlooCollectives final : public Collectives {
     return error;
   }
 
-  // Numbered per pair of ranks, not on the communicator: only the two ranks take part.
   Status Send(const float* data, size_t count, int peer) override {
-    const Ticket ticket = Submit([this, data, count, peer] {
-      CollectiveFields fields = NextCollective(count, false);
-      fields.sequence = sent_to_[peer]++;
-      fields.peer = peer;
-      CollectiveRange range("send", fields, RangeCategory::kComm);
-      return group_->Send(data, count, peer);
-    });
-    return Wait(ticket);
+    return PointToPoint("send", sent_to_, count, peer, [this, data, count, peer] { return group_->Send(data, count, peer); });
   }
 
   Status Recv(float* data, size_t count, int peer) override {
-    const Ticket ticket = Submit([this, data, count, peer] {
+    return PointToPoint("recv", received_from_, count, peer,
+                        [this, data, count, peer] { return group_->Recv(data, count, peer); });
+  }
+
+ private:
+  // One message on the communication thread, waited for. Numbered per pair of ranks in
+  // `numbers` (sends or receives), not on the communicator: only the two ranks take part.
+  Status PointToPoint(const char* op, std::map<int, uint64_t>& numbers, size_t count, int peer,
+                      std::function<Status()> transfer) {
+    const Ticket ticket = Submit([this, op, &numbers, count, peer, transfer = std::move(transfer)] {
       CollectiveFields fields = NextCollective(count, false);
-      fields.sequence = received_from_[peer]++;
+      fields.sequence = numbers[peer]++;
       fields.peer = peer;
-      CollectiveRange range("recv", fields, RangeCategory::kComm);
-      return group_->Recv(data, count, peer);
+      CollectiveRange range(op, fields, RangeCategory::kComm);
+      return transfer();
     });
     return Wait(ticket);
   }
 
- private:
   Ticket Submit(std::function<Status()> job) {
     Ticket ticket = 0;
     {

@@ -282,32 +282,29 @@ Status NcclGroup::ReduceScatterAverage(float* device_data, size_t count, cudaStr
   }
 }
 
-Status NcclGroup::Send(const float* device_data, size_t count, int peer, cudaStream_t stream) {
+Status NcclGroup::PointToPoint(const char* operation, float* device_data, size_t count, int peer, cudaStream_t stream,
+                               bool send) {
   try {
-    if (!state_->failure.ok()) return state_->FailedEarlier("send");
+    if (!state_->failure.ok()) return state_->FailedEarlier(operation);
     if (peer < 0 || peer >= state_->size || peer == state_->rank) {
-      return InvalidArgument(fmt::format("send: peer {} is not another rank of {}", peer, state_->size));
+      return InvalidArgument(fmt::format("{}: peer {} is not another rank of {}", operation, peer, state_->size));
     }
     if (count == 0) return Status::Ok();
-    if (device_data == nullptr) return InvalidArgument("send: no data for a non-empty buffer");
-    return state_->Enqueued("send", ncclSend(device_data, count, ncclFloat, peer, state_->comm, stream));
+    if (device_data == nullptr) return InvalidArgument(fmt::format("{}: no data for a non-empty buffer", operation));
+    return state_->Enqueued(operation, send ? ncclSend(device_data, count, ncclFloat, peer, state_->comm, stream)
+                                            : ncclRecv(device_data, count, ncclFloat, peer, state_->comm, stream));
   } catch (...) {
-    return InternalError("send: out of memory");
+    return InternalError(fmt::format("{}: out of memory", operation));
   }
 }
 
+Status NcclGroup::Send(const float* device_data, size_t count, int peer, cudaStream_t stream) {
+  // NCCL only reads a buffer it sends.
+  return PointToPoint("send", const_cast<float*>(device_data), count, peer, stream, true);
+}
+
 Status NcclGroup::Recv(float* device_data, size_t count, int peer, cudaStream_t stream) {
-  try {
-    if (!state_->failure.ok()) return state_->FailedEarlier("receive");
-    if (peer < 0 || peer >= state_->size || peer == state_->rank) {
-      return InvalidArgument(fmt::format("receive: peer {} is not another rank of {}", peer, state_->size));
-    }
-    if (count == 0) return Status::Ok();
-    if (device_data == nullptr) return InvalidArgument("receive: no data for a non-empty buffer");
-    return state_->Enqueued("receive", ncclRecv(device_data, count, ncclFloat, peer, state_->comm, stream));
-  } catch (...) {
-    return InternalError("receive: out of memory");
-  }
+  return PointToPoint("receive", device_data, count, peer, stream, false);
 }
 
 Status NcclGroup::Synchronize(cudaStream_t stream) {

@@ -38,6 +38,7 @@ class NcclGroup {
   Status Synchronize(cudaStream_t stream);
 
  private:
+  Status PointToPoint(const char* operation, float* device_data, size_t count, int peer, cudaStream_t stream, bool send);
   struct State;
   explicit NcclGroup(std::unique_ptr<State> state);
   std::unique_ptr<State> state_;
