@@ -1,5 +1,6 @@
 #include "trainer/options.h"
 
+#include <cctype>
 #include <charconv>
 #include <map>
 #include <string_view>
@@ -20,11 +21,19 @@ CLI::Option* AddChoice(CLI::App& app, const std::string& name, Enum& target,
                        const std::map<std::string, Enum>& choices, const std::string& help) {
   std::string names;
   for (const auto& [text, value] : choices) names += (names.empty() ? "" : "|") + text;
-  // The help names the choices itself: CLI11's own text would print the enum's values,
-  // which for a one-byte enum are control characters.
-  return app.add_option(name, target, help + " (" + names + ")")
-      ->transform(CLI::CheckedTransformer(choices, CLI::ignore_case))
-      ->option_text("ENUM");
+  // The help and the error name the choices themselves: CLI11's CheckedTransformer prints
+  // the enum's values, which for a one-byte enum are control characters (a 0 cut the line).
+  CLI::Validator choice(
+      [choices, names](std::string& input) -> std::string {
+        std::string lower = input;
+        for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        const auto found = choices.find(lower);
+        if (found == choices.end()) return "'" + input + "' is not one of " + names;
+        input = std::to_string(static_cast<int>(found->second));  // the number CLI11 reads into the enum
+        return {};
+      },
+      "");
+  return app.add_option(name, target, help + " (" + names + ")")->transform(choice)->option_text("ENUM");
 }
 
 // "RANK:VALUE" (--slow-rank, --hang-rank, --mismatch-rank): a rank of 0 or more, a colon

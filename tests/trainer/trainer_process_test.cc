@@ -446,6 +446,11 @@ TEST(TrainerProcess, BadArgumentsGiveOneLineAndExitTwo) {
     EXPECT_EQ(LineCount(result.err), 1u) << result.err;
     EXPECT_EQ(result.err.rfind("rankscope-trainer: error: ", 0), 0u) << result.err;
   }
+  // A wrong choice names the choices (CLI11's own message printed one-byte enums as bytes,
+  // and a 0 cut the line).
+  ChildProcess trainer(TrainerArgv({"--parallel", "tp"}), RankEnvironment(0, 1));
+  const ProcessResult result = trainer.Wait();
+  EXPECT_EQ(result.err, "rankscope-trainer: error: --parallel: 'tp' is not one of ddp|fsdp; see rankscope-trainer --help\n");
 }
 
 // CLI11 printed one-byte enums' values as control characters ("{adamw->^A,sgd->^@}").
