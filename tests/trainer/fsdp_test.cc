@@ -15,6 +15,7 @@
 
 #include "tests/temp_dir.h"
 #include "tests/trainer/comm_test_util.h"
+#include "trainer/annotations.h"
 #include "trainer/optimizer.h"
 #include "trainer/options.h"
 #include "trainer/rendezvous.h"
@@ -98,6 +99,7 @@ std::vector<std::string> RunSharded(int ranks, bool overlap,
                                     const std::function<std::string(int, ComputeDevice&, Mlp&, FsdpEngine&)>& body) {
   TempDir temp;
   const RendezvousSpec spec = FileSpec(temp.path());
+  InitAnnotations();  // once before any thread's range, as RunTraining does (NVTX's first use)
   std::vector<std::string> errors(static_cast<size_t>(ranks));
   std::vector<std::thread> threads;
   for (int rank = 0; rank < ranks; ++rank) {

@@ -25,6 +25,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/temp_dir.h"
+#include "trainer/annotations.h"
 #include "trainer/collectives.h"
 #include "trainer/comm_util.h"
 #include "trainer/rendezvous.h"
@@ -309,6 +310,9 @@ TEST(GlooCollectivesTest, TicketsWaitForTheirCollectiveAndPointToPointIsInOrder)
   const RendezvousSpec spec = FileSpec(temp.path());
   constexpr int kRanks = 3;
   constexpr size_t kCount = 1001;
+  // Once before any thread's range, as RunTraining does: NVTX initializes on first use,
+  // which threads must not race (TSan reports it).
+  InitAnnotations();
   ExpectAllEmpty(RunRanks<std::string>(kRanks, [&](int rank) -> std::string {
     auto rendezvous = Rendezvous::Connect(spec, WorldOf(rank, kRanks), milliseconds(10000), "collectives-test");
     if (!rendezvous.ok()) return rendezvous.status().message();
