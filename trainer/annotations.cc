@@ -33,6 +33,7 @@ struct Annotations {
   uint64_t allreduce_schema = 0;
   uint64_t workload_schema = 0;
   uint64_t collective_schema = 0;
+  uint64_t micro_batch_schema = 0;
 };
 
 Annotations& State() {
@@ -109,6 +110,10 @@ void InitAnnotations() {
       {0, NVTX_PAYLOAD_ENTRY_TYPE_UINT64, "steps", nullptr, 0, offsetof(Workload, steps), nullptr, nullptr},
       {0, NVTX_PAYLOAD_ENTRY_TYPE_UINT64, "parameters", nullptr, 0, offsetof(Workload, parameters), nullptr,
        nullptr},
+      {0, NVTX_PAYLOAD_ENTRY_TYPE_UINT64, "parallel", nullptr, 0, offsetof(Workload, parallel), nullptr, nullptr},
+      {0, NVTX_PAYLOAD_ENTRY_TYPE_UINT64, "stages", nullptr, 0, offsetof(Workload, stages), nullptr, nullptr},
+      {0, NVTX_PAYLOAD_ENTRY_TYPE_UINT64, "micro_batches", nullptr, 0, offsetof(Workload, micro_batches), nullptr,
+       nullptr},
   };
   state.workload_schema = RegisterSchema(state.domain, "rankscope workload", workload_entries,
                                          std::size(workload_entries), sizeof(Workload));
@@ -128,6 +133,16 @@ void InitAnnotations() {
   };
   state.collective_schema = RegisterSchema(state.domain, "rankscope collective", collective_entries,
                                            std::size(collective_entries), sizeof(CollectiveFields));
+  static const nvtxPayloadSchemaEntry_t micro_batch_entries[] = {
+      {0, NVTX_PAYLOAD_ENTRY_TYPE_UINT64, "stage", nullptr, 0, offsetof(MicroBatchFields, stage), nullptr, nullptr},
+      {0, NVTX_PAYLOAD_ENTRY_TYPE_UINT64, "stages", nullptr, 0, offsetof(MicroBatchFields, stages), nullptr, nullptr},
+      {0, NVTX_PAYLOAD_ENTRY_TYPE_UINT64, "micro_batch", nullptr, 0, offsetof(MicroBatchFields, micro_batch), nullptr,
+       nullptr},
+      {0, NVTX_PAYLOAD_ENTRY_TYPE_UINT64, "micro_batches", nullptr, 0, offsetof(MicroBatchFields, micro_batches),
+       nullptr, nullptr},
+  };
+  state.micro_batch_schema = RegisterSchema(state.domain, "rankscope micro-batch", micro_batch_entries,
+                                            std::size(micro_batch_entries), sizeof(MicroBatchFields));
 }
 
 void NameThisThread(const char* name) {
@@ -157,6 +172,17 @@ AllReduceRange::AllReduceRange(uint64_t bucket, uint64_t bytes, RangeCategory ca
 }
 
 AllReduceRange::~AllReduceRange() { nvtxDomainRangePop(State().domain); }
+
+PassRange::PassRange(const char* name, const MicroBatchFields* fields) {
+  if (fields == nullptr) {
+    nvtxEventAttributes_t attributes = Attributes(name, RangeCategory::kNone);
+    nvtxDomainRangePushEx(State().domain, &attributes);
+  } else {
+    WithPayload(name, RangeCategory::kNone, State().micro_batch_schema, *fields, PushRange);
+  }
+}
+
+PassRange::~PassRange() { nvtxDomainRangePop(State().domain); }
 
 CollectiveRange::CollectiveRange(const char* op, const CollectiveFields& fields, RangeCategory category) {
   WithPayload(op, category, State().collective_schema, fields, PushRange);

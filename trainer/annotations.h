@@ -25,13 +25,17 @@ void InitAnnotations();
 void NameThisThread(const char* name);
 
 // The run's shape, once, as a mark "workload" (payload schema "rankscope workload"): the
-// analyzer's global batch is world_size · batch · accum (docs/metrics.md §5).
+// analyzer's global batch is world_size / stages · batch · accum · micro_batches
+// (docs/metrics.md §5).
 struct Workload {
   uint64_t world_size = 0;
   uint64_t batch = 0;
   uint64_t accum = 0;
   uint64_t steps = 0;
-  uint64_t parameters = 0;
+  uint64_t parameters = 0;  // this rank's: a pipeline stage's layers, else the whole model's
+  uint64_t parallel = 0;    // 0 ddp, 1 fsdp, 2 pipeline (Parallelism)
+  uint64_t stages = 1;      // pipeline stages (1 otherwise); world_size / stages replicas
+  uint64_t micro_batches = 1;  // a pipeline's per step (1 otherwise)
 };
 void MarkWorkload(const Workload& workload);
 
@@ -71,6 +75,25 @@ struct CollectiveFields {
   int64_t comm_rank = 0;   // this rank's index in the communicator
   int64_t comm_size = 0;   // ranks in the communicator
   int64_t bucket = -1;     // the DDP bucket, else -1
+};
+
+// A pipeline stage's forward or backward pass of one micro-batch: the payload of schema
+// "rankscope micro-batch" on its "forward" / "backward" range (trainer/README.md).
+struct MicroBatchFields {
+  uint64_t stage = 0;          // this rank's pipeline stage, 0 = the first
+  uint64_t stages = 0;         // stages in the pipeline
+  uint64_t micro_batch = 0;    // within the step, 0 = the first
+  uint64_t micro_batches = 0;  // per step
+};
+
+// "forward" or "backward" (`name`, which must outlive the push): with the micro-batch
+// payload when `fields` is given (a pipeline), a plain range otherwise.
+class PassRange {
+ public:
+  PassRange(const char* name, const MicroBatchFields* fields);
+  ~PassRange();
+  PassRange(const PassRange&) = delete;
+  PassRange& operator=(const PassRange&) = delete;
 };
 
 // A collective from the moment the rank enters it until it returns; `op` names it

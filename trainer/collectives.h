@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "base/status.h"
 #include "trainer/device.h"
@@ -49,17 +50,38 @@ class Collectives {
   // Waits until `ticket` and every collective started before it are done and their
   // results visible to later compute work; the first error of any of them.
   virtual Status Wait(Ticket ticket) = 0;
-  // Point to point, in order with the collectives and the compute: a send reads `data` as
-  // the compute work enqueued so far left it; after a receive, later compute work sees the
-  // data. Messages between two ranks match in the order they are sent.
-  virtual Status Send(const float* data, size_t count, int peer) = 0;
-  virtual Status Recv(float* data, size_t count, int peer) = 0;
+  // Point to point, in order with the collectives and the compute: a send reads its data
+  // as the compute work enqueued so far left it; after a receive, later compute work sees
+  // the data. Messages between two ranks match in the order they are sent. `label` goes
+  // into the message's annotation (a pipeline's micro-batch; -1: none).
+  struct Outgoing {
+    const float* data = nullptr;
+    size_t count = 0;  // 0: nothing to send
+    int peer = -1;
+    int label = -1;
+  };
+  struct Incoming {
+    float* data = nullptr;
+    size_t count = 0;  // 0: nothing to receive
+    int peer = -1;
+    int label = -1;
+  };
+  // Both halves posted before either is waited for, as torch's batch_isend_irecv: two
+  // ranks that send each other at once (a pipeline stage sending activations forward while
+  // its next stage sends gradients back) do not deadlock. Returns once the receive is in
+  // and the send is out.
+  virtual Status SendRecv(const Outgoing& send, const Incoming& recv) = 0;
+  Status Send(const float* data, size_t count, int peer) { return SendRecv({data, count, peer, -1}, {}); }
+  Status Recv(float* data, size_t count, int peer) { return SendRecv({}, {data, count, peer, -1}); }
 };
 
+// `members`: the world ranks of a group of some ranks (GlooGroup::Create); empty: all.
 Result<std::unique_ptr<Collectives>> MakeGlooCollectives(Rendezvous& rendezvous,
-                                                         std::chrono::milliseconds timeout);
+                                                         std::chrono::milliseconds timeout,
+                                                         std::vector<int> members = {});
 // CUDA builds only; otherwise an Unsupported error.
 Result<std::unique_ptr<Collectives>> MakeNcclCollectives(Rendezvous& rendezvous, ComputeDevice& device,
-                                                         int cuda_device, std::chrono::milliseconds timeout);
+                                                         int cuda_device, std::chrono::milliseconds timeout,
+                                                         std::vector<int> members = {});
 
 }  // namespace rankscope::trainer

@@ -3,6 +3,7 @@
 #include <signal.h>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace rankscope::trainer::comm {
 
@@ -59,6 +60,25 @@ uint64_t Fnv1a64(std::string_view text) {
     hash *= 0x100000001b3ull;  // the FNV prime
   }
   return hash;
+}
+
+Result<int> RankInGroup(const std::vector<int>& members, int world_rank, int world_size) {
+  int index = -1;
+  for (size_t i = 0; i < members.size(); ++i) {
+    if (members[i] < 0 || members[i] >= world_size || (i > 0 && members[i] <= members[i - 1])) {
+      return InvalidArgument(fmt::format("a group's ranks must be distinct ranks of the run, ascending: {}",
+                                         fmt::join(members, ", ")));
+    }
+    if (members[i] == world_rank) index = static_cast<int>(i);
+  }
+  if (index < 0) {
+    return InvalidArgument(fmt::format("rank {} is not in the group of ranks {}", world_rank, fmt::join(members, ", ")));
+  }
+  return index;
+}
+
+std::string GroupSuffix(const std::vector<int>& members) {
+  return fmt::format("-r{}", fmt::join(members, "-"));
 }
 
 std::vector<char> ToBytes(std::string_view text) { return {text.begin(), text.end()}; }

@@ -45,6 +45,12 @@ Status ExplainFailure(const CollectiveFailure& failure);
 // FNV-1a, 64 bits: a communicator's id from a name every rank of it shares.
 uint64_t Fnv1a64(std::string_view text);
 
+// A group of some ranks (`members`: world ranks, ascending, distinct): this rank's index in
+// it, or an error when it is not a member or the list is malformed.
+Result<int> RankInGroup(const std::vector<int>& members, int world_rank, int world_size);
+// The group's part of its key namespace and communicator name: "-r1-3" for ranks 1 and 3.
+std::string GroupSuffix(const std::vector<int>& members);
+
 std::vector<char> ToBytes(std::string_view text);
 std::string FromBytes(const std::vector<char>& bytes);
 

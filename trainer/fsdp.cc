@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "trainer/annotations.h"
+#include "trainer/optimizer.h"
 
 namespace rankscope::trainer {
 
@@ -122,18 +123,8 @@ Status FsdpEngine::FinishBackward() {
 }
 
 Result<double> FsdpEngine::ClipGradientNorm(double max_norm) {
-  RS_ASSIGN_OR_RETURN(double local, device_->SquaredNorm(shard_count_, shard_grads_));  // the padding is 0
-  const auto local_float = static_cast<float>(local);
-  RS_RETURN_IF_ERROR(device_->CopyToDevice(&local_float, norm_, 1));
-  RS_RETURN_IF_ERROR(collectives_->StartAllReduce(-1, norm_, 1));
-  RS_RETURN_IF_ERROR(collectives_->WaitAll());
-  float global = 0.0f;
-  RS_RETURN_IF_ERROR(device_->CopyToHost(norm_, &global, 1));
-  if (collectives_->averages()) global *= static_cast<float>(collectives_->size());
-  const double norm = std::sqrt(static_cast<double>(global));
-  const double coefficient = max_norm / (norm + 1e-6);
-  if (coefficient < 1.0) RS_RETURN_IF_ERROR(device_->Scale(shard_count_, static_cast<float>(coefficient), shard_grads_));
-  return norm;
+  // The padding is 0, so the shards' squared norms add up to the model's.
+  return trainer::ClipGradientNorm(*device_, *collectives_, norm_, shard_grads_, shard_count_, max_norm, 1);
 }
 
 Result<std::vector<float>> FsdpEngine::GatherParameters() {

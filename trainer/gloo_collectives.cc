@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "trainer/annotations.h"
@@ -90,28 +91,34 @@ class GlooCollectives final : public Collectives {
     return error;
   }
 
-  Status Send(const float* data, size_t count, int peer) override {
-    return PointToPoint("send", sent_to_, count, peer, [this, data, count, peer] { return group_->Send(data, count, peer); });
-  }
-
-  Status Recv(float* data, size_t count, int peer) override {
-    return PointToPoint("recv", received_from_, count, peer,
-                        [this, data, count, peer] { return group_->Recv(data, count, peer); });
+  // One job on the communication thread, waited for. Messages are numbered per pair of
+  // ranks (sends and receives apart), not on the communicator: only the two ranks take
+  // part. A send and a receive at once are two nested ranges, "send" around "recv".
+  Status SendRecv(const Outgoing& send, const Incoming& recv) override {
+    if (send.count == 0 && recv.count == 0) return Status::Ok();
+    const Ticket ticket = Submit([this, send, recv] {
+      std::optional<CollectiveRange> send_range;
+      std::optional<CollectiveRange> recv_range;
+      if (send.count > 0) send_range.emplace("send", MessageFields(send.count, send.peer, send.label, sent_to_), RangeCategory::kComm);
+      if (recv.count > 0) {
+        recv_range.emplace("recv", MessageFields(recv.count, recv.peer, recv.label, received_from_), RangeCategory::kComm);
+      }
+      return group_->SendRecv(send.data, send.count, send.peer, recv.data, recv.count, recv.peer);
+    });
+    return Wait(ticket);
   }
 
  private:
-  // One message on the communication thread, waited for. Numbered per pair of ranks in
-  // `numbers` (sends or receives), not on the communicator: only the two ranks take part.
-  Status PointToPoint(const char* op, std::map<int, uint64_t>& numbers, size_t count, int peer,
-                      std::function<Status()> transfer) {
-    const Ticket ticket = Submit([this, op, &numbers, count, peer, transfer = std::move(transfer)] {
-      CollectiveFields fields = NextCollective(count, false);
-      fields.sequence = numbers[peer]++;
-      fields.peer = peer;
-      CollectiveRange range(op, fields, RangeCategory::kComm);
-      return transfer();
-    });
-    return Wait(ticket);
+  // A message's annotation: its number between this rank and `peer` in `numbers` (sends or
+  // receives so far), counted only for a valid peer so that a refused message leaves the
+  // numbering as the peer sees it.
+  CollectiveFields MessageFields(size_t count, int peer, int label, std::map<int, uint64_t>& numbers) {
+    CollectiveFields fields = NextCollective(count, false);
+    const bool valid = peer >= 0 && peer < group_->size() && peer != group_->rank();
+    fields.sequence = valid ? numbers[peer]++ : 0;
+    fields.peer = peer;
+    fields.bucket = label;
+    return fields;
   }
 
   Ticket Submit(std::function<Status()> job) {
@@ -178,14 +185,15 @@ class GlooCollectives final : public Collectives {
 }  // namespace
 
 Result<std::unique_ptr<Collectives>> MakeGlooCollectives(Rendezvous& rendezvous,
-                                                         std::chrono::milliseconds timeout) {
-  RS_ASSIGN_OR_RETURN(std::unique_ptr<GlooGroup> group, GlooGroup::Create(rendezvous, timeout));
+                                                         std::chrono::milliseconds timeout,
+                                                         std::vector<int> members) {
+  RS_ASSIGN_OR_RETURN(std::unique_ptr<GlooGroup> group, GlooGroup::Create(rendezvous, timeout, std::move(members)));
   return std::unique_ptr<Collectives>(std::make_unique<GlooCollectives>(std::move(group)));
 }
 
 #ifndef RANKSCOPE_TRAINER_CUDA
 Result<std::unique_ptr<Collectives>> MakeNcclCollectives(Rendezvous&, ComputeDevice&, int,
-                                                         std::chrono::milliseconds) {
+                                                         std::chrono::milliseconds, std::vector<int>) {
   return Unsupported("this build of rankscope-trainer has no CUDA/NCCL support");
 }
 #endif

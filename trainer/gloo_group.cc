@@ -93,6 +93,7 @@ bool LooksLikeTimeout(std::string_view message) {
 struct GlooGroup::State {
   Rendezvous* rendezvous = nullptr;
   std::string name;  // the group's key namespace in the rendezvous store
+  std::vector<int> members;  // world ranks of a group of some ranks; empty: all
   int rank = 0;
   int size = 1;
   std::chrono::milliseconds timeout{0};
@@ -167,7 +168,8 @@ struct GlooGroup::State {
                            .timed_out = LooksLikeTimeout(gloo_message),
                            .timeout = timeout,
                            .missing = rendezvous->MissingRanks(
-                               name + "/failed", std::min<std::chrono::milliseconds>(kMissingRankGrace, timeout)),
+                               name + "/failed", std::min<std::chrono::milliseconds>(kMissingRankGrace, timeout),
+                               members),
                            .detail = gloo_message,
                            .suffix = ""});
   }
@@ -185,7 +187,8 @@ GlooGroup::~GlooGroup() {
 }
 
 Result<std::unique_ptr<GlooGroup>> GlooGroup::Create(Rendezvous& rendezvous,
-                                                     std::chrono::milliseconds timeout) try {
+                                                     std::chrono::milliseconds timeout,
+                                                     std::vector<int> members) try {
   if (timeout <= std::chrono::milliseconds::zero()) {
     return InvalidArgument("gloo: the timeout must be positive");
   }
@@ -194,9 +197,16 @@ Result<std::unique_ptr<GlooGroup>> GlooGroup::Create(Rendezvous& rendezvous,
   state->rank = rendezvous.world().rank;
   state->size = rendezvous.world().world_size;
   state->timeout = timeout;
+  std::string name_suffix;
+  if (!members.empty()) {
+    RS_ASSIGN_OR_RETURN(state->rank, comm::RankInGroup(members, rendezvous.world().rank, rendezvous.world().world_size));
+    state->size = static_cast<int>(members.size());
+    name_suffix = comm::GroupSuffix(members);
+    state->members = std::move(members);
+  }
   comm::IgnoreSigpipe();  // a peer that dies must fail our writes, not end this process
   try {
-    state->name = rendezvous.NewNamespace("gloo");
+    state->name = rendezvous.NewNamespace("gloo") + name_suffix;
     RS_ASSIGN_OR_RETURN(state->device, CreateTcpDevice());
     state->context = std::make_shared<gloo::rendezvous::Context>(state->rank, state->size);
     state->context->setTimeout(timeout);
@@ -304,35 +314,43 @@ Status GlooGroup::ReduceScatterSum(float* data, size_t count) try {
   return InternalError("reduce-scatter: out of memory");
 }
 
-Status GlooGroup::Send(const float* data, size_t count, int peer) try {
-  if (peer < 0 || peer >= state_->size || peer == state_->rank) {
-    return InvalidArgument(fmt::format("send: peer {} is not another rank of {}", peer, state_->size));
-  }
-  if (count == 0) return Status::Ok();
-  if (data == nullptr) return InvalidArgument("send: no data for a non-empty buffer");
-  return state_->Guarded("send", [&] {
-    // gloo only reads a buffer it sends.
-    auto buffer = state_->context->createUnboundBuffer(const_cast<float*>(data), count * sizeof(float));
-    buffer->send(peer, gloo::Slot::build(kPointToPointSlotPrefix, state_->sent_to[peer]++));
-    buffer->waitSend(state_->timeout);
-  });
-} catch (...) {
-  return InternalError("send: out of memory");
+Status GlooGroup::Send(const float* data, size_t count, int peer) {
+  return SendRecv(data, count, peer, nullptr, 0, -1);
 }
 
-Status GlooGroup::Recv(float* data, size_t count, int peer) try {
-  if (peer < 0 || peer >= state_->size || peer == state_->rank) {
-    return InvalidArgument(fmt::format("receive: peer {} is not another rank of {}", peer, state_->size));
-  }
-  if (count == 0) return Status::Ok();
-  if (data == nullptr) return InvalidArgument("receive: no data for a non-empty buffer");
-  return state_->Guarded("receive", [&] {
-    auto buffer = state_->context->createUnboundBuffer(data, count * sizeof(float));
-    buffer->recv(peer, gloo::Slot::build(kPointToPointSlotPrefix, state_->received_from[peer]++));
-    buffer->waitRecv(state_->timeout);
+Status GlooGroup::Recv(float* data, size_t count, int peer) { return SendRecv(nullptr, 0, -1, data, count, peer); }
+
+Status GlooGroup::SendRecv(const float* send_data, size_t send_count, int send_peer, float* recv_data,
+                           size_t recv_count, int recv_peer) try {
+  // A half with no peer is absent; a half with a peer must name another rank, even empty.
+  const auto check = [&](const char* what, const void* data, size_t count, int peer) -> Status {
+    if (count == 0 && peer == -1) return Status::Ok();
+    if (peer < 0 || peer >= state_->size || peer == state_->rank) {
+      return InvalidArgument(fmt::format("{}: peer {} is not another rank of {}", what, peer, state_->size));
+    }
+    if (count > 0 && data == nullptr) return InvalidArgument(fmt::format("{}: no data for a non-empty buffer", what));
+    return Status::Ok();
+  };
+  RS_RETURN_IF_ERROR(check("send", send_data, send_count, send_peer));
+  RS_RETURN_IF_ERROR(check("receive", recv_data, recv_count, recv_peer));
+  if (send_count == 0 && recv_count == 0) return Status::Ok();
+  const char* operation = send_count == 0 ? "receive" : recv_count == 0 ? "send" : "send and receive";
+  return state_->Guarded(operation, [&] {
+    std::unique_ptr<gloo::transport::UnboundBuffer> out;
+    std::unique_ptr<gloo::transport::UnboundBuffer> in;
+    if (send_count > 0) {
+      out = state_->context->createUnboundBuffer(const_cast<float*>(send_data), send_count * sizeof(float));
+      out->send(send_peer, gloo::Slot::build(kPointToPointSlotPrefix, state_->sent_to[send_peer]++));
+    }
+    if (recv_count > 0) {
+      in = state_->context->createUnboundBuffer(recv_data, recv_count * sizeof(float));
+      in->recv(recv_peer, gloo::Slot::build(kPointToPointSlotPrefix, state_->received_from[recv_peer]++));
+      in->waitRecv(state_->timeout);
+    }
+    if (out) out->waitSend(state_->timeout);
   });
 } catch (...) {
-  return InternalError("receive: out of memory");
+  return InternalError("send or receive: out of memory");
 }
 
 Status GlooGroup::Barrier() try {

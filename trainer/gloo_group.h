@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "base/status.h"
 #include "trainer/rendezvous.h"
@@ -28,15 +29,20 @@ class GlooGroup {
   // Connects a full mesh among all ranks through the rendezvous store. Collectives time
   // out after `timeout` (a rank that hangs), and fail at once when a peer's connection
   // closes (a rank that died).
+  // `members`: the world ranks of a smaller group (ascending, this rank among them; its rank
+  // in the group is its index there), made by exactly those ranks at the same point of
+  // their group-making order (a pipeline stage's data-parallel replicas); empty: all ranks.
   static Result<std::unique_ptr<GlooGroup>> Create(Rendezvous& rendezvous,
-                                                   std::chrono::milliseconds timeout);
+                                                   std::chrono::milliseconds timeout,
+                                                   std::vector<int> members = {});
   ~GlooGroup();
 
   int rank() const;
   int size() const;
   // The same on every rank of this group and different for each group of a run: FNV-1a 64
   // of "<namespace>/<size>", the group's key namespace in the rendezvous store (e.g.
-  // "gloo-0/4"; every rank creates its groups in the same order, so they share it).
+  // "gloo-0/4"; every rank creates its groups in the same order, so they share it). A group
+  // of some ranks has their world ranks in its namespace: "gloo-1-r1-3/2".
   uint64_t communicator_id() const;
   // In-place sum over all ranks (ring all-reduce: a fixed order of additions, so every rank
   // gets the same bits, run after run).
@@ -52,6 +58,12 @@ class GlooGroup {
   // match in the order they are sent; other ranks take no part (pipeline stages).
   Status Send(const float* data, size_t count, int peer);
   Status Recv(float* data, size_t count, int peer);
+  // A send and a receive at once, both posted before either is waited for (a pipeline
+  // stage sending its activations forward while receiving gradients back): two ranks that
+  // send each other at the same time do not deadlock, as two blocking sends would (gloo
+  // sends only once the receiver is ready). A count of 0 skips that half.
+  Status SendRecv(const float* send_data, size_t send_count, int send_peer, float* recv_data, size_t recv_count,
+                  int recv_peer);
   Status Barrier();
 
  private:

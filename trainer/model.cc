@@ -56,17 +56,34 @@ std::vector<float> Mlp::InitialParameters(const ModelShape& shape, uint64_t seed
   return host;
 }
 
+std::vector<int64_t> Mlp::LayerWork(const ModelShape& shape) {
+  const std::vector<int> widths = Widths(shape);
+  std::vector<int64_t> work;
+  for (size_t l = 0; l + 1 < widths.size(); ++l) work.push_back(static_cast<int64_t>(widths[l]) * widths[l + 1]);
+  return work;
+}
+
 Result<Mlp> Mlp::Create(ComputeDevice& device, const ModelShape& shape, int batch, uint64_t seed,
-                        ParameterStorage storage) {
+                        ParameterStorage storage, const ModelPart& part) {
   Mlp model(device, shape, batch);
   const std::vector<int> widths = Widths(shape);
+  const int total = LayerCount(shape);
+  const int end = part.end_layer < 0 ? total : part.end_layer;
+  if (part.first_layer < 0 || part.first_layer >= end || end > total || part.activation_sets < 1) {
+    return InvalidArgument(fmt::format("a model part of layers [{}, {}) with {} activation set(s) is not part of a "
+                                       "model of {} layers", part.first_layer, end, part.activation_sets, total));
+  }
+  model.first_layer_ = part.first_layer;
 
+  // Where the part's parameters start in the whole model's registration order.
+  size_t skipped = 0;
+  for (int l = 0; l < part.first_layer; ++l) skipped += static_cast<size_t>(widths[l] + 1) * widths[l + 1];
   size_t max_width = 0;
-  for (size_t l = 0; l + 1 < widths.size(); ++l) {
+  for (int l = part.first_layer; l < end; ++l) {
     Layer layer;
-    layer.in = widths[l];
-    layer.out = widths[l + 1];
-    layer.activation = l + 2 == widths.size() ? kernels::Activation::kNone : shape.activation;
+    layer.in = widths[static_cast<size_t>(l)];
+    layer.out = widths[static_cast<size_t>(l) + 1];
+    layer.activation = l + 1 == total ? kernels::Activation::kNone : shape.activation;
     const auto add = [&](std::string name, size_t size) {
       model.parameters_.push_back({std::move(name), model.parameter_count_, size});
       model.parameter_count_ += size;
@@ -89,23 +106,35 @@ Result<Mlp> Mlp::Create(ComputeDevice& device, const ModelShape& shape, int batc
     }
   }
   const size_t rows = static_cast<size_t>(batch);
+  const auto sets = static_cast<size_t>(part.activation_sets);
   for (Layer& layer : model.layers_) {
-    RS_ASSIGN_OR_RETURN(layer.pre, device.AllocateFloats(rows * static_cast<size_t>(layer.out)));
-    if (layer.activation == kernels::Activation::kNone) {
-      layer.out_values = layer.pre;
-    } else {
-      RS_ASSIGN_OR_RETURN(layer.out_values, device.AllocateFloats(rows * static_cast<size_t>(layer.out)));
+    for (size_t set = 0; set < sets; ++set) {
+      RS_ASSIGN_OR_RETURN(float* pre, device.AllocateFloats(rows * static_cast<size_t>(layer.out)));
+      float* out_values = pre;
+      if (layer.activation != kernels::Activation::kNone) {
+        RS_ASSIGN_OR_RETURN(out_values, device.AllocateFloats(rows * static_cast<size_t>(layer.out)));
+      }
+      layer.pre.push_back(pre);
+      layer.out_values.push_back(out_values);
     }
   }
-  RS_ASSIGN_OR_RETURN(model.probs_, device.AllocateFloats(rows * static_cast<size_t>(shape.classes)));
-  RS_ASSIGN_OR_RETURN(model.dlogits_, device.AllocateFloats(rows * static_cast<size_t>(shape.classes)));
+  if (model.computes_loss()) {
+    for (size_t set = 0; set < sets; ++set) {
+      RS_ASSIGN_OR_RETURN(float* probs, device.AllocateFloats(rows * static_cast<size_t>(shape.classes)));
+      model.probs_.push_back(probs);
+    }
+    RS_ASSIGN_OR_RETURN(model.dlogits_, device.AllocateFloats(rows * static_cast<size_t>(shape.classes)));
+  }
+  if (part.first_layer > 0) {
+    RS_ASSIGN_OR_RETURN(model.input_gradient_, device.AllocateFloats(rows * static_cast<size_t>(model.input_width())));
+  }
   for (float*& buffer : model.dactivation_) {
     RS_ASSIGN_OR_RETURN(buffer, device.AllocateFloats(rows * max_width));
   }
 
   if (storage == ParameterStorage::kOwned) {
     const std::vector<float> host = InitialParameters(shape, seed);
-    RS_RETURN_IF_ERROR(device.CopyToDevice(host.data(), model.params_, host.size()));
+    RS_RETURN_IF_ERROR(device.CopyToDevice(host.data() + skipped, model.params_, model.parameter_count_));
   }
   return model;
 }
@@ -134,41 +163,50 @@ Status CallHook(const std::function<Status(int)>& hook, size_t layer) {
 
 }  // namespace
 
-Status Mlp::Forward(const float* x, const int32_t* labels, const LayerHooks& hooks) {
-  ScopedRange range("forward");
-  const float* input = x;
+Status Mlp::Forward(const float* input, const int32_t* labels, const LayerHooks& hooks,
+                    const MicroBatchFields* micro_batch) {
+  PassRange range("forward", micro_batch);
   for (size_t l = 0; l < layers_.size(); ++l) {
     Layer& layer = layers_[l];
     RS_RETURN_IF_ERROR(CallHook(hooks.before_forward, l));
-    RS_RETURN_IF_ERROR(device_->LinearForward(batch_, layer.in, layer.out, input, param(layer.weight), layer.pre));
+    RS_RETURN_IF_ERROR(device_->LinearForward(batch_, layer.in, layer.out, input, param(layer.weight), layer.pre[set_]));
     RS_RETURN_IF_ERROR(device_->BiasActivationForward(layer.activation, batch_, layer.out, param(layer.bias),
-                                                      layer.pre, layer.out_values));
+                                                      layer.pre[set_], layer.out_values[set_]));
     RS_RETURN_IF_ERROR(CallHook(hooks.after_forward, l));
-    input = layer.out_values;
+    input = layer.out_values[set_];
   }
-  return device_->SoftmaxCrossEntropyForward(batch_, shape_.classes, layers_.back().out_values, labels, probs_);
+  if (!computes_loss()) return Status::Ok();
+  return device_->SoftmaxCrossEntropyForward(batch_, shape_.classes, layers_.back().out_values[set_], labels,
+                                             probs_[set_]);
 }
 
-Status Mlp::Backward(const float* x, const int32_t* labels, float loss_scale, bool accumulate,
-                     const std::function<Status(int)>& grad_ready, const LayerHooks& hooks) {
-  ScopedRange range("backward");
-  RS_RETURN_IF_ERROR(device_->SoftmaxCrossEntropyBackward(batch_, shape_.classes, probs_, labels,
-                                                          loss_scale / static_cast<float>(batch_), dlogits_));
-  // d(output of layer l) arrives in `upstream`; dpre overwrites it in place.
-  float* upstream = dlogits_;
+Status Mlp::Backward(const float* input, const int32_t* labels, float loss_scale, bool accumulate,
+                     const std::function<Status(int)>& grad_ready, const LayerHooks& hooks, float* upstream,
+                     const MicroBatchFields* micro_batch) {
+  PassRange range("backward", micro_batch);
+  if (computes_loss()) {
+    RS_RETURN_IF_ERROR(device_->SoftmaxCrossEntropyBackward(batch_, shape_.classes, probs_[set_], labels,
+                                                            loss_scale / static_cast<float>(batch_), dlogits_));
+    // d(output of layer l) arrives in `upstream`; dpre overwrites it in place.
+    upstream = dlogits_;
+  } else if (upstream == nullptr) {
+    return InvalidArgument("backward: a model part without the loss needs the gradient of its output");
+  }
   int next_buffer = 0;
   for (size_t l = layers_.size(); l-- > 0;) {
     Layer& layer = layers_[l];
-    const float* input = l == 0 ? x : layers_[l - 1].out_values;
+    const float* layer_input = l == 0 ? input : layers_[l - 1].out_values[set_];
     RS_RETURN_IF_ERROR(CallHook(hooks.before_backward, l));
-    RS_RETURN_IF_ERROR(device_->BiasActivationBackward(layer.activation, batch_, layer.out, layer.pre, upstream,
+    RS_RETURN_IF_ERROR(device_->BiasActivationBackward(layer.activation, batch_, layer.out, layer.pre[set_], upstream,
                                                        upstream, grad(layer.bias), accumulate));
     RS_RETURN_IF_ERROR(grad_ready(layer.bias));
-    RS_RETURN_IF_ERROR(device_->LinearBackwardWeight(batch_, layer.in, layer.out, upstream, input,
+    RS_RETURN_IF_ERROR(device_->LinearBackwardWeight(batch_, layer.in, layer.out, upstream, layer_input,
                                                      grad(layer.weight), accumulate));
     RS_RETURN_IF_ERROR(grad_ready(layer.weight));
-    if (l == 0) return CallHook(hooks.after_backward, l);  // no gradient for the input data
-    float* downstream = dactivation_[next_buffer];
+    // No gradient for the input data; a later stage's input gradient goes back to the
+    // stage before it.
+    if (l == 0 && first_layer_ == 0) return CallHook(hooks.after_backward, l);
+    float* downstream = l == 0 ? input_gradient_ : dactivation_[next_buffer];
     next_buffer ^= 1;
     RS_RETURN_IF_ERROR(device_->LinearBackwardData(batch_, layer.in, layer.out, upstream, param(layer.weight),
                                                    downstream));

@@ -11,6 +11,7 @@
 
 #include "base/status.h"
 #include "kernels/cpu_kernels.h"
+#include "trainer/annotations.h"
 #include "trainer/device.h"
 
 namespace rankscope::trainer {
@@ -35,6 +36,15 @@ enum class ParameterStorage {
   kBound,  // none: each layer's are bound by the caller (BindLayer) before use (FSDP)
 };
 
+// Which part of the model an Mlp holds and how many micro-batches' activations it keeps: a
+// pipeline stage holds layers [first_layer, end_layer) and the activations of every
+// micro-batch it has in flight (forward done, backward not yet).
+struct ModelPart {
+  int first_layer = 0;
+  int end_layer = -1;  // -1: through the last layer
+  int activation_sets = 1;
+};
+
 // Calls around each layer's work, by layer index (0 = the input layer); an empty function
 // is skipped. FSDP gathers a layer's parameters before its forward and backward and
 // scatters its gradients after its backward.
@@ -51,7 +61,12 @@ class Mlp {
   // `seed` (identical on every rank). With kBound storage the values are not on the device:
   // InitialParameters gives them.
   static Result<Mlp> Create(ComputeDevice& device, const ModelShape& shape, int batch, uint64_t seed,
-                            ParameterStorage storage = ParameterStorage::kOwned);
+                            ParameterStorage storage = ParameterStorage::kOwned, const ModelPart& part = {});
+  // The whole model's layers: depth + 1.
+  static int LayerCount(const ModelShape& shape) { return shape.depth + 1; }
+  // Multiply-adds per row of each of the whole model's layers (in × out): what a pipeline
+  // balances its stages by.
+  static std::vector<int64_t> LayerWork(const ModelShape& shape);
   // The initial values of every parameter, flat in registration order (what Create puts in
   // an owned buffer).
   static std::vector<float> InitialParameters(const ModelShape& shape, uint64_t seed);
@@ -63,7 +78,21 @@ class Mlp {
   float* grads() { return grads_; }
   const ModelShape& shape() const { return shape_; }
 
+  // The layers this Mlp holds; hooks and LayerSpan count them from 0.
   int layer_count() const { return static_cast<int>(layers_.size()); }
+  int first_layer() const { return first_layer_; }
+  // Whether it holds the last layer, and so computes the loss.
+  bool computes_loss() const { return first_layer_ + layer_count() == LayerCount(shape_); }
+  int input_width() const { return layers_.front().in; }
+  int output_width() const { return layers_.back().out; }
+  // Which set of activation buffers the next Forward fills and the next Backward reads
+  // (a pipeline's micro-batch in flight), 0 ≤ set < activation_sets.
+  void SelectActivations(int set) { set_ = static_cast<size_t>(set); }
+  // The last held layer's activation [batch × output_width] after Forward (what a stage
+  // sends on), and d(loss)/d(input) [batch × input_width] after Backward when the first
+  // held layer is not the model's first (what a stage sends back).
+  const float* output() const { return layers_.back().out_values[set_]; }
+  const float* input_gradient() const { return input_gradient_; }
   // Layer l's parameters, its weight then its bias, are the flat range [offset, offset + count).
   struct Span {
     size_t offset = 0;
@@ -74,14 +103,19 @@ class Mlp {
   // gradients grads[0, count) (count = LayerSpan(l).count, weight first).
   void BindLayer(int layer, float* params, float* grads);
 
-  // x [batch × features] and labels [batch] already on the device. Adds the loss to the
-  // device's LossStats.
-  Status Forward(const float* x, const int32_t* labels, const LayerHooks& hooks = {});
+  // `input` [batch × input_width] (the data x, or the previous stage's output) and, when
+  // computes_loss, labels [batch], already on the device. Adds the loss to the device's
+  // LossStats. `micro_batch` labels the "forward" range (a pipeline).
+  Status Forward(const float* input, const int32_t* labels, const LayerHooks& hooks = {},
+                 const MicroBatchFields* micro_batch = nullptr);
   // Gradients of the mean loss times loss_scale (1/accumulation steps), added to the
   // gradient buffer when accumulate. grad_ready(i) runs as soon as parameter i's gradient
-  // is final, in reverse registration order, as autograd hooks do.
-  Status Backward(const float* x, const int32_t* labels, float loss_scale, bool accumulate,
-                  const std::function<Status(int)>& grad_ready, const LayerHooks& hooks = {});
+  // is final, in reverse registration order, as autograd hooks do. Without the loss
+  // (a pipeline stage before the last), `upstream` [batch × output_width] is d(loss)/d(output)
+  // from the next stage, already scaled; it is overwritten.
+  Status Backward(const float* input, const int32_t* labels, float loss_scale, bool accumulate,
+                  const std::function<Status(int)>& grad_ready, const LayerHooks& hooks = {},
+                  float* upstream = nullptr, const MicroBatchFields* micro_batch = nullptr);
 
  private:
   struct Layer {
@@ -90,8 +124,9 @@ class Mlp {
     kernels::Activation activation = kernels::Activation::kNone;
     int weight = 0;  // parameter indices
     int bias = 0;
-    float* pre = nullptr;  // [batch × out] pre-activation
-    float* out_values = nullptr;  // [batch × out] activation (== pre for the last layer)
+    std::vector<float*> pre;         // per activation set: [batch × out] pre-activation
+    std::vector<float*> out_values;  // per activation set: [batch × out] activation (== pre
+                                     // for the model's last layer)
   };
 
   Mlp(ComputeDevice& device, ModelShape shape, int batch) : device_(&device), shape_(shape), batch_(batch) {}
@@ -101,6 +136,8 @@ class Mlp {
   ComputeDevice* device_;
   ModelShape shape_;
   int batch_;
+  int first_layer_ = 0;
+  size_t set_ = 0;
   std::vector<Layer> layers_;
   std::vector<Parameter> parameters_;
   size_t parameter_count_ = 0;
@@ -109,8 +146,9 @@ class Mlp {
   // Where each parameter and its gradient are now: into the flat buffers, or bound.
   std::vector<float*> param_at_;
   std::vector<float*> grad_at_;
-  float* probs_ = nullptr;
+  std::vector<float*> probs_;  // per activation set, when computes_loss
   float* dlogits_ = nullptr;
+  float* input_gradient_ = nullptr;  // when first_layer > 0
   // Two ping-pong buffers for the gradient flowing back through the layers.
   float* dactivation_[2] = {nullptr, nullptr};
 };

@@ -4,10 +4,12 @@
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 
+#include <optional>
 #include <vector>
 
 #include "trainer/annotations.h"
 #include "trainer/collectives.h"
+#include "trainer/comm_util.h"
 #include "trainer/nccl_group.h"
 
 namespace rankscope::trainer {
@@ -84,18 +86,19 @@ class NcclCollectives final : public Collectives {
     return CudaStatus(cudaStreamWaitEvent(compute(), done_events_[ticket], 0), "cudaStreamWaitEvent");
   }
 
-  Status Send(const float* data, size_t count, int peer) override {
-    RS_RETURN_IF_ERROR(OrderAfterCompute());
-    ScopedRange range("send");
-    return group_->Send(data, count, peer, comm_stream_);
-  }
-
-  Status Recv(float* data, size_t count, int peer) override {
+  Status SendRecv(const Outgoing& send, const Incoming& recv) override {
+    if (send.count == 0 && recv.count == 0) return Status::Ok();
     {
-      ScopedRange range("recv");
+      // NCCL's profiler plugin reports the transfers; these say where the CPU issued them.
+      std::optional<ScopedRange> send_range;
+      std::optional<ScopedRange> recv_range;
+      if (send.count > 0) send_range.emplace("send");
+      if (recv.count > 0) recv_range.emplace("recv");
       RS_RETURN_IF_ERROR(OrderAfterCompute());
-      RS_RETURN_IF_ERROR(group_->Recv(data, count, peer, comm_stream_));
+      RS_RETURN_IF_ERROR(
+          group_->SendRecv(send.data, send.count, send.peer, recv.data, recv.count, recv.peer, comm_stream_));
     }
+    if (recv.count == 0) return Status::Ok();
     RS_ASSIGN_OR_RETURN(Ticket received, MarkDone());
     return Wait(received);
   }
@@ -157,14 +160,21 @@ class NcclCollectives final : public Collectives {
 }  // namespace
 
 Result<std::unique_ptr<Collectives>> MakeNcclCollectives(Rendezvous& rendezvous, ComputeDevice& device,
-                                                         int cuda_device, std::chrono::milliseconds timeout) {
+                                                         int cuda_device, std::chrono::milliseconds timeout,
+                                                         std::vector<int> members) {
   if (!device.is_gpu()) return InvalidArgument("NCCL collectives need the GPU compute device");
   int current = 0;
   RS_RETURN_IF_ERROR(CudaStatus(cudaGetDevice(&current), "cudaGetDevice"));
   (void)cuda_device;  // the compute device already selected its GPU on this thread
-  RS_ASSIGN_OR_RETURN(std::unique_ptr<NcclGroup> group, NcclGroup::Create(rendezvous, current, timeout));
-  auto collectives = std::make_unique<NcclCollectives>(std::move(group), device, rendezvous.world().rank,
-                                                       rendezvous.world().world_size);
+  int rank = rendezvous.world().rank;
+  int size = rendezvous.world().world_size;
+  if (!members.empty()) {
+    RS_ASSIGN_OR_RETURN(rank, comm::RankInGroup(members, rank, size));
+    size = static_cast<int>(members.size());
+  }
+  RS_ASSIGN_OR_RETURN(std::unique_ptr<NcclGroup> group,
+                      NcclGroup::Create(rendezvous, current, timeout, std::move(members)));
+  auto collectives = std::make_unique<NcclCollectives>(std::move(group), device, rank, size);
   RS_RETURN_IF_ERROR(collectives->Init());
   return std::unique_ptr<Collectives>(std::move(collectives));
 }

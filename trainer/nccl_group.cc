@@ -78,6 +78,7 @@ class ScopedDevice {
 struct NcclGroup::State {
   Rendezvous* rendezvous = nullptr;
   std::string name;  // the group's key namespace in the rendezvous store
+  std::vector<int> members;  // world ranks of a group of some ranks; empty: all
   int rank = 0;
   int size = 1;
   int device = 0;
@@ -110,7 +111,8 @@ struct NcclGroup::State {
                            .timed_out = timed_out,
                            .timeout = timeout,
                            .missing = rendezvous->MissingRanks(
-                               name + "/failed", std::min<std::chrono::milliseconds>(kMissingRankGrace, timeout)),
+                               name + "/failed", std::min<std::chrono::milliseconds>(kMissingRankGrace, timeout),
+                               members),
                            .detail = reason,
                            .suffix = "; communicator aborted"});
   }
@@ -151,7 +153,7 @@ NcclGroup::~NcclGroup() {
 }
 
 Result<std::unique_ptr<NcclGroup>> NcclGroup::Create(Rendezvous& rendezvous, int device,
-                                                     std::chrono::milliseconds timeout) {
+                                                     std::chrono::milliseconds timeout, std::vector<int> members) {
   if (timeout <= std::chrono::milliseconds::zero()) {
     return InvalidArgument("nccl: the timeout must be positive");
   }
@@ -172,7 +174,15 @@ Result<std::unique_ptr<NcclGroup>> NcclGroup::Create(Rendezvous& rendezvous, int
     state->size = rendezvous.world().world_size;
     state->device = device;
     state->timeout = timeout;
-    state->name = rendezvous.NewNamespace("nccl");
+    std::string name_suffix;
+    if (!members.empty()) {
+      RS_ASSIGN_OR_RETURN(state->rank,
+                          comm::RankInGroup(members, rendezvous.world().rank, rendezvous.world().world_size));
+      state->size = static_cast<int>(members.size());
+      name_suffix = comm::GroupSuffix(members);
+      state->members = std::move(members);
+    }
+    state->name = rendezvous.NewNamespace("nccl") + name_suffix;
     const std::string id_key = state->name + "/id";
 
     // Rank 0 publishes the id; an empty value tells the others that it could not make one,
@@ -211,7 +221,8 @@ Result<std::unique_ptr<NcclGroup>> NcclGroup::Create(Rendezvous& rendezvous, int
                                            : NcclErrorText(result, comm);
       if (comm != nullptr) ncclCommAbort(comm);
       const std::vector<int> missing = rendezvous.MissingRanks(
-          state->name + "/init-failed", std::min<std::chrono::milliseconds>(kMissingRankGrace, timeout));
+          state->name + "/init-failed", std::min<std::chrono::milliseconds>(kMissingRankGrace, timeout),
+          state->members);
       const std::string head = timed_out ? fmt::format("nccl: creating the communicator of {} ranks timed out after {}",
                                                        state->size, FormatDuration(timeout))
                                          : fmt::format("nccl: creating the communicator of {} ranks failed",
@@ -282,29 +293,50 @@ Status NcclGroup::ReduceScatterAverage(float* device_data, size_t count, cudaStr
   }
 }
 
-Status NcclGroup::PointToPoint(const char* operation, float* device_data, size_t count, int peer, cudaStream_t stream,
-                               bool send) {
-  try {
-    if (!state_->failure.ok()) return state_->FailedEarlier(operation);
-    if (peer < 0 || peer >= state_->size || peer == state_->rank) {
-      return InvalidArgument(fmt::format("{}: peer {} is not another rank of {}", operation, peer, state_->size));
-    }
-    if (count == 0) return Status::Ok();
-    if (device_data == nullptr) return InvalidArgument(fmt::format("{}: no data for a non-empty buffer", operation));
-    return state_->Enqueued(operation, send ? ncclSend(device_data, count, ncclFloat, peer, state_->comm, stream)
-                                            : ncclRecv(device_data, count, ncclFloat, peer, state_->comm, stream));
-  } catch (...) {
-    return InternalError(fmt::format("{}: out of memory", operation));
-  }
-}
-
 Status NcclGroup::Send(const float* device_data, size_t count, int peer, cudaStream_t stream) {
-  // NCCL only reads a buffer it sends.
-  return PointToPoint("send", const_cast<float*>(device_data), count, peer, stream, true);
+  return SendRecv(device_data, count, peer, nullptr, 0, -1, stream);
 }
 
 Status NcclGroup::Recv(float* device_data, size_t count, int peer, cudaStream_t stream) {
-  return PointToPoint("receive", device_data, count, peer, stream, false);
+  return SendRecv(nullptr, 0, -1, device_data, count, peer, stream);
+}
+
+Status NcclGroup::SendRecv(const float* send_data, size_t send_count, int send_peer, float* recv_data,
+                           size_t recv_count, int recv_peer, cudaStream_t stream) {
+  const char* const kOperation = send_count == 0 ? "receive" : recv_count == 0 ? "send" : "send and receive";
+  try {
+    if (!state_->failure.ok()) return state_->FailedEarlier(kOperation);
+    // A half with no peer is absent; a half with a peer must name another rank, even empty.
+    const auto check = [&](const char* what, const void* data, size_t count, int peer) -> Status {
+      if (count == 0 && peer == -1) return Status::Ok();
+      if (peer < 0 || peer >= state_->size || peer == state_->rank) {
+        return InvalidArgument(fmt::format("{}: peer {} is not another rank of {}", what, peer, state_->size));
+      }
+      if (count > 0 && data == nullptr) {
+        return InvalidArgument(fmt::format("{}: no data for a non-empty buffer", what));
+      }
+      return Status::Ok();
+    };
+    RS_RETURN_IF_ERROR(check("send", send_data, send_count, send_peer));
+    RS_RETURN_IF_ERROR(check("receive", recv_data, recv_count, recv_peer));
+    if (send_count == 0 && recv_count == 0) return Status::Ok();
+    // One group call: NCCL schedules both together, so neither waits for the other's match.
+    ncclResult_t result = ncclGroupStart();
+    if (result != ncclSuccess) return state_->Enqueued(kOperation, result);
+    if (send_count > 0) {
+      // NCCL only reads a buffer it sends.
+      result = ncclSend(send_data, send_count, ncclFloat, send_peer, state_->comm, stream);
+    }
+    // A non-blocking communicator may answer ncclInProgress; the group's end settles it.
+    const auto fine = [](ncclResult_t r) { return r == ncclSuccess || r == ncclInProgress; };
+    if (fine(result) && recv_count > 0) {
+      result = ncclRecv(recv_data, recv_count, ncclFloat, recv_peer, state_->comm, stream);
+    }
+    const ncclResult_t ended = ncclGroupEnd();
+    return state_->Enqueued(kOperation, fine(result) ? ended : result);
+  } catch (...) {
+    return InternalError("send or receive: out of memory");
+  }
 }
 
 Status NcclGroup::Synchronize(cudaStream_t stream) {

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstddef>
 #include <memory>
+#include <vector>
 
 #include <cuda_runtime_api.h>
 
@@ -18,8 +19,10 @@ namespace rankscope::trainer {
 class NcclGroup {
  public:
   // cudaSetDevice(device) must already have been called by this thread.
+  // `members`: a group of some ranks, as GlooGroup::Create takes it; empty: all ranks.
   static Result<std::unique_ptr<NcclGroup>> Create(Rendezvous& rendezvous, int device,
-                                                   std::chrono::milliseconds timeout);
+                                                   std::chrono::milliseconds timeout,
+                                                   std::vector<int> members = {});
   ~NcclGroup();
 
   // In-place average over all ranks (ncclAvg), enqueued on `stream`.
@@ -33,12 +36,15 @@ class NcclGroup {
   // Point to point (ncclSend / ncclRecv); matched in order between two ranks.
   Status Send(const float* device_data, size_t count, int peer, cudaStream_t stream);
   Status Recv(float* device_data, size_t count, int peer, cudaStream_t stream);
+  // Both in one NCCL group call, so that two ranks sending each other do not deadlock; a
+  // count of 0 skips that half.
+  Status SendRecv(const float* send_data, size_t send_count, int send_peer, float* recv_data, size_t recv_count,
+                  int recv_peer, cudaStream_t stream);
   // Waits for `stream`; on an asynchronous NCCL error or after the timeout, aborts the
   // communicator and returns the error.
   Status Synchronize(cudaStream_t stream);
 
  private:
-  Status PointToPoint(const char* operation, float* device_data, size_t count, int peer, cudaStream_t stream, bool send);
   struct State;
   explicit NcclGroup(std::unique_ptr<State> state);
   std::unique_ptr<State> state_;

@@ -5,8 +5,9 @@
 
 namespace rankscope::trainer {
 
-double LearningRate(const TrainerOptions& options, int world_size, int64_t step) {
-  const double global_batch = static_cast<double>(options.batch) * options.accum * world_size;
+double LearningRate(const TrainerOptions& options, int replicas, int64_t step) {
+  const int micro_steps = options.parallel == Parallelism::kPipeline ? options.micro_batches : options.accum;
+  const double global_batch = static_cast<double>(options.batch) * micro_steps * replicas;
   const double scaled = options.lr * global_batch / options.lr_reference_batch;
   if (options.warmup_steps <= 0 || step >= options.warmup_steps) return scaled;
   return scaled * static_cast<double>(step + 1) / options.warmup_steps;
@@ -37,12 +38,33 @@ Status Optimizer::Step(float* params, const float* grads, double lr) {
   return device_->SgdStep(count_, params, grads, state_[0], sgd, steps_taken_ == 1);
 }
 
-Result<double> ClipGradientNorm(ComputeDevice& device, float* grads, size_t count, double max_norm) {
-  RS_ASSIGN_OR_RETURN(double squared, device.SquaredNorm(count, grads));
+namespace {
+
+Result<double> ScaleToNorm(ComputeDevice& device, float* grads, size_t count, double squared, double max_norm) {
   const double norm = std::sqrt(squared);
   const double coefficient = max_norm / (norm + 1e-6);
   if (coefficient < 1.0) RS_RETURN_IF_ERROR(device.Scale(count, static_cast<float>(coefficient), grads));
   return norm;
+}
+
+}  // namespace
+
+Result<double> ClipGradientNorm(ComputeDevice& device, float* grads, size_t count, double max_norm) {
+  RS_ASSIGN_OR_RETURN(double squared, device.SquaredNorm(count, grads));
+  return ScaleToNorm(device, grads, count, squared, max_norm);
+}
+
+Result<double> ClipGradientNorm(ComputeDevice& device, Collectives& collectives, float* scratch, float* grads,
+                                size_t count, double max_norm, int copies) {
+  RS_ASSIGN_OR_RETURN(double local, device.SquaredNorm(count, grads));
+  const auto local_float = static_cast<float>(local);
+  RS_RETURN_IF_ERROR(device.CopyToDevice(&local_float, scratch, 1));
+  RS_RETURN_IF_ERROR(collectives.StartAllReduce(-1, scratch, 1));
+  RS_RETURN_IF_ERROR(collectives.WaitAll());
+  float global = 0.0f;
+  RS_RETURN_IF_ERROR(device.CopyToHost(scratch, &global, 1));
+  if (collectives.averages()) global *= static_cast<float>(collectives.size());
+  return ScaleToNorm(device, grads, count, static_cast<double>(global) / copies, max_norm);
 }
 
 }  // namespace rankscope::trainer

@@ -115,6 +115,21 @@ Status Validate(const TrainerOptions& o) {
     }
     if (o.mismatch_rank >= 0) return InvalidArgument("--parallel fsdp: --mismatch-rank plants a DDP mismatch; use --parallel ddp");
   }
+  if (o.parallel == Parallelism::kPipeline) {
+    if (o.stages < 0) return InvalidArgument("--stages must not be negative (0: one stage per rank)");
+    if (o.micro_batches < 1) return InvalidArgument("--micro-batches must be at least 1");
+    if (o.accum != 1) {
+      return InvalidArgument("--parallel pipeline: a pipeline accumulates over its micro-batches; use --micro-batches, "
+                             "not --accum");
+    }
+    if (!o.checkpoint.empty() || !o.resume.empty()) {
+      return InvalidArgument(
+          "--parallel pipeline: checkpoints of a pipelined run (--checkpoint, --resume) are not supported yet");
+    }
+    if (o.mismatch_rank >= 0) {
+      return InvalidArgument("--parallel pipeline: --mismatch-rank plants a DDP mismatch; use --parallel ddp");
+    }
+  }
   return Status::Ok();
 }
 
@@ -160,9 +175,24 @@ Result<CommandLine> ParseCommandLine(const std::vector<std::string>& args) {
       ->group(schedule)->capture_default_str();
 
   auto* ddp = "Data parallelism";
-  AddChoice(app, "--parallel", o.parallel, {{"ddp", Parallelism::kDdp}, {"fsdp", Parallelism::kFsdp}},
+  AddChoice(app, "--parallel", o.parallel,
+            {{"ddp", Parallelism::kDdp}, {"fsdp", Parallelism::kFsdp}, {"pipeline", Parallelism::kPipeline}},
             "ddp: replicas, gradients all-reduced in buckets; fsdp: parameters, gradients and optimizer state "
-            "sharded per layer (all-gather, reduce-scatter)")->group(ddp);
+            "sharded per layer (all-gather, reduce-scatter); pipeline: layers split into stages over the ranks, "
+            "micro-batches sent point to point")->group(ddp);
+  auto* pipeline = "Pipeline parallelism (--parallel pipeline)";
+  auto* stages = app.add_option("--stages", o.stages,
+                                "Pipeline stages; the world size must be a multiple (data parallel over the rest); "
+                                "0: one per rank")->group(pipeline)->capture_default_str();
+  auto* micro_batches = app.add_option("--micro-batches", o.micro_batches,
+                                       "Micro-batches of --batch rows per step")->group(pipeline)->capture_default_str();
+  auto* schedule_option = AddChoice(app, "--schedule", o.schedule,
+                                    {{"1f1b", PipelineSchedule::kOneForwardOneBackward}, {"gpipe", PipelineSchedule::kGPipe}},
+                                    "1f1b: one forward, one backward (at most S-s micro-batches in flight on stage s); "
+                                    "gpipe: all forwards, then all backwards")->group(pipeline);
+  auto* stage_layers = app.add_option("--stage-layers", o.stage_layers,
+                                      "Layers per stage, e.g. 1,4 (default: balanced by multiply-adds)")
+                           ->delimiter(',')->group(pipeline);
   app.add_option("--bucket-mb", o.bucket_mb, "Gradient bucket cap in MiB")->group(ddp)->capture_default_str();
   app.add_option("--first-bucket-mb", o.first_bucket_mb, "Cap of the first bucket in MiB")->group(ddp)->capture_default_str();
   app.add_flag("--no-overlap{false}", o.overlap,
@@ -235,6 +265,13 @@ Result<CommandLine> ParseCommandLine(const std::vector<std::string>& args) {
     RS_ASSIGN_OR_RETURN(std::tie(o.mismatch_rank, o.mismatch_step),
                         ParseRankAnd<int64_t>("--mismatch-rank", mismatch_rank, "RANK:STEP, e.g. 1:5"));
   }
+  if (o.parallel != Parallelism::kPipeline) {
+    for (const CLI::Option* option : {stages, micro_batches, schedule_option, stage_layers}) {
+      if (option->count() > 0) {
+        return InvalidArgument(fmt::format("{} needs --parallel pipeline", option->get_name()));
+      }
+    }
+  }
   RS_RETURN_IF_ERROR(Validate(o));
   return result;
 }
@@ -243,8 +280,13 @@ const char* ParallelismName(Parallelism parallel) {
   switch (parallel) {
     case Parallelism::kDdp: return "ddp";
     case Parallelism::kFsdp: return "fsdp";
+    case Parallelism::kPipeline: return "pipeline";
   }
   return "?";
+}
+
+const char* ScheduleName(PipelineSchedule schedule) {
+  return schedule == PipelineSchedule::kGPipe ? "gpipe" : "1f1b";
 }
 
 const char* BackendName(Backend backend) {

@@ -13,8 +13,9 @@ namespace rankscope::trainer {
 enum class Backend : uint8_t { kAuto, kNccl, kGloo };
 enum class Precision : uint8_t { kFp32, kBf16 };
 enum class OptimizerKind : uint8_t { kSgd, kAdamW };
-// ddp: DdpEngine (ddp.h); fsdp: FsdpEngine (fsdp.h).
-enum class Parallelism : uint8_t { kDdp, kFsdp };
+// ddp: DdpEngine (ddp.h); fsdp: FsdpEngine (fsdp.h); pipeline: PipelineEngine (pipeline.h).
+enum class Parallelism : uint8_t { kDdp, kFsdp, kPipeline };
+enum class PipelineSchedule : uint8_t { kOneForwardOneBackward, kGPipe };
 
 struct TrainerOptions {
   // Model: an MLP features → width (× depth hidden layers) → classes.
@@ -40,6 +41,12 @@ struct TrainerOptions {
   // The parallel engine. overlap: DDP's all-reduces during the backward pass, FSDP's
   // prefetch of the next layer's all-gather.
   Parallelism parallel = Parallelism::kDdp;
+  // Pipeline: stages (0: one per rank), micro-batches of `batch` rows per step, the
+  // schedule, and layers per stage (empty: balanced by multiply-adds).
+  int stages = 0;
+  int micro_batches = 4;
+  PipelineSchedule schedule = PipelineSchedule::kOneForwardOneBackward;
+  std::vector<int> stage_layers;
   double bucket_mb = 25.0;
   double first_bucket_mb = 1.0;
   bool overlap = true;
@@ -87,6 +94,7 @@ Result<CommandLine> ParseCommandLine(const std::vector<std::string>& args);
 
 const char* BackendName(Backend backend);
 const char* ParallelismName(Parallelism parallel);
+const char* ScheduleName(PipelineSchedule schedule);
 const char* PrecisionName(Precision precision);
 const char* ActivationName(kernels::Activation activation);
 const char* OptimizerName(OptimizerKind kind);

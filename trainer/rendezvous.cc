@@ -553,7 +553,8 @@ const World& Rendezvous::world() const { return state_->world; }
 
 std::chrono::milliseconds Rendezvous::timeout() const { return state_->timeout; }
 
-std::vector<int> Rendezvous::MissingRanks(const std::string& round, std::chrono::milliseconds grace) {
+std::vector<int> Rendezvous::MissingRanks(const std::string& round, std::chrono::milliseconds grace,
+                                          std::span<const int> members) {
   try {
     const World& world = state_->world;
     auto key = [&](int rank) {
@@ -562,10 +563,15 @@ std::vector<int> Rendezvous::MissingRanks(const std::string& round, std::chrono:
     if (!state_->shared->Has(key(world.rank))) state_->shared->set(key(world.rank), ToBytes("here"));
     std::vector<int> others;
     std::vector<std::string> keys;
-    for (int rank = 0; rank < world.world_size; ++rank) {
-      if (rank == world.rank) continue;
+    const auto consider = [&](int rank) {
+      if (rank == world.rank) return;
       others.push_back(rank);
       keys.push_back(key(rank));
+    };
+    if (members.empty()) {
+      for (int rank = 0; rank < world.world_size; ++rank) consider(rank);
+    } else {
+      for (int rank : members) consider(rank);
     }
     std::vector<int> missing;
     for (size_t index : state_->shared->WaitFor(keys, Clock::now() + grace)) {

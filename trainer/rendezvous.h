@@ -99,8 +99,10 @@ class Rendezvous {
   // After a collective failed: every surviving rank checks in under `round`; the ranks
   // that do not within `grace` are returned (ascending). Used to name a dead rank. A round
   // name is used once per run by each rank (e.g. "<group>/failed"); if the store itself
-  // fails, nobody can be named and the result is empty.
-  std::vector<int> MissingRanks(const std::string& round, std::chrono::milliseconds grace);
+  // fails, nobody can be named and the result is empty. `members` (world ranks, this rank
+  // among them) limits the round to one process group's ranks; empty: every rank.
+  std::vector<int> MissingRanks(const std::string& round, std::chrono::milliseconds grace,
+                                std::span<const int> members = {});
 
   // A fresh key namespace for one process group, "<kind>-<n>". Every rank must create its
   // groups in the same order so that they get the same names.

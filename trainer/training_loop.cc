@@ -24,6 +24,7 @@
 #include "trainer/device.h"
 #include "trainer/model.h"
 #include "trainer/optimizer.h"
+#include "trainer/pipeline.h"
 #include "trainer/synthetic_data.h"
 
 namespace rankscope::trainer {
@@ -122,10 +123,13 @@ Status WriteMetrics(const std::string& pattern, const TrainingSummary& summary, 
   if (size_t at = path.find("{rank}"); at != std::string::npos) path.replace(at, 6, std::to_string(summary.rank));
   nlohmann::json steps = nlohmann::json::array();
   for (const StepRecord& s : summary.steps) {
-    steps.push_back({{"step", s.step}, {"loss", s.loss}, {"accuracy", s.accuracy}, {"lr", s.lr},
+    // A pipeline stage without the loss writes null for it.
+    const nlohmann::json loss = s.has_loss ? nlohmann::json(s.loss) : nlohmann::json(nullptr);
+    const nlohmann::json accuracy = s.has_loss ? nlohmann::json(s.accuracy) : nlohmann::json(nullptr);
+    steps.push_back({{"step", s.step}, {"loss", loss}, {"accuracy", accuracy}, {"lr", s.lr},
                      {"time_ms", s.seconds * 1e3}});
   }
-  const nlohmann::json document = {
+  nlohmann::json document = {
       {"rank", summary.rank},
       {"world_size", summary.world_size},
       {"backend", summary.backend},
@@ -138,7 +142,14 @@ Status WriteMetrics(const std::string& pattern, const TrainingSummary& summary, 
       {"steps", steps},
       {"step_time_median_ms", summary.step_time_median_s * 1e3},
       {"samples_per_second", summary.samples_per_second},
+      {"parallel", ParallelismName(options.parallel)},
   };
+  if (summary.stages > 1 || options.parallel == Parallelism::kPipeline) {
+    document["stage"] = summary.stage;
+    document["stages"] = summary.stages;
+    document["micro_batches"] = options.micro_batches;
+    document["schedule"] = ScheduleName(options.schedule);
+  }
   std::ofstream out(path, std::ios::trunc);
   out << document.dump(2) << '\n';
   out.close();
@@ -192,28 +203,54 @@ Result<TrainingSummary> RunTraining(const TrainerOptions& options, const World& 
     RS_ASSIGN_OR_RETURN(spec, DefaultRendezvous(ProcessEnv()));
   }
   RS_ASSIGN_OR_RETURN(std::unique_ptr<Rendezvous> rendezvous, Rendezvous::Connect(spec, world, timeout));
-  std::unique_ptr<Collectives> collectives;
-  if (runtime.backend == Backend::kNccl) {
-    RS_ASSIGN_OR_RETURN(collectives, MakeNcclCollectives(*rendezvous, device, world.local_rank, timeout));
-  } else {
-    RS_ASSIGN_OR_RETURN(collectives, MakeGlooCollectives(*rendezvous, timeout));
+  const ModelShape shape{options.features, options.width, options.depth, options.classes, options.activation};
+  const bool sharded = options.parallel == Parallelism::kFsdp;
+  const bool pipelined = options.parallel == Parallelism::kPipeline;
+  std::optional<PipelineLayout> layout;
+  if (pipelined) {
+    PipelineOptions pipeline_options;
+    pipeline_options.stages = options.stages > 0 ? options.stages : world.world_size;
+    pipeline_options.micro_batches = options.micro_batches;
+    pipeline_options.schedule = options.schedule;
+    pipeline_options.stage_layers = options.stage_layers;
+    RS_ASSIGN_OR_RETURN(layout, LayOutPipeline(shape, world.world_size, world.rank, pipeline_options));
+  }
+  // Every rank makes its groups in the same order: the world's, then (a pipeline with
+  // replicas) its stage's replicas'.
+  const auto make_group = [&](std::vector<int> members) -> Result<std::unique_ptr<Collectives>> {
+    if (runtime.backend == Backend::kNccl) {
+      return MakeNcclCollectives(*rendezvous, device, world.local_rank, timeout, std::move(members));
+    }
+    return MakeGlooCollectives(*rendezvous, timeout, std::move(members));
+  };
+  RS_ASSIGN_OR_RETURN(std::unique_ptr<Collectives> collectives, make_group({}));
+  std::unique_ptr<Collectives> replica_collectives;
+  if (layout && layout->replicas > 1) {
+    RS_ASSIGN_OR_RETURN(replica_collectives, make_group(layout->replica_ranks));
   }
 
-  const ModelShape shape{options.features, options.width, options.depth, options.classes, options.activation};
-  // One of the two engines: DDP keeps a replica of the model, FSDP binds its layers to
-  // gathered shards and the optimizer steps the shards.
-  const bool sharded = options.parallel == Parallelism::kFsdp;
-  RS_ASSIGN_OR_RETURN(Mlp model, Mlp::Create(device, shape, options.batch, options.seed,
-                                             sharded ? ParameterStorage::kBound : ParameterStorage::kOwned));
+  // One of the three engines: DDP keeps a replica of the model, FSDP binds its layers to
+  // gathered shards and the optimizer steps the shards, a pipeline stage holds its layers.
+  DdpOptions ddp_options;
+  ddp_options.bucket_cap_bytes = static_cast<size_t>(options.bucket_mb * 1024 * 1024);
+  ddp_options.first_bucket_cap_bytes = static_cast<size_t>(options.first_bucket_mb * 1024 * 1024);
+  ddp_options.overlap = options.overlap;
+  std::optional<Mlp> whole_model;
   std::optional<DdpEngine> ddp;
   std::unique_ptr<FsdpEngine> fsdp;
+  std::unique_ptr<PipelineEngine> pipeline;
+  if (pipelined) {
+    RS_ASSIGN_OR_RETURN(pipeline, PipelineEngine::Create(device, *collectives, replica_collectives.get(), shape,
+                                                         options.batch, options.seed, *layout, ddp_options));
+  } else {
+    RS_ASSIGN_OR_RETURN(Mlp created, Mlp::Create(device, shape, options.batch, options.seed,
+                                                 sharded ? ParameterStorage::kBound : ParameterStorage::kOwned));
+    whole_model.emplace(std::move(created));
+  }
+  Mlp& model = pipelined ? pipeline->model() : *whole_model;
   if (sharded) {
     RS_ASSIGN_OR_RETURN(fsdp, FsdpEngine::Create(device, *collectives, model, options.seed, FsdpOptions{options.overlap}));
-  } else {
-    DdpOptions ddp_options;
-    ddp_options.bucket_cap_bytes = static_cast<size_t>(options.bucket_mb * 1024 * 1024);
-    ddp_options.first_bucket_cap_bytes = static_cast<size_t>(options.first_bucket_mb * 1024 * 1024);
-    ddp_options.overlap = options.overlap;
+  } else if (!pipelined) {
     RS_ASSIGN_OR_RETURN(DdpEngine engine, DdpEngine::Create(device, *collectives, model, ddp_options));
     ddp.emplace(std::move(engine));
   }
@@ -245,8 +282,14 @@ Result<TrainingSummary> RunTraining(const TrainerOptions& options, const World& 
   // every rank initializes from the same seed, but it is part of the real protocol).
   // (FSDP's shards are each rank's slices of the same seeded values.)
   if (ddp) RS_RETURN_IF_ERROR(ddp->BroadcastParameters());
+  if (pipeline) RS_RETURN_IF_ERROR(pipeline->BroadcastParameters());
+  // A pipeline's samples per step and replica are batch · micro-batches.
+  const int micro_steps = pipelined ? options.micro_batches : options.accum;
+  const int replicas = layout ? layout->replicas : world.world_size;
   MarkWorkload({static_cast<uint64_t>(world.world_size), static_cast<uint64_t>(options.batch),
-                static_cast<uint64_t>(options.accum), static_cast<uint64_t>(options.steps), model.parameter_count()});
+                static_cast<uint64_t>(options.accum), static_cast<uint64_t>(options.steps), model.parameter_count(),
+                static_cast<uint64_t>(options.parallel), static_cast<uint64_t>(layout ? layout->stages : 1),
+                static_cast<uint64_t>(pipelined ? options.micro_batches : 1)});
 
   TrainingSummary summary;
   summary.rank = world.rank;
@@ -255,19 +298,37 @@ Result<TrainingSummary> RunTraining(const TrainerOptions& options, const World& 
   summary.device = device.Describe();
   if (ddp) summary.bucket_bytes = ddp->BucketBytes();
   summary.parameter_count = model.parameter_count();
-  if (chatty) {
-    const std::string layout = ddp ? fmt::format("in {} bucket(s)", ddp->bucket_count())
-                                   : fmt::format("sharded, {} per rank", fsdp->shard_count());
+  if (layout) {
+    summary.stage = layout->stage;
+    summary.stages = layout->stages;
+  }
+  // The rank that holds the loss prints the progress: rank 0, or a pipeline's last stage.
+  const bool reports = !options.quiet && world.rank == (layout ? layout->stages - 1 : 0);
+  if (reports) {
+    std::string arrangement;
+    if (ddp) {
+      arrangement = fmt::format("in {} bucket(s)", ddp->bucket_count());
+    } else if (fsdp) {
+      arrangement = fmt::format("sharded, {} per rank", fsdp->shard_count());
+    } else {
+      const size_t stage = static_cast<size_t>(layout->stage);
+      arrangement = fmt::format("on stage {} of {} (layers {}-{}), {} replica(s), schedule {}, {} in flight at most",
+                                layout->stage, layout->stages, layout->boundaries[stage],
+                                layout->boundaries[stage + 1] - 1, layout->replicas, ScheduleName(layout->schedule),
+                                pipeline->in_flight());
+    }
     std::fprintf(log, "rankscope-trainer: %d rank(s), %s, backend %s on %s; %zu parameters %s; "
                       "batch %d x %d micro-step(s) per rank; overlap %s\n",
                  world.world_size, ParallelismName(options.parallel), summary.backend.c_str(), summary.device.c_str(),
-                 model.parameter_count(), layout.c_str(), options.batch, options.accum,
+                 model.parameter_count(), arrangement.c_str(), options.batch, micro_steps,
                  options.overlap ? "on" : "off");
     std::fflush(log);
   }
 
   SyntheticDataset dataset(options.seed, options.dataset_size, options.features, options.classes);
-  DistributedSampler sampler(options.dataset_size, world.world_size, world.rank, options.seed);
+  // Data parallel over the replicas: every rank, or a pipeline's replicas (each stage of a
+  // replica reads the same rows: the first its features, the last its labels).
+  DistributedSampler sampler(options.dataset_size, replicas, layout ? layout->replica : world.rank, options.seed);
   BatchPlan plan(dataset, sampler, options.batch);
   std::vector<float> host_x(static_cast<size_t>(options.batch) * static_cast<size_t>(options.features));
   std::vector<int32_t> host_labels(static_cast<size_t>(options.batch));
@@ -290,9 +351,9 @@ Result<TrainingSummary> RunTraining(const TrainerOptions& options, const World& 
       ::raise(SIGKILL);
     }
     const Clock::time_point started = Clock::now();
-    const double lr = LearningRate(options, world.world_size, step);
+    const double lr = LearningRate(options, replicas, step);
     {
-      StepRange step_range(static_cast<uint64_t>(step), static_cast<uint64_t>(options.batch) * options.accum);
+      StepRange step_range(static_cast<uint64_t>(step), static_cast<uint64_t>(options.batch) * micro_steps);
       Status status;
       if (world.rank == options.slow_rank && options.slow_rank_ms > 0) {
         ScopedRange delay("injected_delay");
@@ -304,7 +365,13 @@ Result<TrainingSummary> RunTraining(const TrainerOptions& options, const World& 
         std::fflush(stderr);
         ddp->PlantMismatch();  // DDP only (options.cc refuses it with FSDP)
       }
-      for (int micro = 0; micro < options.accum && status.ok(); ++micro) {
+      if (pipeline) {
+        if (world.rank == options.hang_rank && step == options.hang_step) hang_at_step = step;
+        status = pipeline->RunStep(
+            [&](int micro, float* rows, int32_t* row_labels) { plan.Fill(step * micro_steps + micro, rows, row_labels); },
+            hook);
+      }
+      for (int micro = 0; !pipeline && micro < options.accum && status.ok(); ++micro) {
         plan.Fill(step * options.accum + micro, host_x.data(), host_labels.data());
         status = device.CopyToDevice(host_x.data(), x, host_x.size());
         if (status.ok()) status = device.CopyLabelsToDevice(host_labels.data(), labels, host_labels.size());
@@ -319,13 +386,17 @@ Result<TrainingSummary> RunTraining(const TrainerOptions& options, const World& 
                                   layer_hooks);
         }
       }
-      if (status.ok()) status = ddp ? ddp->FinishBackward() : fsdp->FinishBackward();
+      if (status.ok() && !pipeline) status = ddp ? ddp->FinishBackward() : fsdp->FinishBackward();
       if (status.ok()) {
         ScopedRange range("optimizer");
         if (options.clip_grad_norm > 0) {
-          status = sharded ? fsdp->ClipGradientNorm(options.clip_grad_norm).status()
-                           : ClipGradientNorm(device, model.grads(), model.parameter_count(), options.clip_grad_norm)
-                                 .status();
+          if (sharded) {
+            status = fsdp->ClipGradientNorm(options.clip_grad_norm).status();
+          } else if (pipeline) {
+            status = pipeline->ClipGradientNorm(options.clip_grad_norm).status();
+          } else {
+            status = ClipGradientNorm(device, model.grads(), model.parameter_count(), options.clip_grad_norm).status();
+          }
         }
         if (status.ok()) {
           status = sharded ? optimizer.Step(fsdp->shard_params(), fsdp->shard_grads(), lr)
@@ -340,17 +411,18 @@ Result<TrainingSummary> RunTraining(const TrainerOptions& options, const World& 
       if (!loss.ok()) return loss.status().WithContext(rank_context(step));
       StepRecord record;
       record.step = step;
+      record.has_loss = model.computes_loss();
       record.loss = loss->rows > 0 ? loss->loss_sum / static_cast<double>(loss->rows) : 0;
       record.accuracy = loss->rows > 0 ? static_cast<double>(loss->correct) / static_cast<double>(loss->rows) : 0;
       record.lr = lr;
       record.seconds = std::chrono::duration<double>(Clock::now() - started).count();
       summary.steps.push_back(record);
-      if (!std::isfinite(record.loss)) {
+      if (record.has_loss && !std::isfinite(record.loss)) {
         return InvalidArgument(fmt::format("{}: the loss is {} (diverged; lower --lr)", rank_context(step), record.loss));
       }
     }
     const int64_t done = step + 1;
-    if (chatty && options.log_every > 0 && (done % options.log_every == 0 || done == options.steps)) {
+    if (reports && options.log_every > 0 && (done % options.log_every == 0 || done == options.steps)) {
       const StepRecord& r = summary.steps.back();
       std::fprintf(log, "step %lld/%d  loss %.4f  accuracy %.3f  lr %.4g  %.1f ms\n", static_cast<long long>(done),
                    options.steps, r.loss, r.accuracy, r.lr, r.seconds * 1e3);
@@ -370,7 +442,7 @@ Result<TrainingSummary> RunTraining(const TrainerOptions& options, const World& 
   summary.step_time_median_s = Median(times);
   if (summary.step_time_median_s > 0) {
     summary.samples_per_second =
-        static_cast<double>(options.batch) * options.accum / summary.step_time_median_s;
+        static_cast<double>(options.batch) * micro_steps / summary.step_time_median_s;
   }
   if (!options.metrics_out.empty()) RS_RETURN_IF_ERROR(WriteMetrics(options.metrics_out, summary, options));
   return summary;
@@ -378,7 +450,11 @@ Result<TrainingSummary> RunTraining(const TrainerOptions& options, const World& 
 
 std::string FinalLine(const TrainingSummary& s) {
   std::string losses;
-  if (!s.steps.empty()) losses = fmt::format("; loss {:.4f} -> {:.4f}", s.steps.front().loss, s.steps.back().loss);
+  if (!s.steps.empty() && s.steps.front().has_loss) {
+    losses = fmt::format("; loss {:.4f} -> {:.4f}", s.steps.front().loss, s.steps.back().loss);
+  } else if (!s.steps.empty()) {
+    losses = fmt::format("; pipeline stage {} of {} (the loss is on the last)", s.stage, s.stages);
+  }
   return fmt::format("rank {}/{}: {:.1f} samples/s, step time median {:.2f} ms over {} step(s){}", s.rank,
                      s.world_size, s.samples_per_second, s.step_time_median_s * 1e3, s.steps.size(), losses);
 }

@@ -15,6 +15,7 @@ namespace rankscope::trainer {
 
 struct StepRecord {
   int64_t step = 0;
+  bool has_loss = true;  // false on a pipeline stage before the last: the loss is not here
   double loss = 0;
   double accuracy = 0;
   double lr = 0;
@@ -24,6 +25,8 @@ struct StepRecord {
 struct TrainingSummary {
   int rank = 0;
   int world_size = 1;
+  int stage = 0;   // a pipeline's stage of this rank, and its stages (1: no pipeline)
+  int stages = 1;
   std::string backend;
   std::string device;
   std::vector<size_t> bucket_bytes;

@@ -109,8 +109,7 @@ class FakeCollectives final : public Collectives {
   Result<Ticket> StartAllGather(int, const float*, float*, size_t) override { return Unexpected("all-gather"); }
   Result<Ticket> StartReduceScatter(int, float*, size_t) override { return Unexpected("reduce-scatter"); }
   Status Wait(Ticket) override { return Unexpected("wait"); }
-  Status Send(const float*, size_t, int) override { return Unexpected("send"); }
-  Status Recv(float*, size_t, int) override { return Unexpected("receive"); }
+  Status SendRecv(const Outgoing&, const Incoming&) override { return Unexpected("send or receive"); }
   static Status Unexpected(const char* what) { return InternalError(std::string("DDP called ") + what); }
 
   std::vector<Call> calls;

@@ -271,6 +271,61 @@ TEST(GlooGroupTest, SendAndReceiveMatchInOrderBetweenEachPair) {
   }));
 }
 
+// Two neighbouring pipeline stages in 1F1B's steady state send each other at the same time
+// (activations forward, gradients back). Gloo sends only once the receiver is ready, so two
+// blocking sends would wait for each other for good; SendRecv posts both halves first.
+TEST(GlooGroupTest, SendRecvLetsTwoRanksSendEachOtherAtOnce) {
+  TempDir temp;
+  const RendezvousSpec spec = FileSpec(temp.path());
+  ExpectAllEmpty(RunRanks<std::string>(2, [&](int rank) -> std::string {
+    auto member = Join(spec, rank, 2, milliseconds(10000));
+    if (!member.ok()) return member.status().message();
+    const int peer = 1 - rank;
+    for (int round = 0; round < 3; ++round) {
+      // Large enough not to fit in a socket buffer.
+      std::vector<float> out(1 << 20, static_cast<float>(rank * 100 + round));
+      std::vector<float> in(1 << 20, -1.f);
+      Status exchanged = member->group->SendRecv(out.data(), out.size(), peer, in.data(), in.size(), peer);
+      if (!exchanged.ok()) return exchanged.message();
+      if (in.front() != static_cast<float>(peer * 100 + round) || in.back() != in.front()) {
+        return "round " + std::to_string(round) + " received the wrong message";
+      }
+    }
+    return "";
+  }));
+}
+
+// Groups of some ranks (a pipeline stage's replicas): ranks {0, 2} and {1, 3} of four each
+// make their own group at the same point, and each sums over its own members only.
+TEST(GlooGroupTest, AGroupOfSomeRanksReducesOverItsMembers) {
+  TempDir temp;
+  const RendezvousSpec spec = FileSpec(temp.path());
+  ExpectAllEmpty(RunRanks<std::string>(4, [&](int rank) -> std::string {
+    Result<std::unique_ptr<Rendezvous>> rendezvous =
+        Rendezvous::Connect(spec, WorldOf(rank, 4), milliseconds(10000), "gloo-test");
+    if (!rendezvous.ok()) return rendezvous.status().message();
+    auto world = GlooGroup::Create(**rendezvous, milliseconds(10000));
+    if (!world.ok()) return world.status().message();
+    const std::vector<int> members = rank % 2 == 0 ? std::vector<int>{0, 2} : std::vector<int>{1, 3};
+    auto group = GlooGroup::Create(**rendezvous, milliseconds(10000), members);
+    if (!group.ok()) return group.status().message();
+    if ((*group)->size() != 2 || (*group)->rank() != rank / 2) return "wrong rank or size in the group";
+    if ((*group)->communicator_id() == (*world)->communicator_id()) return "the group shares the world's id";
+    float value = static_cast<float>(rank);
+    Status reduced = (*group)->AllReduceSum(&value, 1);
+    if (!reduced.ok()) return reduced.message();
+    // 0 + 2 or 1 + 3.
+    if (value != (rank % 2 == 0 ? 2.f : 4.f)) return "the group summed over other ranks: " + std::to_string(value);
+    // A rank that is not a member is refused.
+    auto stranger = GlooGroup::Create(**rendezvous, milliseconds(10000), {rank == 0 ? 1 : 0});
+    if (stranger.ok()) return "a group without this rank was made";
+    return stranger.status().message() == "rank " + std::to_string(rank) + " is not in the group of ranks " +
+                                              std::to_string(rank == 0 ? 1 : 0)
+               ? ""
+               : stranger.status().message();
+  }));
+}
+
 TEST(GlooGroupTest, PointToPointRefusesBadPeers) {
   TempDir temp;
   const RendezvousSpec spec = FileSpec(temp.path());

@@ -106,6 +106,30 @@ TEST(ParseCommandLineTest, EveryOptionReachesItsField) {
   EXPECT_DOUBLE_EQ(o.extra_step_delay_ms, 2.5);
 }
 
+TEST(ParseCommandLineTest, PipelineOptionsNeedAPipelineAndSayWhatIsWrong) {
+  Result<CommandLine> parsed = ParseCommandLine(
+      {"--parallel", "pipeline", "--stages", "2", "--micro-batches", "8", "--schedule", "gpipe", "--stage-layers", "2,3"});
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_EQ(parsed->options.parallel, Parallelism::kPipeline);
+  EXPECT_EQ(parsed->options.stages, 2);
+  EXPECT_EQ(parsed->options.micro_batches, 8);
+  EXPECT_EQ(parsed->options.schedule, PipelineSchedule::kGPipe);
+  EXPECT_EQ(parsed->options.stage_layers, (std::vector<int>{2, 3}));
+  const std::vector<std::pair<std::vector<std::string>, std::string>> refused = {
+      {{"--stages", "2"}, "--stages needs --parallel pipeline"},
+      {{"--parallel", "fsdp", "--schedule", "gpipe"}, "--schedule needs --parallel pipeline"},
+      {{"--parallel", "pipeline", "--accum", "2"},
+       "--parallel pipeline: a pipeline accumulates over its micro-batches; use --micro-batches, not --accum"},
+      {{"--parallel", "pipeline", "--micro-batches", "0"}, "--micro-batches must be at least 1"},
+      {{"--parallel", "pipeline", "--schedule", "zb"}, "--schedule: 'zb' is not one of 1f1b|gpipe; see rankscope-trainer --help"},
+  };
+  for (const auto& [args, message] : refused) {
+    Result<CommandLine> rejected = ParseCommandLine(args);
+    EXPECT_FALSE(rejected.ok());
+    EXPECT_EQ(rejected.status().message(), message);
+  }
+}
+
 TEST(ParseCommandLineTest, NoOverlapFlag) {
   Result<CommandLine> on = ParseCommandLine({"--batch", "4"});
   Result<CommandLine> off = ParseCommandLine({"--no-overlap"});

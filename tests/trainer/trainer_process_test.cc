@@ -164,6 +164,48 @@ TEST(TrainerProcess, FsdpLossesAreDdpLossesOnTwoAndFourRanks) {
   }
 }
 
+// A pipeline computes what one rank accumulating over the same micro-batches computes: the
+// losses (on the last stage) step by step, for 1F1B and GPipe on 2 and 4 stages, and with 2
+// stages x 2 replicas what DDP on 2 ranks computes. Stages before the last have no loss.
+TEST(TrainerProcess, PipelineLossesAreOneRanksOnTwoAndFourRanks) {
+  TempDir dir;
+  const std::vector<std::string> common = {"--depth", "3", "--steps", "12", "--batch", "8", "--lr", "8", "--warmup-steps", "1",
+                                           "--clip-grad-norm", "1"};
+  const auto losses_of = [&](int ranks, std::vector<std::string> args, const std::string& tag, int reporting_rank) {
+    args.insert(args.begin(), common.begin(), common.end());
+    args.push_back("--metrics-out=" + (dir / (tag + "-{rank}.json")).string());
+    ExpectAllSucceeded(RunRanks(ranks, args, dir, tag));
+    std::vector<double> losses;
+    const nlohmann::json document =
+        nlohmann::json::parse(ReadFile(dir / (tag + "-" + std::to_string(reporting_rank) + ".json")));
+    for (const auto& step : document.at("steps")) losses.push_back(step.at("loss").get<double>());
+    return losses;
+  };
+  const auto expect_near = [](const std::vector<double>& got, const std::vector<double>& want) {
+    ASSERT_EQ(got.size(), 12u);
+    ASSERT_EQ(want.size(), 12u);
+    for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-4) << "step " << i;
+    EXPECT_LT(want.back(), want.front());  // it trained: the comparison means something
+  };
+  const std::vector<double> one_rank = losses_of(1, {"--accum", "4"}, "one", 0);
+  for (int ranks : {2, 4}) {
+    for (const std::string schedule : {"1f1b", "gpipe"}) {
+      SCOPED_TRACE(std::to_string(ranks) + " stages, " + schedule);
+      const std::string tag = schedule + std::to_string(ranks);
+      expect_near(losses_of(ranks, {"--parallel", "pipeline", "--micro-batches", "4", "--schedule", schedule}, tag,
+                            ranks - 1),
+                  one_rank);
+      const nlohmann::json first_stage = nlohmann::json::parse(ReadFile(dir / (tag + "-0.json")));
+      EXPECT_TRUE(first_stage.at("steps").at(0).at("loss").is_null());
+      EXPECT_EQ(first_stage.at("stages").get<int>(), ranks);
+    }
+  }
+  SCOPED_TRACE("2 stages x 2 replicas");
+  expect_near(losses_of(4, {"--parallel", "pipeline", "--stages", "2", "--micro-batches", "4", "--stage-layers", "1,3"},
+                        "replicas", 1),
+              losses_of(2, {"--accum", "4"}, "ddp2", 0));
+}
+
 TEST(TrainerProcess, ASlowRankMakesTheOthersWaitAtTheAllReduce) {
   TempDir dir;
   const std::string metrics = (dir / "metrics-{rank}.json").string();
