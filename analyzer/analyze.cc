@@ -8,6 +8,7 @@
 
 #include "analyzer/analyze_stages.h"
 #include "analyzer/cross_rank.h"
+#include "analyzer/parallelism.h"
 #include "analyzer/hang.h"
 #include "analyzer/metrics.h"
 #include "analyzer/parallel_internal.h"
@@ -60,6 +61,18 @@ RankResult MeasureRank(RankActivity activity, const AnalyzeOptions& options, std
   if (skipped_everything) {
     warnings->push_back(fmt::format("rank {}: all {} step(s) fall within --skip-steps {}; aggregating them anyway",
                                     activity.rank, activity.steps.size(), options.skip_steps));
+  }
+  const bool strategy_needs_compute =
+      !activity.passes.empty() || std::any_of(activity.collectives.begin(), activity.collectives.end(),
+                                              [](const CollectiveRecord& record) {
+                                                return record.label >= 0 &&
+                                                       (record.op == trace::CollectiveOp::kAllGather ||
+                                                        record.op == trace::CollectiveOp::kReduceScatter);
+                                              });
+  if (strategy_needs_compute) {
+    for (const DeviceActivity& device : activity.devices) {
+      result.compute = result.compute.empty() ? device.compute : Union(result.compute, device.compute);
+    }
   }
   for (DeviceActivity& device : activity.devices) {
     DeviceReport report;
@@ -294,6 +307,24 @@ CrossRankResult MeasureAcrossRanks(const std::vector<RankResult>& ranks, const S
   return AnalyzeCrossRank(inputs, steps.aggregated_numbers, steps.median_step_ns);
 }
 
+Parallelism MeasureParallelism(const std::vector<RankResult>& ranks, const ClockAlignment& clock,
+                               const StepsAcrossRanks& steps, std::vector<std::string>& warnings) {
+  std::vector<RankParallelInput> inputs;
+  for (const RankResult& rank : ranks) {
+    RankParallelInput input;
+    input.rank = rank.activity.rank;
+    for (const HostClock& host : clock.hosts) {
+      if (std::find(host.ranks.begin(), host.ranks.end(), rank.activity.rank) != host.ranks.end()) {
+        input.clock_offset_ns = host.offset_ns;
+      }
+    }
+    input.activity = &rank.activity;
+    input.compute = rank.compute.empty() ? nullptr : &rank.compute;
+    inputs.push_back(input);
+  }
+  return AnalyzeParallelism(inputs, steps.aggregated_numbers, &warnings);
+}
+
 std::vector<DeviceReport> DeviceReportsWithWaits(std::vector<RankResult>& ranks, const CrossRankResult& cross) {
   std::vector<DeviceReport> rows;
   size_t input = 0;  // the rank's place among MeasureAcrossRanks' inputs
@@ -352,11 +383,24 @@ Workload MakeWorkload(const std::vector<RankResult>& ranks, std::optional<int> w
     workload.steps = mark.steps;
     workload.parameters = mark.parameters;
     workload.source = "workload mark";
+    if (mark.stages && *mark.stages > 1) workload.stages = mark.stages;
+    if (mark.micro_batches && *mark.micro_batches > 1) workload.micro_batches = mark.micro_batches;
     break;
   }
-  if (workload.batch_per_rank && workload.world_size) {
-    workload.global_batch =
-        CheckedProduct(*workload.batch_per_rank, *workload.world_size, workload.accumulation.value_or(1));
+  // A pipeline's ranks each hold a stage: the model is their parameters over one replica,
+  // and the data-parallel replicas are world / stages.
+  int64_t replicas = workload.world_size.value_or(0);
+  if (workload.stages && workload.world_size && *workload.world_size % *workload.stages == 0) {
+    replicas = *workload.world_size / *workload.stages;
+    int64_t parameters = 0;
+    for (const RankResult& rank : ranks) {
+      if (rank.activity.workload && rank.activity.workload->parameters) parameters += *rank.activity.workload->parameters;
+    }
+    if (replicas > 0 && static_cast<int64_t>(ranks.size()) == *workload.world_size) workload.parameters = parameters / replicas;
+  }
+  if (workload.batch_per_rank && workload.world_size && replicas > 0) {
+    workload.global_batch = CheckedProduct(*workload.batch_per_rank, replicas,
+                                           workload.accumulation.value_or(1) * workload.micro_batches.value_or(1));
     return workload;
   }
   // Else the step payload: samples per rank per step (batch · accumulation).
@@ -469,6 +513,7 @@ Result<Report> BuildReport(std::vector<RankResult> ranks, RunInfo run, std::vect
   report.cross_rank.step_time_spread = SpreadAcrossDevices(report.ranks, &StepStats::step_ns);
   report.cross_rank.compute_time_spread = SpreadAcrossDevices(report.ranks, &StepStats::compute_ns);
 
+  report.parallelism = MeasureParallelism(ranks, report.cross_rank.clock, steps, warnings);
   report.summary = SummarizeRun(report.ranks, run, steps.selection.steps_aggregated, report.workload, warnings);
   report.top_activities = SumTopActivities(ranks, options.top);
   report.run = std::move(run);

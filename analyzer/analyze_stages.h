@@ -12,6 +12,7 @@
 
 #include "analyzer/analyze.h"
 #include "analyzer/cross_rank.h"
+#include "analyzer/intervals.h"
 #include "analyzer/rank_scan.h"
 #include "analyzer/report.h"
 #include "base/status.h"
@@ -22,6 +23,9 @@ namespace rankscope::analyzer {
 struct RankResult {
   RankActivity activity;  // devices emptied
   std::vector<DeviceReport> devices;
+  // The rank's compute, its devices united: kept only for a pipeline's passes or FSDP's
+  // labelled all-gathers and reduce-scatters (docs/metrics.md §4 "Parallel strategies").
+  IntervalSet compute;
 };
 
 // 1. Adds each rank, its event counts and whether it had device activity to `run`.
@@ -50,6 +54,11 @@ CrossRankResult MeasureAcrossRanks(const std::vector<RankResult>& ranks, const S
 // activity, with the rank's waits from `cross` (per step, totals and their stats). Moves
 // the rows out of `ranks`.
 std::vector<DeviceReport> DeviceReportsWithWaits(std::vector<RankResult>& ranks, const CrossRankResult& cross);
+
+// The strategy's figures (docs/metrics.md §4 "Parallel strategies"): messages matched,
+// a pipeline's bubble, FSDP's exposed all-gathers; each rank on the reference clock.
+Parallelism MeasureParallelism(const std::vector<RankResult>& ranks, const ClockAlignment& clock,
+                               const StepsAcrossRanks& steps, std::vector<std::string>& warnings);
 
 // 6. max / median over devices of their median `field` per step; nullopt with fewer than
 // two devices or a median <= 0.

@@ -287,10 +287,12 @@ std::vector<CollectiveKindSummary> SummarizeKinds(const std::vector<RankCollecti
     for (size_t i : list) {
       const CollectiveInstance& instance = matched[i];
       uint64_t bytes = 0;
+      bool per_rank_bytes = false;
       int comm_size = 0;
       int64_t shortest = INT64_MAX;
       for (const CollectiveArrival& a : instance.arrivals) {
         bytes = std::max(bytes, a.record->bytes);
+        per_rank_bytes = per_rank_bytes || a.record->per_rank_bytes;
         comm_size = std::max(comm_size, a.record->comm_size);
         shortest = std::min(shortest, a.record->end_ns - a.record->start_ns);
       }
@@ -299,6 +301,8 @@ std::vector<CollectiveKindSummary> SummarizeKinds(const std::vector<RankCollecti
         transfers[a.rank_index].push_back({a.record->end_ns - shortest, a.record->end_ns});
       }
       const int participants = comm_size > 0 ? comm_size : static_cast<int>(instance.arrivals.size());
+      // nccl-tests' size: an all-gather's output, a reduce-scatter's input.
+      if (per_rank_bytes) bytes *= static_cast<uint64_t>(participants);
       ++summary.count;
       summary.total_bytes += bytes;
       summary.wait_ns += waits[i].wait_ns;

@@ -141,8 +141,8 @@ class RankScanner::Impl {
   // collective record (docs/metrics.md §4, "comm ranges").
   void AddRange(const trace::SpanRow& row, ActivityClass activity_class);
   void AddCommRecord(std::vector<CollectiveRecord>& records, const trace::SpanRow& row, uint64_t bytes);
-  uint64_t ArgsBytes(trace::StringId args);
   void ChooseSteps(RankActivity& activity);
+  void AddPipelinePass(const trace::SpanRow& row);
   void ChooseCollectives(RankActivity& activity);
 
   ScanOptions options_;
@@ -161,7 +161,8 @@ class RankScanner::Impl {
   std::vector<CollectiveRecord> kernel_records_, range_records_;
   std::vector<std::string> kinds_;
   std::map<std::string, uint32_t> kind_index_;
-  std::unordered_map<trace::StringId, uint64_t> args_bytes_;
+  std::vector<MessageRecord> messages_;
+  std::vector<PipelinePass> passes_;
   int64_t events_ = 0;
   int64_t invalid_events_ = 0;
 };
@@ -234,20 +235,43 @@ void RankScanner::Impl::CountName(trace::StringId name, int8_t activity_class, i
   total.activity_class = activity_class;
 }
 
-uint64_t RankScanner::Impl::ArgsBytes(trace::StringId args) {
-  if (args == trace::kEmptyString) return 0;
-  auto [it, inserted] = args_bytes_.try_emplace(args, 0);
-  if (inserted) it->second = PayloadBytes(Str(args));
-  return it->second;
-}
-
 void RankScanner::Impl::AddRange(const trace::SpanRow& row, ActivityClass activity_class) {
   const auto index = static_cast<size_t>(activity_class);
   range_lanes_[row.lane].by_class[index].Add({row.start_ns, row.end_ns});
   CountName(row.name, static_cast<int8_t>(index), row.end_ns - row.start_ns);
   if (activity_class == ActivityClass::kComm && header_.collectives.empty()) {
-    AddCommRecord(range_records_, row, ArgsBytes(row.args));
+    const CommRangeArgs args =
+        row.args == trace::kEmptyString ? CommRangeArgs{} : ReadCommRangeArgs(Str(row.args));
+    const trace::CollectiveOp op = OpFromName(Str(row.name));
+    // A send or receive under the `rankscope collective` convention is a message between
+    // two ranks, matched with its other side (docs/metrics.md §4 "Point to point").
+    if ((op == trace::CollectiveOp::kSend || op == trace::CollectiveOp::kRecv) && args.peer >= 0 &&
+        args.comm_rank >= 0 && args.comm) {
+      messages_.push_back({op == trace::CollectiveOp::kSend, *args.comm, args.comm_rank, args.peer, row.start_ns,
+                           row.end_ns, args.bytes, args.label});
+      return;
+    }
+    AddCommRecord(range_records_, row, args.bytes);
+    CollectiveRecord& record = range_records_.back();
+    record.label = args.label;
+    record.per_rank_bytes =
+        args.comm && (op == trace::CollectiveOp::kAllGather || op == trace::CollectiveOp::kReduceScatter);
   }
+}
+
+void RankScanner::Impl::AddPipelinePass(const trace::SpanRow& row) {
+  const std::string& name = Str(row.name);
+  if (name != "forward" && name != "backward") return;
+  const Json args = ParseObject(Str(row.args));
+  const std::optional<int64_t> stage = IntField(args, "stage");
+  const std::optional<int64_t> stages = IntField(args, "stages");
+  const std::optional<int64_t> micro_batch = IntField(args, "micro_batch");
+  const std::optional<int64_t> micro_batches = IntField(args, "micro_batches");
+  if (!stage || !stages || !micro_batch || !micro_batches || *stage < 0 || *stage >= *stages || *micro_batch < 0 ||
+      *micro_batch >= *micro_batches) {
+    return;
+  }
+  passes_.push_back({name == "forward", *stage, *stages, *micro_batch, *micro_batches, row.start_ns, row.end_ns});
 }
 
 void RankScanner::Impl::AddCommRecord(std::vector<CollectiveRecord>& records, const trace::SpanRow& row,
@@ -309,6 +333,7 @@ Status RankScanner::Impl::OnSpans(trace::SpanTable table, std::span<const trace:
               {row.lane, row.start_ns, row.end_ns, row.name, row.args, row.payload_kind, row.payload_int});
           return;
         }
+        if (row.args != trace::kEmptyString) AddPipelinePass(row);
         const RangeVerdict verdict = classifier_.ClassifyRange(row);
         if (verdict.deferred) {
           deferred_ranges_.push_back({row.lane, row.name, row.args, row.start_ns, row.end_ns});
@@ -412,8 +437,14 @@ void RankScanner::Impl::ChooseCollectives(RankActivity& activity) {
       CollectiveRecord record;
       record.op = event.op != trace::CollectiveOp::kUnknown ? event.op : OpFromName(name);
       // A send or receive involves two ranks, not the communicator, and NCCL gives it no
-      // sequence number shared across ranks: it is not matched as a collective.
-      if (record.op == trace::CollectiveOp::kSend || record.op == trace::CollectiveOp::kRecv) continue;
+      // sequence number shared across ranks: it is a message, matched with its other side.
+      if (record.op == trace::CollectiveOp::kSend || record.op == trace::CollectiveOp::kRecv) {
+        if (event.peer >= 0 && event.comm_rank >= 0) {
+          messages_.push_back({record.op == trace::CollectiveOp::kSend, event.comm_hash, event.comm_rank, event.peer,
+                               event.start_ns, event.end_ns, event.bytes, -1});
+        }
+        continue;
+      }
       if (!last_kind || event.name != last_name || (name.empty() && record.op != last_op)) {
         last_kind = KindIndex(!name.empty() ? name : CollectiveOpName(record.op));
         last_name = event.name;
@@ -426,6 +457,9 @@ void RankScanner::Impl::ChooseCollectives(RankActivity& activity) {
       record.start_ns = event.start_ns;
       record.end_ns = event.end_ns;
       record.bytes = event.bytes;
+      record.per_rank_bytes = activity.collective_source == CollectiveSource::kPlugin &&
+                              (record.op == trace::CollectiveOp::kAllGather ||
+                               record.op == trace::CollectiveOp::kReduceScatter);
       records.push_back(record);
     }
   } else {
@@ -448,6 +482,12 @@ void RankScanner::Impl::ChooseCollectives(RankActivity& activity) {
   }
   activity.collectives = std::move(records);
   activity.collective_kinds = kinds_;
+  const auto message_by_start = [](const MessageRecord& a, const MessageRecord& b) { return a.start_ns < b.start_ns; };
+  std::stable_sort(messages_.begin(), messages_.end(), message_by_start);
+  activity.messages = std::move(messages_);
+  const auto pass_by_start = [](const PipelinePass& a, const PipelinePass& b) { return a.start_ns < b.start_ns; };
+  std::stable_sort(passes_.begin(), passes_.end(), pass_by_start);
+  activity.passes = std::move(passes_);
 }
 
 Result<RankActivity> RankScanner::Impl::Finish() {
@@ -531,8 +571,10 @@ Result<RankActivity> RankScanner::Impl::Finish() {
     if (activity.workload || Str(mark.name) != "workload") continue;
     const Json args = ParseObject(Str(mark.args));
     if (!args.is_object()) continue;
-    activity.workload = WorkloadMark{IntField(args, "world_size"), IntField(args, "batch"), IntField(args, "accum"),
-                                     IntField(args, "steps"), IntField(args, "parameters")};
+    activity.workload = WorkloadMark{IntField(args, "world_size"),   IntField(args, "batch"),
+                                     IntField(args, "accum"),        IntField(args, "steps"),
+                                     IntField(args, "parameters"),   IntField(args, "parallel"),
+                                     IntField(args, "stages"),       IntField(args, "micro_batches")};
   }
   for (const trace::CollectiveEvent& event : header_.collectives) {
     if (!trace::CheckedDuration(event.start_ns, event.end_ns) || !KnownIds(event, header_)) ++invalid_events_;

@@ -46,10 +46,41 @@ struct CollectiveRecord {
   int64_t start_ns = 0;
   int64_t end_ns = 0;
   uint64_t bytes = 0;
+  int64_t label = -1;      // the range's `bucket` payload field (DDP bucket, FSDP layer), else -1
+  // An all-gather's or reduce-scatter's bytes are one rank's part (NCCL's count argument;
+  // the `rankscope collective` convention): nccl-tests' size is bytes × ranks.
+  bool per_rank_bytes = false;
+};
+
+// A point-to-point message as one side recorded it (docs/metrics.md §4 "Point to point"):
+// NCCL's profiler plugin's send and receive records, or a comm range with the `rankscope
+// collective` payload and a peer. Matched across ranks in cross-rank analysis.
+struct MessageRecord {
+  bool send = true;
+  uint64_t comm_hash = 0;
+  int32_t comm_rank = -1;  // this side's rank in the communicator
+  int32_t peer = -1;       // the other side's
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+  uint64_t bytes = 0;
+  int64_t label = -1;  // the payload's `bucket` (a pipeline's micro-batch), else -1
+};
+
+// A pipeline pass: a "forward" or "backward" range whose payload has the `rankscope
+// micro-batch` fields (stage, stages, micro_batch, micro_batches).
+struct PipelinePass {
+  bool forward = true;
+  int64_t stage = 0;
+  int64_t stages = 0;
+  int64_t micro_batch = 0;
+  int64_t micro_batches = 0;
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
 };
 
 struct WorkloadMark {
   std::optional<int64_t> world_size, batch, accum, steps, parameters;
+  std::optional<int64_t> parallel, stages, micro_batches;  // 0 ddp, 1 fsdp, 2 pipeline
 };
 
 struct RankActivity {
@@ -64,6 +95,8 @@ struct RankActivity {
   CollectiveSource collective_source = CollectiveSource::kNone;
   std::vector<std::string> collective_kinds;
   std::vector<CollectiveRecord> collectives;  // sorted by start
+  std::vector<MessageRecord> messages;        // sorted by start
+  std::vector<PipelinePass> passes;           // sorted by start
   std::vector<ActivitySummary> activities;    // every name with device time
   std::optional<WorkloadMark> workload;
   int64_t events = 0;

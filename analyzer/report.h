@@ -83,9 +83,13 @@ struct Workload {
   std::optional<int64_t> world_size;
   std::optional<int64_t> batch_per_rank;
   std::optional<int64_t> accumulation;
-  std::optional<int64_t> global_batch;  // batch_per_rank · world_size · accumulation
+  // batch_per_rank · world_size · accumulation; a pipeline's: batch_per_rank · (world_size /
+  // stages) · accumulation · micro_batches
+  std::optional<int64_t> global_batch;
   std::optional<int64_t> steps;
-  std::optional<int64_t> parameters;
+  std::optional<int64_t> parameters;    // the model's (a pipeline's stages summed)
+  std::optional<int64_t> stages;        // a pipeline's, when more than 1
+  std::optional<int64_t> micro_batches; // a pipeline's per step, when more than 1
   std::string source;  // "workload mark", "step payload" or "" when unknown
 };
 
@@ -329,6 +333,86 @@ struct HangReport {
   std::vector<Culprit> culprits;             // by rank
 };
 
+// Point-to-point messages from one rank to another, send matched with receive
+// (docs/metrics.md §4 "Point to point").
+struct MessageRoute {
+  int from_rank = 0;
+  int to_rank = 0;
+  int64_t count = 0;
+  uint64_t total_bytes = 0;
+  int64_t receiver_wait_ns = 0;  // Σ max(0, send start − receive start): receiver waited for the sender
+  int64_t sender_wait_ns = 0;    // Σ max(0, receive start − send start): sender waited for the receiver
+  int64_t transfer_ns = 0;       // Σ max(0, receive end − the later start)
+  std::optional<Stats> bandwidth_gbps;  // per message: bytes / its transfer (GB/s)
+};
+
+struct PointToPoint {
+  int64_t matched = 0;
+  int64_t unmatched = 0;              // messages whose other side no rank recorded
+  std::vector<MessageRoute> routes;   // by (from, to)
+};
+
+// One pipeline stage (a rank) over the aggregated steps (docs/metrics.md §4 "Pipeline
+// bubble"); durations are medians over those steps.
+struct PipelineStageFigures {
+  int rank = 0;
+  int stage = 0;
+  int replica = 0;
+  int64_t steps = 0;               // aggregated steps with a pipeline window
+  int64_t window_ns = 0;           // the replica's window: first pass of any stage to last
+  int64_t busy_ns = 0;             // this rank's compute inside it
+  double bubble_pct = 0;           // 100 · (window − busy) / window, median over steps
+  int64_t neighbour_wait_ns = 0;   // in a send or receive before its other side arrived
+  int64_t transfer_ns = 0;         // in a send or receive after it did
+  int64_t other_idle_ns = 0;       // window − busy − the two above, at least 0
+  double busy_vs_mean = 0;         // busy / the mean busy of its replica's stages
+};
+
+struct PipelineFigures {
+  int stages = 0;
+  int micro_batches = 0;
+  int replicas = 0;
+  double ideal_bubble_pct = 0;  // 100 · (S − 1) / (M + S − 1)
+  double bubble_pct = 0;        // median over the stage rows
+  // The window split: medians over (replica, step) of the window W, of what balanced stages
+  // without communication would take (mean busy · (M + S − 1) / M), and of what the slowest
+  // stage adds to that ((max busy − mean busy) · (M − 1) / M: with t_s = busy_s / M per
+  // micro-batch, a pipeline takes Σ t_s + (M − 1) · max t_s); then the rest of the median
+  // W (waiting for neighbours, transfers, anything else), at least 0.
+  int64_t window_ns = 0;
+  int64_t balanced_window_ns = 0;
+  int64_t imbalance_ns = 0;
+  int64_t communication_ns = 0;
+  std::vector<PipelineStageFigures> stage_rows;  // by (replica, stage)
+  std::string diagnosis;        // where the bubble beyond the ideal comes from
+};
+
+// One FSDP layer's all-gathers and reduce-scatters, per rank and aggregated step (means).
+struct FsdpLayerFigures {
+  int64_t layer = 0;
+  double all_gathers = 0;
+  double gather_ns = 0;
+  double exposed_gather_ns = 0;  // not overlapped by the rank's compute
+  double reduce_scatter_ns = 0;
+  double exposed_reduce_scatter_ns = 0;
+};
+
+struct FsdpFigures {
+  std::vector<FsdpLayerFigures> layers;  // by layer
+  double gather_ns = 0;                  // summed over layers
+  double exposed_gather_ns = 0;
+  std::optional<double> exposed_gather_pct;  // 100 · exposed / gather
+};
+
+// How the run was parallelized and what that costs (docs/metrics.md §4, §6).
+struct Parallelism {
+  std::string strategy = "unknown";  // "ddp", "fsdp", "pipeline" or "unknown"
+  std::string strategy_source;       // "workload mark", "collectives", or empty
+  std::optional<PointToPoint> point_to_point;
+  std::optional<PipelineFigures> pipeline;
+  std::optional<FsdpFigures> fsdp;
+};
+
 struct Report {
   int version = kReportVersion;
   std::string tool_version;
@@ -340,6 +424,7 @@ struct Report {
   std::vector<DeviceReport> ranks;           // sorted by (rank, device)
   std::vector<ActivitySummary> top_activities;  // summed over ranks, longest first
   CrossRank cross_rank;
+  Parallelism parallelism;
   std::vector<std::string> warnings;         // what is missing or doubtful, one line each
   // Filled when the run did not finish (a hang, a mismatch, killed ranks, open work).
   std::optional<HangReport> did_not_finish;

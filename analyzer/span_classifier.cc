@@ -7,12 +7,11 @@
 #include <charconv>
 #include <map>
 
+#include "analyzer/args_internal.h"
 #include "analyzer/classify_internal.h"
 
 namespace rankscope::analyzer {
 namespace {
-
-using Json = nlohmann::json;
 
 constexpr int8_t kUnknown = -2;
 constexpr int8_t kNoClass = -1;
@@ -105,10 +104,9 @@ std::optional<int64_t> ProfilerStepNumber(std::string_view name) {
   return number;
 }
 
-uint64_t PayloadBytes(std::string_view args_json) {
-  if (args_json.empty() || args_json.front() != '{') return 0;
-  const Json args = Json::parse(args_json, nullptr, /*allow_exceptions=*/false);
-  if (!args.is_object()) return 0;
+namespace {
+
+uint64_t BytesOf(const Json& args) {
   if (const auto bytes = args.find("bytes"); bytes != args.end()) {
     if (bytes->is_number_unsigned()) return bytes->get<uint64_t>();
     if (bytes->is_number_integer()) return bytes->get<int64_t>() > 0 ? bytes->get<uint64_t>() : 0;
@@ -121,6 +119,37 @@ uint64_t PayloadBytes(std::string_view args_json) {
     if (__builtin_add_overflow(total, TensorBytes((*dims)[i], (*types)[i]), &total)) return 0;
   }
   return total;
+}
+
+// A field that fits int32 and is at least -1; else -1.
+int32_t RankField(const Json& args, const char* key) {
+  const std::optional<int64_t> value = IntField(args, key);
+  return value && *value >= -1 && *value <= INT32_MAX ? static_cast<int32_t>(*value) : -1;
+}
+
+}  // namespace
+
+uint64_t PayloadBytes(std::string_view args_json) {
+  if (args_json.empty() || args_json.front() != '{') return 0;
+  const Json args = Json::parse(args_json, nullptr, /*allow_exceptions=*/false);
+  return args.is_object() ? BytesOf(args) : 0;
+}
+
+CommRangeArgs ReadCommRangeArgs(std::string_view args_json) {
+  CommRangeArgs out;
+  if (args_json.empty() || args_json.front() != '{') return out;
+  const Json args = Json::parse(args_json, nullptr, /*allow_exceptions=*/false);
+  if (!args.is_object()) return out;
+  out.bytes = BytesOf(args);
+  if (const auto comm = args.find("comm"); comm != args.end() && comm->is_number_unsigned()) {
+    out.comm = comm->get<uint64_t>();
+  } else if (comm != args.end() && comm->is_number_integer() && comm->get<int64_t>() >= 0) {
+    out.comm = static_cast<uint64_t>(comm->get<int64_t>());
+  }
+  out.comm_rank = RankField(args, "comm_rank");
+  out.peer = RankField(args, "peer");
+  out.label = IntField(args, "bucket").value_or(-1);
+  return out;
 }
 
 SpanClassifier::SpanClassifier(ClassifyOptions options, std::vector<std::string> step_names)

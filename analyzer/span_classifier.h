@@ -34,6 +34,18 @@ std::optional<int64_t> StepNumberOf(std::optional<int64_t> args_step, std::strin
 // type" (tensor inputs of a known type only); 0 when unknown.
 uint64_t PayloadBytes(std::string_view args_json);
 
+// What a comm range's args say: its bytes (PayloadBytes) and, under the `rankscope
+// collective` convention (trainer/README.md), its communicator, its rank there, a
+// point-to-point peer and its bucket label.
+struct CommRangeArgs {
+  uint64_t bytes = 0;
+  std::optional<uint64_t> comm;
+  int32_t comm_rank = -1;
+  int32_t peer = -1;  // -1: not point to point
+  int64_t label = -1;
+};
+CommRangeArgs ReadCommRangeArgs(std::string_view args_json);
+
 // The class of one NVTX range.
 struct RangeVerdict {
   std::optional<ActivityClass> activity_class;  // nullopt: an annotation (so far)

@@ -105,9 +105,17 @@ std::vector<std::pair<std::string, std::string>> SummaryItems(const Report& repo
 
   const Workload& workload = report.workload;
   std::string batch_text = workload.global_batch ? std::to_string(*workload.global_batch) : "unknown";
-  if (workload.batch_per_rank && workload.world_size && workload.accumulation) {
-    batch_text += fmt::format(" = {} x {} x {} (batch x world x accumulation)", *workload.batch_per_rank,
-                              *workload.world_size, *workload.accumulation);
+  if (workload.batch_per_rank && workload.world_size && workload.stages && workload.global_batch &&
+      *workload.world_size % *workload.stages == 0) {
+    // A pipeline: each replica of `stages` ranks takes one batch per micro-batch.
+    batch_text += fmt::format(" = {} x {} x {} (batch x replicas x micro-batches; {} ranks in {} stages)",
+                              *workload.batch_per_rank, *workload.world_size / *workload.stages,
+                              workload.micro_batches.value_or(1) * workload.accumulation.value_or(1),
+                              *workload.world_size, *workload.stages);
+  } else if (workload.batch_per_rank && workload.world_size && workload.accumulation) {
+    batch_text += fmt::format(" = {} x {} x {} (batch x world x {})", *workload.batch_per_rank, *workload.world_size,
+                              *workload.accumulation * workload.micro_batches.value_or(1),
+                              workload.micro_batches ? "micro-batches" : "accumulation");
   }
   items.emplace_back("global batch", batch_text);
 

@@ -53,6 +53,24 @@ std::string ClockLine(const analyzer::Report& report);
 // "stragglers: none (max/median step time 1.02)".
 std::string StragglerLine(const analyzer::Report& report);
 
+// ---- parallel strategies: Report::parallelism (parallelism_format.cc) -----------------
+// "parallelism: pipeline (workload mark), 4 stages x 1 replica, 8 micro-batches" or
+// "parallelism: fsdp (workload mark), all-gathers 12.3 ms per rank and step, 41.2% of it
+// exposed"; empty when the strategy is unknown and nothing was measured.
+std::string StrategyLine(const analyzer::Report& report);
+// One row per (sender, receiver): messages, bytes, who waited for whom, transfer,
+// bandwidth; empty without matched messages.
+Table PointToPointTable(const analyzer::Report& report);
+// One row per pipeline stage: window, busy, bubble against the ideal, where the idle time
+// went; empty without a pipeline.
+Table PipelineTable(const analyzer::Report& report);
+// "bubble 31.2% (ideal 27.3% for 4 stages, 8 micro-batches): <diagnosis>"; empty without a
+// pipeline.
+std::string PipelineLine(const analyzer::Report& report);
+// One row per FSDP layer: all-gathers, their time and the exposed part, reduce-scatters;
+// empty without FSDP figures.
+Table FsdpLayerTable(const analyzer::Report& report);
+
 // ---- a run that did not finish: Report::did_not_finish (run_end_format.cc) -------------
 
 // "Did not finish: hang".

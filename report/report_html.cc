@@ -422,6 +422,15 @@ std::string ReportToHtml(const Report& report) {
     if (!source.empty()) out += "<p>" + format::HtmlEscape(source) + "</p>\n";
     if (!collectives.rows.empty()) AppendTable(collectives, out, /*name_first_column=*/true);
   }
+  if (const std::string strategy = StrategyLine(report); !strategy.empty()) {
+    out += "<h2>Parallelism</h2>\n<p>" + format::HtmlEscape(strategy) + "</p>\n";
+    if (const std::string pipeline = PipelineLine(report); !pipeline.empty()) {
+      out += "<p>" + format::HtmlEscape(pipeline) + "</p>\n";
+    }
+    for (const Table& table : {PipelineTable(report), FsdpLayerTable(report), PointToPointTable(report)}) {
+      if (!table.rows.empty()) AppendTable(table, out);
+    }
+  }
   out += "<h2>Stragglers</h2>\n<p>" + format::HtmlEscape(StragglerLine(report)) + "</p>\n";
   if (const std::string clock = ClockLine(report); !clock.empty()) {
     out += "<p>" + format::HtmlEscape(clock) + "</p>\n";

@@ -134,6 +134,8 @@ Json WorkloadToJson(const Workload& workload) {
   object["global_batch"] = Optional(workload.global_batch);
   object["steps"] = Optional(workload.steps);
   object["parameters"] = Optional(workload.parameters);
+  object["stages"] = Optional(workload.stages);
+  object["micro_batches"] = Optional(workload.micro_batches);
   object["source"] = workload.source;
   return object;
 }
@@ -587,6 +589,72 @@ void WriteDevice(const DeviceReport& device, size_t rows_after, JsonWriter& json
   json.EndObject();
 }
 
+Json ParallelismToJson(const analyzer::Parallelism& parallelism) {
+  Json object = Json::object();
+  object["strategy"] = parallelism.strategy;
+  object["strategy_source"] = parallelism.strategy_source;
+  object["point_to_point"] = nullptr;
+  if (const auto& p2p = parallelism.point_to_point) {
+    Json routes = Json::array();
+    for (const analyzer::MessageRoute& route : p2p->routes) {
+      routes.push_back({{"from_rank", route.from_rank},
+                        {"to_rank", route.to_rank},
+                        {"count", route.count},
+                        {"total_bytes", route.total_bytes},
+                        {"receiver_wait_ns", route.receiver_wait_ns},
+                        {"sender_wait_ns", route.sender_wait_ns},
+                        {"transfer_ns", route.transfer_ns},
+                        {"bandwidth_gbps", OptionalStats(route.bandwidth_gbps)}});
+    }
+    object["point_to_point"] = {{"matched", p2p->matched}, {"unmatched", p2p->unmatched}, {"routes", routes}};
+  }
+  object["pipeline"] = nullptr;
+  if (const auto& pipeline = parallelism.pipeline) {
+    Json stages = Json::array();
+    for (const analyzer::PipelineStageFigures& row : pipeline->stage_rows) {
+      stages.push_back({{"rank", row.rank},
+                        {"stage", row.stage},
+                        {"replica", row.replica},
+                        {"steps", row.steps},
+                        {"window_ns", row.window_ns},
+                        {"busy_ns", row.busy_ns},
+                        {"bubble_pct", Number(row.bubble_pct)},
+                        {"neighbour_wait_ns", row.neighbour_wait_ns},
+                        {"transfer_ns", row.transfer_ns},
+                        {"other_idle_ns", row.other_idle_ns},
+                        {"busy_vs_mean", Number(row.busy_vs_mean)}});
+    }
+    object["pipeline"] = {{"stages", pipeline->stages},
+                          {"micro_batches", pipeline->micro_batches},
+                          {"replicas", pipeline->replicas},
+                          {"ideal_bubble_pct", Number(pipeline->ideal_bubble_pct)},
+                          {"bubble_pct", Number(pipeline->bubble_pct)},
+                          {"window_ns", pipeline->window_ns},
+                          {"balanced_window_ns", pipeline->balanced_window_ns},
+                          {"imbalance_ns", pipeline->imbalance_ns},
+                          {"communication_ns", pipeline->communication_ns},
+                          {"stage_rows", stages},
+                          {"diagnosis", pipeline->diagnosis}};
+  }
+  object["fsdp"] = nullptr;
+  if (const auto& fsdp = parallelism.fsdp) {
+    Json layers = Json::array();
+    for (const analyzer::FsdpLayerFigures& layer : fsdp->layers) {
+      layers.push_back({{"layer", layer.layer},
+                        {"all_gathers", Number(layer.all_gathers)},
+                        {"gather_ns", Number(layer.gather_ns)},
+                        {"exposed_gather_ns", Number(layer.exposed_gather_ns)},
+                        {"reduce_scatter_ns", Number(layer.reduce_scatter_ns)},
+                        {"exposed_reduce_scatter_ns", Number(layer.exposed_reduce_scatter_ns)}});
+    }
+    object["fsdp"] = {{"layers", layers},
+                      {"gather_ns", Number(fsdp->gather_ns)},
+                      {"exposed_gather_ns", Number(fsdp->exposed_gather_ns)},
+                      {"exposed_gather_pct", Optional(fsdp->exposed_gather_pct)}};
+  }
+  return object;
+}
+
 }  // namespace
 
 std::string ReportToJson(const Report& report) {
@@ -617,6 +685,7 @@ std::string ReportToJson(const Report& report) {
   for (const ActivitySummary& activity : report.top_activities) activities.push_back(ActivityToJson(activity));
   json.ValueMember("top_activities", activities);
   json.ValueMember("cross_rank", CrossRankToJson(report.cross_rank));
+  json.ValueMember("parallelism", ParallelismToJson(report.parallelism));
   json.ValueMember("warnings", StringArray(report.warnings));
   // Only for a run that did not finish, so the reports of finished runs keep their keys.
   if (report.did_not_finish) json.ValueMember("did_not_finish", HangReportToJsonValue(*report.did_not_finish));

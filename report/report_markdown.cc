@@ -92,6 +92,17 @@ std::string ReportToMarkdown(const Report& report) {
     if (!collectives.rows.empty()) AppendTable(collectives, out);
   }
 
+  if (const std::string strategy = StrategyLine(report); !strategy.empty()) {
+    AppendSection("Parallelism", out);
+    out += format::MarkdownEscape(strategy) + "\n\n";
+    if (const std::string pipeline = PipelineLine(report); !pipeline.empty()) {
+      out += format::MarkdownEscape(pipeline) + "\n\n";
+    }
+    for (const Table& table : {PipelineTable(report), FsdpLayerTable(report), PointToPointTable(report)}) {
+      if (!table.rows.empty()) AppendTable(table, out);
+    }
+  }
+
   AppendSection("Stragglers", out);
   out += format::MarkdownEscape(StragglerLine(report)) + "\n";
   if (const std::string clock = ClockLine(report); !clock.empty()) {

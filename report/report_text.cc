@@ -122,6 +122,14 @@ std::string ReportToText(const Report& report) {
   AppendRanks(report, out);
   AppendTopActivities(report, out);
   AppendCollectives(report, out);
+  if (const std::string strategy = StrategyLine(report); !strategy.empty()) {
+    out += '\n';
+    AppendWrapped(strategy, "  ", out);
+    if (const std::string pipeline = PipelineLine(report); !pipeline.empty()) AppendWrapped(pipeline, "  ", out);
+    for (const Table& table : {PipelineTable(report), FsdpLayerTable(report), PointToPointTable(report)}) {
+      if (!table.rows.empty()) AppendTable(table, out);
+    }
+  }
   out += '\n';
   if (const std::string clock = ClockLine(report); !clock.empty()) AppendWrapped(clock, "  ", out);
   AppendWrapped(StragglerLine(report), "  ", out);

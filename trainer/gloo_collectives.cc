@@ -76,8 +76,8 @@ class GlooCollectives final : public Collectives {
 
   Result<Ticket> StartReduceScatter(int layer, float* data, size_t count) override {
     return Submit([this, layer, data, count] {
-      // Its message size is the whole input, as nccl-tests and NCCL's profiler count it.
-      CollectiveFields fields = NextCollective(count * static_cast<size_t>(group_->size()));
+      // One rank's part, as NCCL's recvcount (and the all-gather's sendcount) gives it.
+      CollectiveFields fields = NextCollective(count);
       fields.bucket = layer;
       CollectiveRange range("reducescatter", fields, RangeCategory::kComm);
       return group_->ReduceScatterSum(data, count);

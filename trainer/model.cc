@@ -59,7 +59,11 @@ std::vector<float> Mlp::InitialParameters(const ModelShape& shape, uint64_t seed
 std::vector<int64_t> Mlp::LayerWork(const ModelShape& shape) {
   const std::vector<int> widths = Widths(shape);
   std::vector<int64_t> work;
-  for (size_t l = 0; l + 1 < widths.size(); ++l) work.push_back(static_cast<int64_t>(widths[l]) * widths[l + 1]);
+  for (size_t l = 0; l + 1 < widths.size(); ++l) {
+    // Forward, the weight gradient, and (but for the first layer) the input gradient.
+    const int64_t passes = l == 0 ? 2 : 3;
+    work.push_back(passes * widths[l] * widths[l + 1]);
+  }
   return work;
 }
 

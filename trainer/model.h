@@ -64,8 +64,9 @@ class Mlp {
                             ParameterStorage storage = ParameterStorage::kOwned, const ModelPart& part = {});
   // The whole model's layers: depth + 1.
   static int LayerCount(const ModelShape& shape) { return shape.depth + 1; }
-  // Multiply-adds per row of each of the whole model's layers (in × out): what a pipeline
-  // balances its stages by.
+  // Multiply-adds per row of each of the whole model's layers over a forward and backward
+  // pass (3 · in · out; 2 · in · out for the first, which computes no input gradient): what
+  // a pipeline balances its stages by.
   static std::vector<int64_t> LayerWork(const ModelShape& shape);
   // The initial values of every parameter, flat in registration order (what Create puts in
   // an owned buffer).

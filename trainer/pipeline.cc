@@ -124,8 +124,9 @@ Result<std::unique_ptr<PipelineEngine>> PipelineEngine::Create(ComputeDevice& de
     engine->ddp_.emplace(std::move(replicated));
   }
   const auto rows = static_cast<size_t>(batch);
-  engine->host_x_.resize(rows * static_cast<size_t>(shape.features));
-  engine->host_labels_.resize(rows);
+  const auto micro_batches = static_cast<size_t>(layout.micro_batches);
+  engine->host_x_.resize(micro_batches * rows * static_cast<size_t>(shape.features));
+  engine->host_labels_.resize(micro_batches * rows);
   for (int s = 0; s < engine->in_flight_; ++s) {
     RS_ASSIGN_OR_RETURN(float* input, device.AllocateFloats(rows * static_cast<size_t>(engine->model_->input_width())));
     engine->inputs_.push_back(input);
@@ -154,6 +155,14 @@ Status PipelineEngine::RunStep(const FillMicroBatch& fill, const std::function<S
   // that neighbouring stages sending each other at once do not deadlock.
   Collectives::Outgoing pending;
   bool last_backward = false;
+  // Every micro-batch's rows first, as a data loader would have them ready: generating them
+  // between passes would idle the pipeline for the data, not for the schedule.
+  const size_t x_count = rows * static_cast<size_t>(model.shape().features);
+  if (layout_.first() || layout_.last()) {
+    for (int k = 0; k < micro_batches; ++k) {
+      fill(k, host_x_.data() + static_cast<size_t>(k) * x_count, host_labels_.data() + static_cast<size_t>(k) * rows);
+    }
+  }
   const auto hook = [&](int parameter) -> Status {
     if (!last_backward) return Status::Ok();
     RS_RETURN_IF_ERROR(grad_ready(parameter));
@@ -167,13 +176,12 @@ Status PipelineEngine::RunStep(const FillMicroBatch& fill, const std::function<S
     float* input = inputs_[static_cast<size_t>(set(k))];
     Collectives::Incoming incoming;
     if (pass.forward) {
-      if (layout_.first() || layout_.last()) {
-        fill(k, host_x_.data(), host_labels_.data());
-        if (layout_.first()) RS_RETURN_IF_ERROR(device_->CopyToDevice(host_x_.data(), input, host_x_.size()));
-        if (layout_.last()) {
-          RS_RETURN_IF_ERROR(
-              device_->CopyLabelsToDevice(host_labels_.data(), labels_[static_cast<size_t>(set(k))], rows));
-        }
+      if (layout_.first()) {
+        RS_RETURN_IF_ERROR(device_->CopyToDevice(host_x_.data() + static_cast<size_t>(k) * x_count, input, x_count));
+      }
+      if (layout_.last()) {
+        RS_RETURN_IF_ERROR(device_->CopyLabelsToDevice(host_labels_.data() + static_cast<size_t>(k) * rows,
+                                                       labels_[static_cast<size_t>(set(k))], rows));
       }
       if (!layout_.first()) incoming = {input, input_count, layout_.previous_rank, k};
     } else if (!layout_.last()) {

@@ -48,7 +48,7 @@ struct PipelineOptions {
   int stages = 2;
   int micro_batches = 4;
   PipelineSchedule schedule = PipelineSchedule::kOneForwardOneBackward;
-  // Layers per stage, e.g. {1, 4}; empty: BalanceStages by multiply-adds.
+  // Layers per stage, e.g. {1, 4}; empty: BalanceStages by Mlp::LayerWork.
   std::vector<int> stage_layers;
 };
 
@@ -116,7 +116,7 @@ class PipelineEngine {
   int in_flight_ = 1;
   std::optional<Mlp> model_;
   std::optional<DdpEngine> ddp_;
-  std::vector<float> host_x_;
+  std::vector<float> host_x_;          // every micro-batch's rows, filled at the step's start
   std::vector<int32_t> host_labels_;
   std::vector<float*> inputs_;         // per activation set: the data (stage 0) or the received activation
   std::vector<int32_t*> labels_;       // per activation set (last stage)

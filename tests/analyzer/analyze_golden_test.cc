@@ -537,7 +537,7 @@ TEST(AnalyzeGolden, ThroughputIsGlobalBatchOverMedianStepTime) {
 // ---- §4: collectives, bus bandwidth, clocks, stragglers -----------------------------------
 
 TEST(AnalyzeGolden, BusBandwidthFollowsNcclTests) {
-  // Four ranks, identical: all-reduce 100 MB in 10 ms and in 20 ms, all-gather 40 MB in 10 ms,
+  // Four ranks, identical: all-reduce 100 MB in 10 ms and in 20 ms, all-gather of 4 × 10 MB in 10 ms,
   // and a broadcast only rank 0 recorded.
   std::vector<TraceBuilder> ranks;
   for (int rank = 0; rank < 4; ++rank) {
@@ -553,8 +553,9 @@ TEST(AnalyzeGolden, BusBandwidthFollowsNcclTests) {
     b.Collective(world, "ncclAllReduce", 12 * kMs, 32 * kMs, kWorldComm, 1, trace::CollectiveOp::kAllReduce,
                  100'000'000, 4);
     b.Kernel(comm, "ncclDevKernel_AllGather_RING_LL", 33 * kMs, 43 * kMs);
+    // NCCL's count for an all-gather is one rank's part: 10 MB each, 40 MB gathered.
     b.Collective(world, "ncclAllGather", 33 * kMs, 43 * kMs, kWorldComm, 2, trace::CollectiveOp::kAllGather,
-                 40'000'000, 4);
+                 10'000'000, 4);
     if (rank == 0) {
       b.Collective(world, "ncclBroadcast", 50 * kMs, 51 * kMs, kWorldComm, 3, trace::CollectiveOp::kBroadcast,
                    1000, 4);
@@ -580,7 +581,7 @@ TEST(AnalyzeGolden, BusBandwidthFollowsNcclTests) {
   const CollectiveKindSummary* all_gather = FindKind(r, "allgather");
   ASSERT_NE(all_gather, nullptr);
   EXPECT_EQ(all_gather->count, 1);
-  EXPECT_EQ(all_gather->total_bytes, 40'000'000u);
+  EXPECT_EQ(all_gather->total_bytes, 40'000'000u);  // nccl-tests' size: 10 MB per rank × 4
   EXPECT_EQ(all_gather->transfer_ns, 4 * 10 * kMs);
   ASSERT_TRUE(all_gather->busbw_gbps.has_value());
   // algbw = 40e6 B / 10 ms = 4 GB/s → busbw 4 · 3/4 = 3.

@@ -219,7 +219,8 @@ TEST(AnalyzeStages, WorkloadFromTheMarkElseTheStepPayload) {
   EXPECT_EQ(from_payload.source, "step payload");
   EXPECT_FALSE(MakeWorkload(ranks, std::nullopt).global_batch.has_value());
 
-  ranks[1].activity.workload = WorkloadMark{.world_size = 4, .batch = 8, .accum = 2, .steps = 5, .parameters = 1000};
+  ranks[1].activity.workload = WorkloadMark{.world_size = 4, .batch = 8, .accum = 2, .steps = 5, .parameters = 1000,
+                                            .parallel = {}, .stages = {}, .micro_batches = {}};
   Workload from_mark = MakeWorkload(ranks, 2);
   EXPECT_EQ(from_mark.world_size, 4);
   EXPECT_EQ(from_mark.global_batch, 8 * 4 * 2);
