@@ -91,6 +91,30 @@ std::optional<double> AllReduceBytesPerStep(const Report& report) {
   return static_cast<double>(bytes) / static_cast<double>(report.steps.steps_found);
 }
 
+std::optional<double> ModelBytesPerStep(const Report& report) {
+  if (report.steps.steps_found <= 0) return std::nullopt;
+  const auto per_step = [&](double bytes) -> std::optional<double> {
+    if (!(bytes > 0)) return std::nullopt;
+    return bytes / static_cast<double>(report.steps.steps_found);
+  };
+  const std::string& strategy = report.parallelism.strategy;
+  if (strategy == "fsdp") {
+    double bytes = 0;
+    for (const CollectiveKindSummary& kind : report.cross_rank.kinds) {
+      if (kind.op == "allgather" || kind.op == "reducescatter") bytes += static_cast<double>(kind.total_bytes);
+    }
+    return per_step(bytes / 3.0);
+  }
+  if (strategy == "pipeline") {
+    double bytes = 0;
+    if (const auto& p2p = report.parallelism.point_to_point) {
+      for (const analyzer::MessageRoute& route : p2p->routes) bytes += static_cast<double>(route.total_bytes);
+    }
+    return per_step(bytes);
+  }
+  return AllReduceBytesPerStep(report);
+}
+
 }  // namespace
 
 const std::vector<MetricInfo>& ComparableMetrics() {
@@ -163,6 +187,10 @@ ComparableRun MakeComparable(const Report& report) {
   run.workload.parameters = report.workload.parameters;
   run.steps = report.summary.steps;
   run.allreduce_bytes_per_step = AllReduceBytesPerStep(report);
+  run.model_bytes_per_step = ModelBytesPerStep(report);
+  run.workload.strategy = report.parallelism.strategy;
+  run.workload.stages = report.workload.stages;
+  run.workload.micro_batches = report.workload.micro_batches;
 
   const std::vector<double> step_times = StepSamples(report, [](const StepMetrics& s) -> std::optional<double> {
     return static_cast<double>(s.breakdown.window_ns);

@@ -32,6 +32,10 @@ struct WorkloadIdentity {
   std::string backend;
   int world_size = 0;
   std::optional<int64_t> batch_per_rank, accumulation, global_batch, parameters;
+  // How the run was parallelized (analyzer::Parallelism::strategy: "ddp", "fsdp", "pipeline"
+  // or "unknown"), and a pipeline's stages and micro-batches per step.
+  std::string strategy = "unknown";
+  std::optional<int64_t> stages, micro_batches;
 };
 
 struct ComparableRun {
@@ -42,6 +46,11 @@ struct ComparableRun {
   // Bytes all-reduced per rank per step (from the matched all-reduce collectives); the
   // scaling projection's S. Empty for a single rank or a run without collective sizes.
   std::optional<double> allreduce_bytes_per_step;
+  // The bytes per step of the strategy's communication model, its S (docs/metrics.md §6):
+  // DDP the bytes all-reduced; FSDP the parameter bytes, a third of its all-gathers' and
+  // reduce-scatters' sizes (everything is gathered twice and reduce-scattered once); a
+  // pipeline the bytes sent between stages. Empty when unknown.
+  std::optional<double> model_bytes_per_step;
   std::vector<ComparableMetric> metrics;
 
   const ComparableMetric* Find(std::string_view name) const;

@@ -94,6 +94,9 @@ ComparableRun RunFromJson(const Json& object, const std::string& path, Status* e
   run.command = fields.String("command");
   run.steps = fields.OptionalInteger("steps").value_or(0);
   run.allreduce_bytes_per_step = fields.OptionalDouble("allreduce_bytes_per_step");
+  // Reports written before the strategies were told apart lack these: DDP's S then.
+  run.model_bytes_per_step = object.contains("model_bytes_per_step") ? fields.OptionalDouble("model_bytes_per_step")
+                                                                     : run.allreduce_bytes_per_step;
   if (const Json* workload = fields.Get("workload", true)) {
     Fields w(*workload, path + ".workload", error);
     run.workload.program = w.String("program");
@@ -103,6 +106,9 @@ ComparableRun RunFromJson(const Json& object, const std::string& path, Status* e
     run.workload.accumulation = w.OptionalInteger("accumulation");
     run.workload.global_batch = w.OptionalInteger("global_batch");
     run.workload.parameters = w.OptionalInteger("parameters");
+    if (workload->contains("strategy")) run.workload.strategy = w.String("strategy");
+    if (workload->contains("stages")) run.workload.stages = w.OptionalInteger("stages");
+    if (workload->contains("micro_batches")) run.workload.micro_batches = w.OptionalInteger("micro_batches");
     if (error->ok() && run.workload.world_size <= 0) w.Fail(fmt::format("{}.workload.world_size is missing", path));
   }
   if (const Json* metrics = fields.Array("metrics", true)) {
@@ -142,6 +148,9 @@ Json ComparableRunToJson(const ComparableRun& run) {
   workload["accumulation"] = OptionalInt(run.workload.accumulation);
   workload["global_batch"] = OptionalInt(run.workload.global_batch);
   workload["parameters"] = OptionalInt(run.workload.parameters);
+  workload["strategy"] = run.workload.strategy;
+  workload["stages"] = OptionalInt(run.workload.stages);
+  workload["micro_batches"] = OptionalInt(run.workload.micro_batches);
   Json metrics = Json::array();
   for (const ComparableMetric& metric : run.metrics) {
     Json samples = Json::array();
@@ -161,6 +170,7 @@ Json ComparableRunToJson(const ComparableRun& run) {
   object["steps"] = run.steps;
   object["allreduce_bytes_per_step"] =
       run.allreduce_bytes_per_step ? Number(*run.allreduce_bytes_per_step) : Json(nullptr);
+  object["model_bytes_per_step"] = run.model_bytes_per_step ? Number(*run.model_bytes_per_step) : Json(nullptr);
   object["metrics"] = std::move(metrics);
   return object;
 }

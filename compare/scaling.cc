@@ -22,6 +22,54 @@ std::optional<double> Value(const ComparableRun& run, std::string_view name) {
   return std::nullopt;
 }
 
+// The communication model the runs' strategy calls for (CommModel), and why, in words.
+ModelShape ChooseModel(const std::vector<ComparableRun>& runs, std::string& note) {
+  ModelShape shape;
+  const std::string& first = runs.front().workload.strategy;
+  const bool same = std::all_of(runs.begin(), runs.end(),
+                                [&](const ComparableRun& run) { return run.workload.strategy == first; });
+  if (!same) {
+    note = "the runs differ in strategy: modelled as DDP's ring all-reduce";
+    return shape;
+  }
+  if (first == "fsdp") {
+    shape.comm = CommModel::kFsdp;
+    note = "FSDP: all-gather twice and reduce-scatter once per step, 3(N-1) hops and 3(N-1)/N of the parameter bytes";
+    return shape;
+  }
+  if (first == "pipeline") {
+    const auto stages = [](const ComparableRun& run) { return run.workload.stages.value_or(1); };
+    const int64_t m = runs.front().workload.micro_batches.value_or(1);
+    const bool one_pipeline = std::all_of(runs.begin(), runs.end(), [&](const ComparableRun& run) {
+      return stages(run) == run.workload.world_size && run.workload.micro_batches.value_or(1) == m;
+    });
+    if (one_pipeline) {
+      shape.comm = CommModel::kPipeline;
+      shape.micro_batches = static_cast<int>(m);
+      note = fmt::format("one pipeline of N stages, {} micro-batches: compute (M+N-1)/(N*M) of one stage's, "
+                         "2(M+N-2) messages on the critical path",
+                         m);
+      return shape;
+    }
+    const int64_t fixed = stages(runs.front());
+    const bool replicas = std::all_of(runs.begin(), runs.end(), [&](const ComparableRun& run) {
+      return stages(run) == fixed && run.workload.world_size % fixed == 0;
+    });
+    if (replicas) {
+      shape.comm = CommModel::kReplicaAllReduce;
+      shape.stages = static_cast<int>(fixed);
+      note = fmt::format("pipelines of {} stages, more replicas: each stage's ring all-reduce over D = N/{} replicas",
+                         fixed, fixed);
+      return shape;
+    }
+    note = "pipelines whose stages and replicas both change: modelled as DDP's ring all-reduce";
+    return shape;
+  }
+  note = first == "ddp" ? "DDP: a ring all-reduce of the gradients, 2(N-1) hops and 2(N-1)/N of the bytes"
+                        : "strategy unknown: modelled as DDP's ring all-reduce";
+  return shape;
+}
+
 // Every run states the value, and they are all equal.
 bool AllEqual(const std::vector<std::optional<int64_t>>& values) {
   if (values.empty() || !values.front()) return false;
@@ -56,11 +104,37 @@ struct ModelTerms {
   double volume = 0;   // 2(N−1)/N; γ = S/B
 };
 
-ModelTerms TermsAt(ScalingMode mode, int n0, int n) {
+ModelTerms TermsAt(ScalingMode mode, const ModelShape& shape, int n0, int n) {
   ModelTerms terms;
   terms.compute = mode == ScalingMode::kWeak ? 1.0 : static_cast<double>(n0) / n;
-  terms.hops = 2.0 * (n - 1);
-  terms.volume = 2.0 * (n - 1) / n;
+  switch (shape.comm) {
+    case CommModel::kRingAllReduce:
+      terms.hops = 2.0 * (n - 1);
+      terms.volume = 2.0 * (n - 1) / n;
+      break;
+    case CommModel::kFsdp:
+      terms.hops = 3.0 * (n - 1);
+      terms.volume = 3.0 * (n - 1) / n;
+      break;
+    case CommModel::kReplicaAllReduce: {
+      const double d = std::max(1.0, static_cast<double>(n) / std::max(1, shape.stages));
+      terms.hops = 2.0 * (d - 1);
+      terms.volume = 2.0 * (d - 1) / d;
+      break;
+    }
+    case CommModel::kPipeline: {
+      // The model split over n stages, each micro-batch's work 1/n, the schedule's bubble:
+      // (M + n − 1) slots of 1/(n·M) of the step's work, relative to n0's.
+      const double m = std::max(1, shape.micro_batches);
+      const auto slots = [m](double stages) { return (m + stages - 1.0) / (stages * m); };
+      terms.compute = slots(n) / slots(n0);
+      // Messages on the critical path; their sizes are fixed, so latency and bandwidth are
+      // one term (γ has no column of its own).
+      terms.hops = n > 1 ? 2.0 * (m + n - 2.0) : 0.0;
+      terms.volume = 0.0;
+      break;
+    }
+  }
   return terms;
 }
 
@@ -128,9 +202,19 @@ bool SolveNonNegative(const Design& a, const Eigen::VectorXd& b, Coefficients& b
 
 const char* ScalingModeName(ScalingMode mode) { return mode == ScalingMode::kWeak ? "weak" : "strong"; }
 
+const char* CommModelName(CommModel model) {
+  switch (model) {
+    case CommModel::kRingAllReduce: return "ring all-reduce (DDP)";
+    case CommModel::kFsdp: return "all-gather twice and reduce-scatter (FSDP)";
+    case CommModel::kReplicaAllReduce: return "pipeline replicas' ring all-reduce";
+    case CommModel::kPipeline: return "pipeline stages";
+  }
+  return "?";
+}
+
 double ModelStepTime(const ScalingFit& fit, ScalingMode mode, int smallest_world_size, int world_size) {
   const Coefficients k = {fit.compute_ns, fit.latency_ns, fit.transfer_ns};
-  return Evaluate(k, TermsAt(mode, smallest_world_size, world_size), fit.hidden_comm_ns);
+  return Evaluate(k, TermsAt(mode, fit.shape, smallest_world_size, world_size), fit.hidden_comm_ns);
 }
 
 Result<ScalingFit> FitScalingModel(const ScalingModelInput& input) {
@@ -157,7 +241,7 @@ Result<ScalingFit> FitScalingModel(const ScalingModelInput& input) {
     Eigen::VectorXd b(rows);
     for (size_t i = 0; i < count; ++i) {
       const auto row = static_cast<Eigen::Index>(i);
-      const ModelTerms t = TermsAt(input.mode, n0, input.world_sizes[i]);
+      const ModelTerms t = TermsAt(input.mode, input.shape, n0, input.world_sizes[i]);
       // Rows divided by the measured time: least squares on relative residuals.
       const double w = 1.0 / input.step_time_ns[i];
       if (exposed[i]) {
@@ -172,7 +256,7 @@ Result<ScalingFit> FitScalingModel(const ScalingModelInput& input) {
     solved = true;
     bool changed = false;
     for (size_t i = 0; i < count; ++i) {
-      const ModelTerms t = TermsAt(input.mode, n0, input.world_sizes[i]);
+      const ModelTerms t = TermsAt(input.mode, input.shape, n0, input.world_sizes[i]);
       const bool now = k[1] * t.hops + k[2] * t.volume > hidden;
       changed |= now != exposed[i];
       exposed[i] = now;
@@ -186,7 +270,7 @@ Result<ScalingFit> FitScalingModel(const ScalingModelInput& input) {
   const auto squared_error = [&](const Coefficients& candidate) {
     double sum = 0;
     for (size_t i = 0; i < count; ++i) {
-      const double fitted = Evaluate(candidate, TermsAt(input.mode, n0, input.world_sizes[i]), hidden);
+      const double fitted = Evaluate(candidate, TermsAt(input.mode, input.shape, n0, input.world_sizes[i]), hidden);
       const double relative = (fitted - input.step_time_ns[i]) / input.step_time_ns[i];
       sum += relative * relative;
     }
@@ -196,7 +280,7 @@ Result<ScalingFit> FitScalingModel(const ScalingModelInput& input) {
     Design a = Design::Zero(rows, 3);
     const Eigen::VectorXd b = Eigen::VectorXd::Ones(rows);
     for (size_t i = 0; i < count; ++i) {
-      const double compute = TermsAt(input.mode, n0, input.world_sizes[i]).compute;
+      const double compute = TermsAt(input.mode, input.shape, n0, input.world_sizes[i]).compute;
       a(static_cast<Eigen::Index>(i), 0) = compute / input.step_time_ns[i];
     }
     Coefficients compute_only = {0, 0, 0};
@@ -207,6 +291,7 @@ Result<ScalingFit> FitScalingModel(const ScalingModelInput& input) {
   }
 
   ScalingFit fit;
+  fit.shape = input.shape;
   fit.compute_ns = k[0];
   fit.latency_ns = k[1];
   fit.transfer_ns = k[2];
@@ -215,7 +300,7 @@ Result<ScalingFit> FitScalingModel(const ScalingModelInput& input) {
   if (k[2] > 0 && input.bytes_per_step > 0) fit.bus_bandwidth_bps = input.bytes_per_step / (k[2] / 1e9);
   double squares = 0;
   for (size_t i = 0; i < count; ++i) {
-    const double fitted = Evaluate(k, TermsAt(input.mode, n0, input.world_sizes[i]), hidden);
+    const double fitted = Evaluate(k, TermsAt(input.mode, input.shape, n0, input.world_sizes[i]), hidden);
     fit.fitted_step_ns.push_back(fitted);
     const double error = 100.0 * std::abs(fitted - input.step_time_ns[i]) / input.step_time_ns[i];
     squares += error * error;
@@ -239,13 +324,18 @@ Result<ScalingTable> ComputeScalingOfRuns(std::vector<ComparableRun> runs) {
                                       runs[i].workload.world_size));
     }
   }
+  std::string model_note;
+  const ModelShape shape = ChooseModel(runs, model_note);
   // Samples per rank per step (batch · accumulation): from the workload mark, or else
-  // from the step payload's global batch over the world size.
+  // from the step payload's global batch over the world size. A pipeline's ranks share
+  // each sample (every stage works on it): the global batch over the world size.
   std::vector<std::optional<int64_t>> per_rank, global;
   for (const ComparableRun& run : runs) {
     const WorkloadIdentity& w = run.workload;
     std::optional<int64_t> samples;
-    if (w.batch_per_rank) {
+    if (w.strategy == "pipeline") {
+      if (w.global_batch && *w.global_batch % w.world_size == 0) samples = *w.global_batch / w.world_size;
+    } else if (w.batch_per_rank) {
       samples = *w.batch_per_rank * w.accumulation.value_or(1);
     } else if (w.global_batch && *w.global_batch % w.world_size == 0) {
       samples = *w.global_batch / w.world_size;
@@ -254,6 +344,8 @@ Result<ScalingTable> ComputeScalingOfRuns(std::vector<ComparableRun> runs) {
     global.push_back(w.global_batch);
   }
   ScalingTable table;
+  table.model = shape;
+  table.model_note = std::move(model_note);
   if (AllEqual(per_rank)) {
     table.mode = ScalingMode::kWeak;
     table.mode_reason = fmt::format("weak scaling: every run has {} samples per rank per step", *per_rank.front());
@@ -313,14 +405,17 @@ Result<ScalingTable> ComputeScalingOfRuns(std::vector<ComparableRun> runs) {
   } else {
     ScalingModelInput input;
     input.mode = table.mode;
+    input.shape = shape;
     std::vector<double> bytes;
     for (const ComparableRun& run : runs) {
       input.world_sizes.push_back(run.workload.world_size);
       input.step_time_ns.push_back(*Value(run, "step_time_ns"));
-      if (run.allreduce_bytes_per_step) bytes.push_back(*run.allreduce_bytes_per_step);
+      if (run.model_bytes_per_step) bytes.push_back(*run.model_bytes_per_step);
     }
     input.bytes_per_step = bytes.empty() ? 0.0 : ComputeStats(bytes).median;
-    input.hidden_comm_ns = Value(runs.back(), "overlap_ns").value_or(0.0);
+    // A pipeline's sends and receives block its stages: nothing is hidden.
+    input.hidden_comm_ns =
+        shape.comm == CommModel::kPipeline ? 0.0 : Value(runs.back(), "overlap_ns").value_or(0.0);
     Result<ScalingFit> fit = FitScalingModel(input);
     if (!fit.ok()) {
       table.projection_note = "no projection: " + fit.status().message();
@@ -359,8 +454,9 @@ Result<ScalingTable> ComputeScalingOfRuns(std::vector<ComparableRun> runs) {
             "take the model's shape (compute plus a ring all-reduce), so the projection is a rough guide",
             fit->max_error_pct));
       }
-      if (input.bytes_per_step <= 0) {
-        notes.push_back("the runs record no all-reduce sizes: the bandwidth term is fitted as a time, without a bandwidth");
+      if (input.bytes_per_step <= 0 && shape.comm != CommModel::kPipeline) {
+        notes.push_back(
+            "the runs record no communication sizes: the bandwidth term is fitted as a time, without a bandwidth");
       }
       table.projection_note = fmt::format("{}", fmt::join(notes, "; "));
       table.projection = std::move(projection);

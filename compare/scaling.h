@@ -33,7 +33,24 @@ struct ScalingPoint {
 // a ring all-reduce of the S bytes each rank all-reduces per step, and H the
 // communication hidden behind compute (overlapped comm per step) at the largest run.
 // T_c, α and 1/B are fitted by non-negative least squares on relative residuals.
+// Which communication the projection's terms follow (docs/metrics.md §6 "Projection
+// model"), from the runs' strategy.
+enum class CommModel {
+  kRingAllReduce,     // DDP: a ring all-reduce of S bytes, 2(N−1) hops, 2(N−1)/N · S
+  kFsdp,              // FSDP: all-gather twice and reduce-scatter once, 3(N−1) hops, 3(N−1)/N · S
+  kReplicaAllReduce,  // pipelines of a fixed S stages: their replicas' ring all-reduce, D = N/S
+  kPipeline,          // one pipeline of N stages: compute (M+N−1)/(N·M), 2(M+N−2) messages
+};
+const char* CommModelName(CommModel model);
+
+struct ModelShape {
+  CommModel comm = CommModel::kRingAllReduce;
+  int stages = 1;         // kReplicaAllReduce's S
+  int micro_batches = 1;  // kPipeline's M
+};
+
 struct ScalingFit {
+  ModelShape shape;
   double compute_ns = 0;                    // T_c at the smallest world size N0
   double latency_ns = 0;                    // α, per ring hop
   double transfer_ns = 0;                   // S/B: moving S bytes at the bus bandwidth
@@ -65,6 +82,8 @@ struct ScalingTable {
   std::vector<ScalingPoint> points;  // by world size, smallest first
   std::optional<ScalingProjection> projection;
   std::string projection_note;       // why there is no projection, or what limits it
+  ModelShape model;                  // the communication the projection follows
+  std::string model_note;            // which strategy it modelled, and why, in words
   // The runs, in `points` order, each with an "efficiency" metric added (per-step samples:
   // that step's efficiency against the smallest run's median), for compare.
   std::vector<ComparableRun> runs;
@@ -82,6 +101,7 @@ Result<ScalingTable> ComputeScaling(const std::vector<const analyzer::Report*>& 
 // `project_to`. Exposed for tests; ComputeScaling calls it with three or more sizes.
 struct ScalingModelInput {
   ScalingMode mode = ScalingMode::kWeak;
+  ModelShape shape;
   std::vector<int> world_sizes;
   std::vector<double> step_time_ns;
   double bytes_per_step = 0;

@@ -84,7 +84,7 @@ Table DetailTable(const ScalingTable& table) {
 }
 
 std::string FitLine(const ScalingFit& fit, ScalingMode mode) {
-  std::string bandwidth = "B not known (no all-reduce sizes)";
+  std::string bandwidth = "B not known (no communication sizes)";
   if (fit.bus_bandwidth_bps) {
     bandwidth = fmt::format("B = {} GB/s", format::FormatNumber(*fit.bus_bandwidth_bps / 1e9, 2));
   } else if (fit.bytes_per_step > 0) {
@@ -92,12 +92,35 @@ std::string FitLine(const ScalingFit& fit, ScalingMode mode) {
   }
   // Strong scaling splits the fixed global batch: compute shrinks as N0/N.
   const char* compute = mode == ScalingMode::kStrong ? "T_c·N0/N" : "T_c";
+  const std::string errors = fmt::format("error on the measured points: rms {}, max {}",
+                                         format::FormatPercent(fit.rms_error_pct), format::FormatPercent(fit.max_error_pct));
+  switch (fit.shape.comm) {
+    case compare::CommModel::kPipeline:
+      return fmt::format(
+          "model T(N) = T_c·((M+N-1)/(N·M)) / ((M+N0-1)/(N0·M)) + 2(M+N-2)·a, M = {}: T_c = {}, a = {} per message on "
+          "the critical path; {}",
+          fit.shape.micro_batches, format::FormatDuration(fit.compute_ns), format::FormatDuration(fit.latency_ns),
+          errors);
+    case compare::CommModel::kFsdp:
+      return fmt::format(
+          "model T(N) = {} + max(0, 3(N-1)·a + 3(N-1)/N·S/B - H): T_c = {}, a = {} per hop, S = {} of parameters per "
+          "step, {}, H = {} hidden; {}",
+          compute, format::FormatDuration(fit.compute_ns), format::FormatDuration(fit.latency_ns),
+          format::FormatBytes(fit.bytes_per_step), bandwidth, format::FormatDuration(fit.hidden_comm_ns), errors);
+    case compare::CommModel::kReplicaAllReduce:
+      return fmt::format(
+          "model T(N) = {} + max(0, 2(D-1)·a + 2(D-1)/D·S/B - H), D = N/{} replicas: T_c = {}, a = {} per hop, S = {} "
+          "per step, {}, H = {} hidden; {}",
+          compute, fit.shape.stages, format::FormatDuration(fit.compute_ns), format::FormatDuration(fit.latency_ns),
+          format::FormatBytes(fit.bytes_per_step), bandwidth, format::FormatDuration(fit.hidden_comm_ns), errors);
+    case compare::CommModel::kRingAllReduce:
+      break;
+  }
   return fmt::format(
       "model T(N) = {} + max(0, 2(N-1)·a + 2(N-1)/N·S/B - H): T_c = {}, a = {} per hop, S = {} per step, {}, "
-      "H = {} hidden; error on the measured points: rms {}, max {}",
+      "H = {} hidden; {}",
       compute, format::FormatDuration(fit.compute_ns), format::FormatDuration(fit.latency_ns), format::FormatBytes(fit.bytes_per_step),
-      bandwidth, format::FormatDuration(fit.hidden_comm_ns), format::FormatPercent(fit.rms_error_pct),
-      format::FormatPercent(fit.max_error_pct));
+      bandwidth, format::FormatDuration(fit.hidden_comm_ns), errors);
 }
 
 Table ProjectionTable(const ScalingProjection& projection) {
@@ -216,6 +239,7 @@ bool NeedsExplaining(const MetricComparison& row) {
 std::string ScalingToText(const ScalingTable& table, const std::string& tool_version) {
   std::string out = tool_version.empty() ? "rankscope scaling\n" : fmt::format("rankscope {} scaling\n", tool_version);
   AppendWrapped(table.mode_reason, "  ", out);
+  AppendWrapped("model: " + table.model_note, "  ", out);
   out += '\n';
   // The published shape, with the pipes people paste into papers and READMEs.
   const Table published = PublishedTable(table);
@@ -260,13 +284,18 @@ std::string ScalingToJson(const ScalingTable& table, const std::string& tool_ver
   o["points"] = std::move(points);
   o["projection"] = table.projection ? ProjectionToJson(*table.projection) : Json(nullptr);
   o["projection_note"] = table.projection_note;
+  o["model"] = {{"comm", compare::CommModelName(table.model.comm)},
+                {"stages", table.model.stages},
+                {"micro_batches", table.model.micro_batches},
+                {"note", table.model_note}};
   o["runs"] = std::move(runs);
   o["warnings"] = std::move(warnings);
   return o.dump(2, ' ', false, Json::error_handler_t::replace) + '\n';
 }
 
 std::string ScalingToMarkdown(const ScalingTable& table) {
-  std::string out = "## " + format::MarkdownEscape(Title(table)) + "\n\n" + format::MarkdownEscape(table.mode_reason) + "\n\n";
+  std::string out = "## " + format::MarkdownEscape(Title(table)) + "\n\n" + format::MarkdownEscape(table.mode_reason) +
+                    "\n\nModel: " + format::MarkdownEscape(table.model_note) + "\n\n";
   out += TableToMarkdown(PublishedTable(table));
   out += "\n### Where efficiency goes\n\n" + TableToMarkdown(DetailTable(table));
   out += "\n### Projection\n\n";
@@ -285,6 +314,7 @@ std::string ScalingToMarkdown(const ScalingTable& table) {
 std::string ScalingToHtml(const ScalingTable& table, const std::string& tool_version) {
   std::string out = HtmlPageStart(Title(table), tool_version);
   out += "<p>" + format::HtmlEscape(table.mode_reason) + "</p>\n";
+  out += "<p>Model: " + format::HtmlEscape(table.model_note) + "</p>\n";
   out += TableToHtml(PublishedTable(table));
   out += ScalingPlotSvg(table);
   out += "<h2>Where efficiency goes</h2>\n";

@@ -35,7 +35,9 @@ inline compare::ComparableRun MakeWeakRun(const WeakRunSpec& spec) {
   run.workload.accumulation = 1;
   run.workload.global_batch = spec.batch_per_rank * n;
   run.steps = static_cast<int64_t>(spec.step_ms.size());
+  run.workload.strategy = "ddp";
   if (n > 1) run.allreduce_bytes_per_step = spec.allreduce_bytes;
+  run.model_bytes_per_step = run.allreduce_bytes_per_step;
   const double samples = static_cast<double>(spec.batch_per_rank) * n;
   const double exposed = (n - 1) * spec.exposed_ms_per_extra_rank * kMs;
   std::vector<double> steps, throughput;

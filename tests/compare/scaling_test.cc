@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "analyzer/report.h"
+#include "tests/comparable_run_builder.h"
 
 namespace rankscope::compare {
 
@@ -416,6 +417,107 @@ TEST(ScalingModeName, NamesBothModes) {
   EXPECT_FALSE(weak.empty());
   EXPECT_FALSE(strong.empty());
   EXPECT_NE(weak, strong);
+}
+
+// ---- the projection per strategy ------------------------------------------------------------
+
+TEST(FitScalingModel, FsdpGathersTwiceAndScattersOnce) {
+  // T(N) = 100 ms + max(0, 3(N−1)·0.2 ms + 3(N−1)/N·10 ms − 4 ms); S = 20 MB of parameters, so
+  // B = S / (S/B) = 2 GB/s.
+  ScalingModelInput input;
+  input.mode = ScalingMode::kWeak;
+  input.shape.comm = CommModel::kFsdp;
+  input.bytes_per_step = 20e6;
+  input.hidden_comm_ns = 4 * kMs;
+  const auto model = [](int n) { return 100 * kMs + std::max(0.0, 3.0 * (n - 1) * 0.2 * kMs + 3.0 * (n - 1) / n * 10 * kMs - 4 * kMs); };
+  for (const int n : {1, 2, 4, 8}) {
+    input.world_sizes.push_back(n);
+    input.step_time_ns.push_back(model(n));
+  }
+  const Result<ScalingFit> fit = FitScalingModel(input);
+  ASSERT_TRUE(fit.ok()) << fit.status().message();
+  EXPECT_EQ(fit->shape.comm, CommModel::kFsdp);
+  EXPECT_NEAR(fit->compute_ns, 100 * kMs, 1e-3 * kMs);
+  EXPECT_NEAR(fit->latency_ns, 0.2 * kMs, 1e-3 * kMs);
+  EXPECT_NEAR(fit->transfer_ns, 10 * kMs, 1e-3 * kMs);
+  ASSERT_TRUE(fit->bus_bandwidth_bps.has_value());
+  EXPECT_NEAR(*fit->bus_bandwidth_bps, 2e9, 1e3);
+  EXPECT_NEAR(ModelStepTime(*fit, ScalingMode::kWeak, 1, 32), model(32), 1e-2 * kMs);
+}
+
+TEST(FitScalingModel, APipelineSplitsTheModelAndPaysItsBubble) {
+  // One pipeline of N stages, M = 8: T(N) = 120 ms · ((8+N−1)/(8N)) / ((8+1−1)/8) + 2(8+N−2)·0.3 ms.
+  ScalingModelInput input;
+  input.mode = ScalingMode::kStrong;
+  input.shape.comm = CommModel::kPipeline;
+  input.shape.micro_batches = 8;
+  const auto model = [](int n) {
+    const double slots = (8.0 + n - 1) / (8.0 * n);
+    return 120 * kMs * slots / 1.0 + (n > 1 ? 2.0 * (8 + n - 2) * 0.3 * kMs : 0.0);
+  };
+  for (const int n : {1, 2, 4}) {
+    input.world_sizes.push_back(n);
+    input.step_time_ns.push_back(model(n));
+  }
+  const Result<ScalingFit> fit = FitScalingModel(input);
+  ASSERT_TRUE(fit.ok()) << fit.status().message();
+  EXPECT_NEAR(fit->compute_ns, 120 * kMs, 1e-3 * kMs);
+  EXPECT_NEAR(fit->latency_ns, 0.3 * kMs, 1e-3 * kMs);
+  EXPECT_EQ(fit->transfer_ns, 0);  // message sizes are fixed: no bandwidth term of its own
+  EXPECT_FALSE(fit->bus_bandwidth_bps.has_value());
+  // 8 stages: 120 ms · 15/64 + 2 · 14 · 0.3 ms = 28.125 + 8.4 ms.
+  EXPECT_NEAR(ModelStepTime(*fit, ScalingMode::kStrong, 1, 8), (28.125 + 8.4) * kMs, 1e-2 * kMs);
+}
+
+compare::ComparableRun RunOf(int n, double step_ms) {
+  rankscope::testing::WeakRunSpec spec;
+  spec.world_size = n;
+  spec.step_ms = {step_ms};
+  return rankscope::testing::MakeWeakRun(spec);
+}
+
+compare::ComparableRun PipelineRun(int n, double step_ms, std::optional<int64_t> stages) {
+  compare::ComparableRun run = RunOf(n, step_ms);
+  run.workload.strategy = "pipeline";
+  run.workload.stages = stages;
+  run.workload.micro_batches = 4;
+  run.workload.batch_per_rank = 16;
+  const int64_t replicas = n / stages.value_or(1);
+  run.workload.global_batch = 16 * 4 * replicas;
+  return run;
+}
+
+TEST(ComputeScaling, TheStrategyChoosesTheModel) {
+  // One pipeline growing by stages: the same global batch split, so strong scaling, and the
+  // pipeline model.
+  Result<ScalingTable> pipeline = ComputeScalingOfRuns(
+      {PipelineRun(1, 100, std::nullopt), PipelineRun(2, 60, 2), PipelineRun(4, 40, 4)});
+  ASSERT_TRUE(pipeline.ok()) << pipeline.status().message();
+  EXPECT_EQ(pipeline->mode, ScalingMode::kStrong);
+  EXPECT_EQ(pipeline->model.comm, CommModel::kPipeline);
+  EXPECT_EQ(pipeline->model.micro_batches, 4);
+  EXPECT_NE(pipeline->model_note.find("one pipeline of N stages, 4 micro-batches"), std::string::npos)
+      << pipeline->model_note;
+  // Two stages, more replicas: each stage's all-reduce over N/2 replicas.
+  Result<ScalingTable> replicas =
+      ComputeScalingOfRuns({PipelineRun(2, 60, 2), PipelineRun(4, 62, 2), PipelineRun(8, 65, 2)});
+  ASSERT_TRUE(replicas.ok()) << replicas.status().message();
+  EXPECT_EQ(replicas->model.comm, CommModel::kReplicaAllReduce);
+  EXPECT_EQ(replicas->model.stages, 2);
+  // FSDP, and a mix of strategies (modelled as DDP, saying so).
+  std::vector<compare::ComparableRun> fsdp;
+  for (const int n : {1, 2, 4}) {
+    fsdp.push_back(RunOf(n, 100.0 + n));
+    fsdp.back().workload.strategy = "fsdp";
+  }
+  Result<ScalingTable> sharded = ComputeScalingOfRuns(fsdp);
+  ASSERT_TRUE(sharded.ok());
+  EXPECT_EQ(sharded->model.comm, CommModel::kFsdp);
+  fsdp.back().workload.strategy = "ddp";
+  Result<ScalingTable> mixed = ComputeScalingOfRuns(fsdp);
+  ASSERT_TRUE(mixed.ok());
+  EXPECT_EQ(mixed->model.comm, CommModel::kRingAllReduce);
+  EXPECT_EQ(mixed->model_note, "the runs differ in strategy: modelled as DDP's ring all-reduce");
 }
 
 }  // namespace
