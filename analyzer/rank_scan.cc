@@ -143,6 +143,7 @@ class RankScanner::Impl {
   void AddCommRecord(std::vector<CollectiveRecord>& records, const trace::SpanRow& row, uint64_t bytes);
   void ChooseSteps(RankActivity& activity);
   void AddPipelinePass(const trace::SpanRow& row);
+  const CommRangeArgs& CommArgs(trace::StringId args);
   void ChooseCollectives(RankActivity& activity);
 
   ScanOptions options_;
@@ -163,6 +164,8 @@ class RankScanner::Impl {
   std::map<std::string, uint32_t> kind_index_;
   std::vector<MessageRecord> messages_;
   std::vector<PipelinePass> passes_;
+  // Per args string: ranges of one collective often share their args.
+  std::unordered_map<trace::StringId, CommRangeArgs> comm_args_;
   int64_t events_ = 0;
   int64_t invalid_events_ = 0;
 };
@@ -240,8 +243,7 @@ void RankScanner::Impl::AddRange(const trace::SpanRow& row, ActivityClass activi
   range_lanes_[row.lane].by_class[index].Add({row.start_ns, row.end_ns});
   CountName(row.name, static_cast<int8_t>(index), row.end_ns - row.start_ns);
   if (activity_class == ActivityClass::kComm && header_.collectives.empty()) {
-    const CommRangeArgs args =
-        row.args == trace::kEmptyString ? CommRangeArgs{} : ReadCommRangeArgs(Str(row.args));
+    const CommRangeArgs args = CommArgs(row.args);
     const trace::CollectiveOp op = OpFromName(Str(row.name));
     // A send or receive under the `rankscope collective` convention is a message between
     // two ranks, matched with its other side (docs/metrics.md §4 "Point to point").
@@ -257,6 +259,12 @@ void RankScanner::Impl::AddRange(const trace::SpanRow& row, ActivityClass activi
     record.per_rank_bytes =
         args.comm && (op == trace::CollectiveOp::kAllGather || op == trace::CollectiveOp::kReduceScatter);
   }
+}
+
+const CommRangeArgs& RankScanner::Impl::CommArgs(trace::StringId args) {
+  auto [it, inserted] = comm_args_.try_emplace(args);
+  if (inserted && args != trace::kEmptyString) it->second = ReadCommRangeArgs(Str(args));
+  return it->second;
 }
 
 void RankScanner::Impl::AddPipelinePass(const trace::SpanRow& row) {

@@ -240,32 +240,45 @@ def check_trainer(check, steps=50):
                                 else "step utilization unknown")
 
 
-def check_fsdp_nccl(check, steps=20):
-    """--parallel fsdp on one GPU over NCCL (all-gathers and reduce-scatters on the
-    communication stream, each waited for by the compute stream): its losses against DDP's."""
+def losses_against_ddp(check, name, ddp_args, args, steps=20):
+    """The trainer as DDP and then as `name` (its own `args`) on one GPU over NCCL, the same
+    batches each step: `name`'s losses against DDP's."""
     losses = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for parallel in ("ddp", "fsdp"):
+        for parallel, extra in (("ddp", ddp_args), (name, args)):
             metrics = os.path.join(tmp, f"{parallel}.json")
             try:
                 check.run([check.program("rankscope-trainer"), "--parallel", parallel, "--backend", "nccl",
-                           "--steps", str(steps), "--accum", "2", "--clip-grad-norm", "1.0", "--metrics-out", metrics,
-                           "--rdzv", "file:" + os.path.join(tmp, "rdzv-" + parallel)])
+                           "--steps", str(steps), "--clip-grad-norm", "1.0", "--metrics-out", metrics,
+                           "--rdzv", "file:" + os.path.join(tmp, "rdzv-" + parallel)] + extra)
             except RunFailed as error:
                 check.say(error.output)
                 return "FAIL", f"--parallel {parallel} failed ({error})"
             with open(metrics) as f:
                 losses[parallel] = [step["loss"] for step in json.load(f)["steps"]]
     problems = []
-    if len(losses["fsdp"]) != steps or len(losses["ddp"]) != steps:
-        problems.append(f"{len(losses['ddp'])} DDP and {len(losses['fsdp'])} FSDP steps, not {steps}")
-    worst = max((abs(a - b) for a, b in zip(losses["ddp"], losses["fsdp"])), default=float("inf"))
+    if len(losses[name]) != steps or len(losses["ddp"]) != steps:
+        problems.append(f"{len(losses['ddp'])} DDP and {len(losses[name])} {name} steps, not {steps}")
+    worst = max((abs(a - b) for a, b in zip(losses["ddp"], losses[name])), default=float("inf"))
     # One rank: the same sums in the same order but for the gradient copies; float rounding.
     if worst > 1e-4:
-        problems.append(f"FSDP's losses differ from DDP's by up to {worst:.2e}")
-    check.say(f"losses, DDP: {losses['ddp'][:3]} ... {losses['ddp'][-1:]}, FSDP: {losses['fsdp'][:3]} ... "
-              f"{losses['fsdp'][-1:]}")
-    return verdict_of(problems, f"{steps} steps of --parallel fsdp over NCCL: losses within {worst:.1e} of DDP's")
+        problems.append(f"{name}'s losses differ from DDP's by up to {worst:.2e}")
+    check.say(f"losses, DDP: {losses['ddp'][:3]} ... {losses['ddp'][-1:]}, {name}: {losses[name][:3]} ... "
+              f"{losses[name][-1:]}")
+    return verdict_of(problems, f"{steps} steps of --parallel {name} over NCCL: losses within {worst:.1e} of DDP's")
+
+
+def check_fsdp_nccl(check):
+    """--parallel fsdp on one GPU over NCCL (all-gathers and reduce-scatters on the
+    communication stream, each waited for by the compute stream): its losses against DDP's."""
+    return losses_against_ddp(check, "fsdp", ["--accum", "2"], ["--accum", "2"])
+
+
+def check_pipeline_nccl(check):
+    """--parallel pipeline on one GPU (one stage: NCCL cannot hold two ranks on one GPU), 4
+    micro-batches with their activation sets on the device: its losses against DDP's with 4
+    accumulation steps."""
+    return losses_against_ddp(check, "pipeline", ["--accum", "4"], ["--micro-batches", "4"])
 
 
 def check_cupti_timing(check):
@@ -392,6 +405,7 @@ CHECKS = (
     ("ddp-gloo-cuda", "2-rank DDP on one GPU over Gloo, profiled and analyzed", 120, check_ddp_gloo_cuda),
     ("pytorch-hook", "--pytorch on one GPU: steps, op ranges, kernels joined to ops", 60, check_pytorch_hook_cuda),
     ("fsdp-nccl", "--parallel fsdp on one GPU over NCCL: losses equal DDP's", 45, check_fsdp_nccl),
+    ("pipeline-nccl", "--parallel pipeline on one GPU over NCCL: losses equal DDP's", 45, check_pipeline_nccl),
     ("overhead", "the collector's overhead on the trainer's step time (<= 3%)", 120, check_overhead),
 )
 
