@@ -15,6 +15,7 @@
 
 #include "tests/temp_dir.h"
 #include "tests/trainer/comm_test_util.h"
+#include "tests/trainer/data_parallel_reference.h"
 #include "trainer/annotations.h"
 #include "trainer/optimizer.h"
 #include "trainer/options.h"
@@ -28,6 +29,11 @@ using std::chrono::milliseconds;
 using testing::FileSpec;
 using testing::TempDir;
 using testing::WorldOf;
+using testing::ReferenceBatch;
+using testing::ReferenceData;
+using testing::ReferenceRun;
+using testing::ReferenceSgd;
+using testing::TrainOnOneDevice;
 
 constexpr int kBatch = 4;
 constexpr int kSteps = 3;
@@ -44,54 +50,8 @@ ModelShape Shape() {
   return shape;
 }
 
-TrainerOptions SgdOptions() {
-  TrainerOptions options;
-  options.optimizer = OptimizerKind::kSgd;
-  options.momentum = 0.9;
-  return options;
-}
-
-// Rank r's micro-step m of step s: its own rows of the dataset.
-void Batch(const SyntheticDataset& data, int ranks, int rank, int accum, int step, int micro, std::vector<float>& x,
-           std::vector<int32_t>& labels) {
-  const int first = ((step * accum + micro) * ranks + rank) * kBatch;
-  for (int row = 0; row < kBatch; ++row) {
-    data.Sample(static_cast<uint64_t>(first + row), &x[static_cast<size_t>(row * Shape().features)], &labels[static_cast<size_t>(row)]);
-  }
-}
-
-// Data parallel on one device: every rank's micro-batches through one model, the gradient
-// their mean over ranks (summed over micro-steps, each scaled by 1/accum).
-std::vector<float> Reference(int ranks, int accum) {
-  std::unique_ptr<ComputeDevice> device = MakeCpuDevice(1);
-  Result<Mlp> model = Mlp::Create(*device, Shape(), kBatch, kSeed);
-  EXPECT_TRUE(model.ok());
-  Result<Optimizer> optimizer = Optimizer::Create(*device, SgdOptions(), model->parameter_count());
-  EXPECT_TRUE(optimizer.ok());
-  const SyntheticDataset data(5, 1000, Shape().features, Shape().classes);
-  std::vector<float> x(static_cast<size_t>(kBatch * Shape().features));
-  std::vector<int32_t> labels(kBatch);
-  Result<float*> x_d = device->AllocateFloats(x.size());
-  Result<int32_t*> labels_d = device->AllocateLabels(labels.size());
-  const auto none = [](int) { return Status::Ok(); };
-  for (int step = 0; step < kSteps; ++step) {
-    bool first = true;
-    for (int micro = 0; micro < accum; ++micro) {
-      for (int rank = 0; rank < ranks; ++rank) {
-        Batch(data, ranks, rank, accum, step, micro, x, labels);
-        EXPECT_TRUE(device->CopyToDevice(x.data(), *x_d, x.size()).ok());
-        EXPECT_TRUE(device->CopyLabelsToDevice(labels.data(), *labels_d, labels.size()).ok());
-        EXPECT_TRUE(model->Forward(*x_d, *labels_d).ok());
-        EXPECT_TRUE(model->Backward(*x_d, *labels_d, 1.0f / static_cast<float>(accum * ranks), !first, none).ok());
-        first = false;
-      }
-    }
-    EXPECT_TRUE(optimizer->Step(model->params(), model->grads(), 0.05).ok());
-    (void)device->TakeLoss();
-  }
-  std::vector<float> params(model->parameter_count());
-  EXPECT_TRUE(device->CopyToHost(model->params(), params.data(), params.size()).ok());
-  return params;
+ReferenceRun ReferenceOf(int ranks, int accum) {
+  return testing::MakeReferenceRun(Shape(), kBatch, kSeed, kSteps, accum, ranks);
 }
 
 // Runs `body(rank)` on a thread per rank with FSDP's pieces set up; returns each rank's error.
@@ -141,13 +101,13 @@ TEST(FsdpTest, TrainingShardedGivesTheParametersOfDataParallelTraining) {
     for (int accum : {1, 2}) {
       for (bool overlap : {true, false}) {
         SCOPED_TRACE(::testing::Message() << ranks << " ranks, accum " << accum << ", overlap " << overlap);
-        const std::vector<float> expected = Reference(ranks, accum);
+        const std::vector<float> expected = TrainOnOneDevice(ReferenceOf(ranks, accum));
         std::vector<std::vector<float>> got(static_cast<size_t>(ranks));
         const auto errors = RunSharded(ranks, overlap, [&](int rank, ComputeDevice& device, Mlp& model,
                                                            FsdpEngine& engine) -> std::string {
-          Result<Optimizer> optimizer = Optimizer::Create(device, SgdOptions(), engine.shard_count());
+          Result<Optimizer> optimizer = Optimizer::Create(device, ReferenceSgd(), engine.shard_count());
           if (!optimizer.ok()) return optimizer.status().message();
-          const SyntheticDataset data(5, 1000, Shape().features, Shape().classes);
+          const SyntheticDataset data = ReferenceData(Shape());
           std::vector<float> x(static_cast<size_t>(kBatch * Shape().features));
           std::vector<int32_t> labels(kBatch);
           Result<float*> x_d = device.AllocateFloats(x.size());
@@ -156,7 +116,7 @@ TEST(FsdpTest, TrainingShardedGivesTheParametersOfDataParallelTraining) {
           const auto none = [](int) { return Status::Ok(); };
           for (int step = 0; step < kSteps; ++step) {
             for (int micro = 0; micro < accum; ++micro) {
-              Batch(data, ranks, rank, accum, step, micro, x, labels);
+              ReferenceBatch(data, ReferenceOf(ranks, accum), rank, step, micro, x.data(), labels.data());
               Status status = device.CopyToDevice(x.data(), *x_d, x.size());
               if (status.ok()) status = device.CopyLabelsToDevice(labels.data(), *labels_d, labels.size());
               if (status.ok()) status = model.Forward(*x_d, *labels_d, engine.hooks());

@@ -15,6 +15,7 @@
 
 #include "tests/temp_dir.h"
 #include "tests/trainer/comm_test_util.h"
+#include "tests/trainer/data_parallel_reference.h"
 #include "trainer/annotations.h"
 #include "trainer/optimizer.h"
 #include "trainer/rendezvous.h"
@@ -27,6 +28,11 @@ using std::chrono::milliseconds;
 using testing::FileSpec;
 using testing::TempDir;
 using testing::WorldOf;
+using testing::ReferenceBatch;
+using testing::ReferenceData;
+using testing::ReferenceRun;
+using testing::ReferenceSgd;
+using testing::TrainOnOneDevice;
 
 constexpr int kBatch = 4;
 constexpr int kSteps = 3;
@@ -124,58 +130,8 @@ TEST(PipelineLayoutTest, ImpossibleLayoutsAreOneLineErrors) {
             "--stage-layers 1,2: needs 2 positive counts (one per stage) adding up to the model's 4 layers");
 }
 
-// Micro-batch k of step s on replica d: its own rows of the dataset.
-void MicroBatch(const SyntheticDataset& data, int replicas, int micro_batches, int replica, int step, int k,
-                float* x, int32_t* labels) {
-  const int first = ((step * micro_batches + k) * replicas + replica) * kBatch;
-  for (int row = 0; row < kBatch; ++row) {
-    data.Sample(first + row, x + static_cast<size_t>(row * Shape().features), labels + row);
-  }
-}
-
-TrainerOptions SgdOptions() {
-  TrainerOptions options;
-  options.optimizer = OptimizerKind::kSgd;
-  options.momentum = 0.9;
-  return options;
-}
-
-// The whole model on one device, every replica's micro-batches accumulated: the gradient of
-// the mean loss over the step's rows.
-std::vector<float> Reference(int replicas, int micro_batches, double clip) {
-  std::unique_ptr<ComputeDevice> device = MakeCpuDevice(1);
-  Result<Mlp> model = Mlp::Create(*device, Shape(), kBatch, kSeed);
-  EXPECT_TRUE(model.ok());
-  Result<Optimizer> optimizer = Optimizer::Create(*device, SgdOptions(), model->parameter_count());
-  EXPECT_TRUE(optimizer.ok());
-  const SyntheticDataset data(5, 1000, Shape().features, Shape().classes);
-  std::vector<float> x(static_cast<size_t>(kBatch * Shape().features));
-  std::vector<int32_t> labels(kBatch);
-  Result<float*> x_d = device->AllocateFloats(x.size());
-  Result<int32_t*> labels_d = device->AllocateLabels(labels.size());
-  const auto none = [](int) { return Status::Ok(); };
-  for (int step = 0; step < kSteps; ++step) {
-    bool first = true;
-    for (int k = 0; k < micro_batches; ++k) {
-      for (int replica = 0; replica < replicas; ++replica) {
-        MicroBatch(data, replicas, micro_batches, replica, step, k, x.data(), labels.data());
-        EXPECT_TRUE(device->CopyToDevice(x.data(), *x_d, x.size()).ok());
-        EXPECT_TRUE(device->CopyLabelsToDevice(labels.data(), *labels_d, labels.size()).ok());
-        EXPECT_TRUE(model->Forward(*x_d, *labels_d).ok());
-        const float scale = 1.0f / static_cast<float>(micro_batches * replicas);
-        EXPECT_TRUE(model->Backward(*x_d, *labels_d, scale, !first, none).ok());
-        first = false;
-      }
-    }
-    if (clip > 0) {
-      EXPECT_TRUE(ClipGradientNorm(*device, model->grads(), model->parameter_count(), clip).ok());
-    }
-    EXPECT_TRUE(optimizer->Step(model->params(), model->grads(), kLearningRate).ok());
-    (void)device->TakeLoss();
-  }
-  std::vector<float> params(model->parameter_count());
-  EXPECT_TRUE(device->CopyToHost(model->params(), params.data(), params.size()).ok());
-  return params;
+ReferenceRun ReferenceOf(int replicas, int micro_batches, double clip) {
+  return testing::MakeReferenceRun(Shape(), kBatch, kSeed, kSteps, micro_batches, replicas, clip, kLearningRate);
 }
 
 struct StageResult {
@@ -211,14 +167,15 @@ std::vector<StageResult> TrainPipelined(int world, const PipelineOptions& option
       auto engine = PipelineEngine::Create(*device, **pipeline, replicas.get(), Shape(), kBatch, kSeed, *layout, {});
       if (!engine.ok()) return fail(engine.status());
       Mlp& model = (*engine)->model();
-      Result<Optimizer> optimizer = Optimizer::Create(*device, SgdOptions(), model.parameter_count());
+      Result<Optimizer> optimizer = Optimizer::Create(*device, ReferenceSgd(), model.parameter_count());
       if (!optimizer.ok()) return fail(optimizer.status());
-      const SyntheticDataset data(5, 1000, Shape().features, Shape().classes);
+      const SyntheticDataset data = ReferenceData(Shape());
       const auto none = [](int) { return Status::Ok(); };
       for (int step = 0; step < kSteps; ++step) {
         Status status = (*engine)->RunStep(
             [&](int k, float* x, int32_t* labels) {
-              MicroBatch(data, layout->replicas, options.micro_batches, layout->replica, step, k, x, labels);
+              ReferenceBatch(data, ReferenceOf(layout->replicas, options.micro_batches, clip), layout->replica, step, k, x,
+                             labels);
             },
             none);
         if (status.ok() && clip > 0) status = (*engine)->ClipGradientNorm(clip).status();
@@ -268,7 +225,7 @@ TEST(PipelineEngineTest, EachStageEndsWithTheParametersOfTrainingTheWholeModel) 
     options.micro_batches = kMicroBatches;
     options.schedule = c.schedule;
     options.stage_layers = c.stage_layers;
-    const std::vector<float> expected = Reference(c.world / c.stages, kMicroBatches, c.clip);
+    const std::vector<float> expected = TrainOnOneDevice(ReferenceOf(c.world / c.stages, kMicroBatches, c.clip));
     const std::vector<StageResult> results = TrainPipelined(c.world, options, c.clip);
     for (int rank = 0; rank < c.world; ++rank) {
       const StageResult& result = results[static_cast<size_t>(rank)];
