@@ -10,6 +10,7 @@
 #include "analyzer/cross_rank.h"
 #include "analyzer/parallelism.h"
 #include "analyzer/hang.h"
+#include "analyzer/memory.h"
 #include "analyzer/metrics.h"
 #include "analyzer/parallel_internal.h"
 #include "analyzer/rank_scan.h"
@@ -514,6 +515,11 @@ Result<Report> BuildReport(std::vector<RankResult> ranks, RunInfo run, std::vect
   report.cross_rank.compute_time_spread = SpreadAcrossDevices(report.ranks, &StepStats::compute_ns);
 
   report.parallelism = MeasureParallelism(ranks, report.cross_rank.clock, steps, warnings);
+  for (const RankResult& rank : ranks) {
+    if (std::optional<RankMemory> memory = MeasureMemory(rank.activity, steps.aggregated_numbers)) {
+      report.memory.push_back(std::move(*memory));
+    }
+  }
   report.summary = SummarizeRun(report.ranks, run, steps.selection.steps_aggregated, report.workload, warnings);
   report.top_activities = SumTopActivities(ranks, options.top);
   report.run = std::move(run);

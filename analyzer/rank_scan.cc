@@ -143,6 +143,7 @@ class RankScanner::Impl {
   void AddCommRecord(std::vector<CollectiveRecord>& records, const trace::SpanRow& row, uint64_t bytes);
   void ChooseSteps(RankActivity& activity);
   void AddPipelinePass(const trace::SpanRow& row);
+  void AddMemorySample(RankActivity& activity, const std::string& category, const trace::NvtxMarkEvent& mark);
   const CommRangeArgs& CommArgs(trace::StringId args);
   void ChooseCollectives(RankActivity& activity);
 
@@ -265,6 +266,16 @@ const CommRangeArgs& RankScanner::Impl::CommArgs(trace::StringId args) {
   auto [it, inserted] = comm_args_.try_emplace(args);
   if (inserted && args != trace::kEmptyString) it->second = ReadCommRangeArgs(Str(args));
   return it->second;
+}
+
+void RankScanner::Impl::AddMemorySample(RankActivity& activity, const std::string& category,
+                                        const trace::NvtxMarkEvent& mark) {
+  const std::optional<int64_t> bytes = IntField(ParseObject(Str(mark.args)), "bytes");
+  if (!bytes || *bytes < 0) return;
+  auto found = std::find(activity.memory_categories.begin(), activity.memory_categories.end(), category);
+  if (found == activity.memory_categories.end()) found = activity.memory_categories.insert(found, category);
+  activity.memory.push_back(
+      {static_cast<uint32_t>(found - activity.memory_categories.begin()), mark.start_ns, *bytes});
 }
 
 void RankScanner::Impl::AddPipelinePass(const trace::SpanRow& row) {
@@ -576,7 +587,12 @@ Result<RankActivity> RankScanner::Impl::Finish() {
       ++invalid_events_;
       continue;
     }
-    if (activity.workload || Str(mark.name) != "workload") continue;
+    const std::string& name = Str(mark.name);
+    if (name.starts_with("memory: ") && name.size() > 8) {
+      AddMemorySample(activity, name.substr(8), mark);
+      continue;
+    }
+    if (activity.workload || name != "workload") continue;
     const Json args = ParseObject(Str(mark.args));
     if (!args.is_object()) continue;
     activity.workload = WorkloadMark{IntField(args, "world_size"),   IntField(args, "batch"),
@@ -584,6 +600,8 @@ Result<RankActivity> RankScanner::Impl::Finish() {
                                      IntField(args, "parameters"),   IntField(args, "parallel"),
                                      IntField(args, "stages"),       IntField(args, "micro_batches")};
   }
+  std::stable_sort(activity.memory.begin(), activity.memory.end(),
+                   [](const MemorySample& a, const MemorySample& b) { return a.ts_ns < b.ts_ns; });
   for (const trace::CollectiveEvent& event : header_.collectives) {
     if (!trace::CheckedDuration(event.start_ns, event.end_ns) || !KnownIds(event, header_)) ++invalid_events_;
   }

@@ -404,6 +404,22 @@ struct FsdpFigures {
   std::optional<double> exposed_gather_pct;  // 100 · exposed / gather
 };
 
+// One rank's memory counters (docs/metrics.md §5 "Memory"): what the trainer's allocations
+// hold, per category.
+struct MemoryCategoryBytes {
+  std::string category;
+  int64_t bytes = 0;
+};
+
+struct RankMemory {
+  int rank = 0;
+  int64_t peak_bytes = 0;     // the largest total over the run
+  int64_t peak_at_ns = 0;     // when it was first reached (the rank's clock)
+  std::vector<MemoryCategoryBytes> at_peak;      // each category's bytes then, in first-seen order
+  std::vector<MemoryCategoryBytes> category_peaks;  // each category's own largest value
+  std::optional<Stats> step_peak_bytes;          // over aggregated steps: the largest total in each
+};
+
 // How the run was parallelized and what that costs (docs/metrics.md §4, §6).
 struct Parallelism {
   std::string strategy = "unknown";  // "ddp", "fsdp", "pipeline" or "unknown"
@@ -425,6 +441,7 @@ struct Report {
   std::vector<ActivitySummary> top_activities;  // summed over ranks, longest first
   CrossRank cross_rank;
   Parallelism parallelism;
+  std::vector<RankMemory> memory;            // ranks with memory counters, by rank
   std::vector<std::string> warnings;         // what is missing or doubtful, one line each
   // Filled when the run did not finish (a hang, a mismatch, killed ranks, open work).
   std::optional<HangReport> did_not_finish;

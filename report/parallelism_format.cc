@@ -1,6 +1,8 @@
 // The parallel strategy's lines and tables (Report::parallelism), shared by every writer.
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "report/report_format.h"
 
 namespace rankscope::report {
@@ -96,6 +98,43 @@ Table FsdpLayerTable(const Report& report) {
                           Duration(layer.reduce_scatter_ns), Duration(layer.exposed_reduce_scatter_ns)});
   }
   table.notes.push_back("FSDP per layer: means per rank and aggregated step; exposed: not overlapped by compute");
+  return table;
+}
+
+std::vector<std::string> MemoryCategories(const Report& report) {
+  std::vector<std::string> categories;
+  for (const analyzer::RankMemory& rank : report.memory) {
+    for (const analyzer::MemoryCategoryBytes& entry : rank.at_peak) {
+      if (std::find(categories.begin(), categories.end(), entry.category) == categories.end()) {
+        categories.push_back(entry.category);
+      }
+    }
+  }
+  return categories;
+}
+
+Table MemoryTable(const Report& report) {
+  Table table;
+  if (report.memory.empty()) return table;
+  const std::vector<std::string> categories = MemoryCategories(report);
+  table.header = {"rank", "peak"};
+  table.header.insert(table.header.end(), categories.begin(), categories.end());
+  table.header.push_back("step peak");
+  table.numeric = std::vector<bool>(table.header.size(), true);
+  for (const analyzer::RankMemory& rank : report.memory) {
+    std::vector<std::string> row = {std::to_string(rank.rank), format::FormatBytes(static_cast<double>(rank.peak_bytes))};
+    for (const std::string& category : categories) {
+      std::string cell = "-";
+      for (const analyzer::MemoryCategoryBytes& entry : rank.at_peak) {
+        if (entry.category == category) cell = format::FormatBytes(static_cast<double>(entry.bytes));
+      }
+      row.push_back(cell);
+    }
+    row.push_back(rank.step_peak_bytes ? format::FormatBytes(rank.step_peak_bytes->median) : "-");
+    table.rows.push_back(std::move(row));
+  }
+  table.notes.push_back("memory counters: the categories at each rank's peak; step peak: median over aggregated "
+                        "steps of each step's largest total");
   return table;
 }
 

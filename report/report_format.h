@@ -71,6 +71,12 @@ std::string PipelineLine(const analyzer::Report& report);
 // empty without FSDP figures.
 Table FsdpLayerTable(const analyzer::Report& report);
 
+// One row per rank with memory counters: its peak, what each category held then, and the
+// median over aggregated steps of each step's peak; empty without counters.
+Table MemoryTable(const analyzer::Report& report);
+// The categories of every rank's counters, in first-seen order.
+std::vector<std::string> MemoryCategories(const analyzer::Report& report);
+
 // ---- a run that did not finish: Report::did_not_finish (run_end_format.cc) -------------
 
 // "Did not finish: hang".

@@ -146,6 +146,70 @@ void AppendBreakdownChart(const Report& report, std::string& out) {
   out += canvas.Finish();
 }
 
+// Memory at each rank's peak, stacked by category, on one scale (the largest peak), then the
+// table. Only for ranks with memory counters.
+void AppendMemoryChart(const Report& report, std::string& out) {
+  const Table table = MemoryTable(report);
+  if (table.rows.empty()) return;
+  out += "<h2>Memory</h2>\n";
+  const std::vector<std::string> categories = MemoryCategories(report);
+  std::vector<PlotColor> colors;
+  for (size_t c = 0; c < categories.size(); ++c) {
+    colors.push_back(PlotColorFromHsl(360.0 * static_cast<double>(c) / static_cast<double>(categories.size()), 0.45, 0.55));
+  }
+  double largest = 0;
+  for (const analyzer::RankMemory& rank : report.memory) largest = std::max(largest, static_cast<double>(rank.peak_bytes));
+  const size_t bar_count = report.memory.size();
+  const double row = bar_count <= 16 ? 22 : bar_count <= 32 ? 14 : 10;
+  constexpr double kLeft = 120, kTop = 24, kRight = 20;
+  const double plot_width = kChartWidth - kLeft - kRight;
+  const double axis_y = kTop + row * static_cast<double>(bar_count);
+  const double legend_top = axis_y + 44;
+  std::vector<HorizontalBar> bars;
+  for (const analyzer::RankMemory& rank : report.memory) {
+    HorizontalBar bar;
+    bar.label = fmt::format("rank {}", rank.rank);
+    bar.full_scale = largest;
+    bar.empty_note = "nothing allocated";
+    for (size_t c = 0; c < categories.size(); ++c) {
+      double bytes = 0;
+      for (const analyzer::MemoryCategoryBytes& entry : rank.at_peak) {
+        if (entry.category == categories[c]) bytes = static_cast<double>(entry.bytes);
+      }
+      bar.segments.push_back(
+          {bytes, colors[c], fmt::format("{}: {} {}", bar.label, categories[c], format::FormatBytes(bytes))});
+    }
+    bars.push_back(std::move(bar));
+  }
+  std::vector<SwatchLegendEntry> legend;
+  for (size_t c = 0; c < categories.size(); ++c) legend.push_back({categories[c], colors[c]});
+  SvgCanvas canvas(kChartWidth, legend_top + SwatchLegendHeight(legend.size(), plot_width) + 6,
+                   "memory per rank at its peak, by category");
+  canvas.BeginGroup("bars");
+  DrawHorizontalStackedBars(canvas, bars,
+                            {.plot_left = kLeft,
+                             .plot_top = kTop,
+                             .plot_width = plot_width,
+                             .row_height = row,
+                             .bar_height = row - 4,
+                             .label_style = TextStyle(TextAnchor::kEnd, bar_count > 32 ? 8 : kFontSize)});
+  canvas.EndGroup();
+  canvas.BeginGroup("axes");
+  canvas.Line({kLeft, axis_y}, {kLeft + plot_width, axis_y}, kAxisStroke);
+  for (int quarter = 0; quarter <= 4; ++quarter) {
+    const double x = kLeft + plot_width * quarter / 4.0;
+    canvas.Line({x, axis_y}, {x, axis_y + 4}, kAxisStroke);
+    canvas.Text({x, axis_y + 16}, format::FormatBytes(largest * quarter / 4.0), TextStyle(TextAnchor::kMiddle));
+  }
+  canvas.Text({kLeft + plot_width / 2, axis_y + 32}, "bytes held at the rank's peak", TextStyle(TextAnchor::kMiddle));
+  canvas.EndGroup();
+  DrawSwatchLegend(canvas, legend, {kLeft, legend_top}, plot_width, TextStyle());
+  out += "<p class=\"caption\">What each rank's allocations held when their total was largest, from the "
+         "workload's memory counters.</p>\n";
+  out += canvas.Finish();
+  AppendTable(table, out);
+}
+
 // Chart 2: step time of every step, one series per device; warm-up steps hollow.
 void AppendStepTimeChart(const Report& report, std::string& out) {
   out += "<h2>Step time</h2>\n";
@@ -431,6 +495,7 @@ std::string ReportToHtml(const Report& report) {
       if (!table.rows.empty()) AppendTable(table, out);
     }
   }
+  AppendMemoryChart(report, out);
   out += "<h2>Stragglers</h2>\n<p>" + format::HtmlEscape(StragglerLine(report)) + "</p>\n";
   if (const std::string clock = ClockLine(report); !clock.empty()) {
     out += "<p>" + format::HtmlEscape(clock) + "</p>\n";

@@ -686,6 +686,21 @@ std::string ReportToJson(const Report& report) {
   json.ValueMember("top_activities", activities);
   json.ValueMember("cross_rank", CrossRankToJson(report.cross_rank));
   json.ValueMember("parallelism", ParallelismToJson(report.parallelism));
+  Json memory = Json::array();
+  for (const analyzer::RankMemory& rank : report.memory) {
+    const auto bytes_of = [](const std::vector<analyzer::MemoryCategoryBytes>& entries) {
+      Json object = Json::object();
+      for (const analyzer::MemoryCategoryBytes& entry : entries) object[entry.category] = entry.bytes;
+      return object;
+    };
+    memory.push_back({{"rank", rank.rank},
+                      {"peak_bytes", rank.peak_bytes},
+                      {"peak_at_ns", rank.peak_at_ns},
+                      {"at_peak", bytes_of(rank.at_peak)},
+                      {"category_peaks", bytes_of(rank.category_peaks)},
+                      {"step_peak_bytes", OptionalStats(rank.step_peak_bytes)}});
+  }
+  json.ValueMember("memory", memory);
   json.ValueMember("warnings", StringArray(report.warnings));
   // Only for a run that did not finish, so the reports of finished runs keep their keys.
   if (report.did_not_finish) json.ValueMember("did_not_finish", HangReportToJsonValue(*report.did_not_finish));

@@ -103,6 +103,11 @@ std::string ReportToMarkdown(const Report& report) {
     }
   }
 
+  if (const Table memory = MemoryTable(report); !memory.rows.empty()) {
+    AppendSection("Memory", out);
+    AppendTable(memory, out);
+  }
+
   AppendSection("Stragglers", out);
   out += format::MarkdownEscape(StragglerLine(report)) + "\n";
   if (const std::string clock = ClockLine(report); !clock.empty()) {

@@ -130,6 +130,10 @@ std::string ReportToText(const Report& report) {
       if (!table.rows.empty()) AppendTable(table, out);
     }
   }
+  if (const Table memory = MemoryTable(report); !memory.rows.empty()) {
+    out += "\nmemory (bytes each rank's allocations hold, by category)\n";
+    AppendTable(memory, out);
+  }
   out += '\n';
   if (const std::string clock = ClockLine(report); !clock.empty()) AppendWrapped(clock, "  ", out);
   AppendWrapped(StragglerLine(report), "  ", out);

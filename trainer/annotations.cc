@@ -34,6 +34,7 @@ struct Annotations {
   uint64_t workload_schema = 0;
   uint64_t collective_schema = 0;
   uint64_t micro_batch_schema = 0;
+  uint64_t memory_schema = 0;
 };
 
 Annotations& State() {
@@ -141,6 +142,10 @@ void InitAnnotations() {
       {0, NVTX_PAYLOAD_ENTRY_TYPE_UINT64, "micro_batches", nullptr, 0, offsetof(MicroBatchFields, micro_batches),
        nullptr, nullptr},
   };
+  static const nvtxPayloadSchemaEntry_t memory_entries[] = {
+      {0, NVTX_PAYLOAD_ENTRY_TYPE_UINT64, "bytes", nullptr, 0, 0, nullptr, nullptr},
+  };
+  state.memory_schema = RegisterSchema(state.domain, "rankscope memory", memory_entries, 1, sizeof(uint64_t));
   state.micro_batch_schema = RegisterSchema(state.domain, "rankscope micro-batch", micro_batch_entries,
                                             std::size(micro_batch_entries), sizeof(MicroBatchFields));
 }
@@ -159,6 +164,10 @@ ScopedRange::~ScopedRange() { nvtxDomainRangePop(State().domain); }
 
 void MarkWorkload(const Workload& workload) {
   WithPayload("workload", RangeCategory::kNone, State().workload_schema, workload, Mark);
+}
+
+void MarkMemory(const char* name, uint64_t bytes) {
+  WithPayload(name, RangeCategory::kNone, State().memory_schema, bytes, Mark);
 }
 
 StepRange::StepRange(uint64_t step, uint64_t samples) {

@@ -39,6 +39,11 @@ struct Workload {
 };
 void MarkWorkload(const Workload& workload);
 
+// A memory counter's new value: a mark named `name` ("memory: parameters", ...; it must be
+// a string literal) with the payload schema "rankscope memory" (bytes: UINT64), the bytes
+// the category holds from now on (trainer/README.md).
+void MarkMemory(const char* name, uint64_t bytes);
+
 class ScopedRange {
  public:
   explicit ScopedRange(const char* name, RangeCategory category = RangeCategory::kNone);

@@ -40,7 +40,7 @@ Result<DdpEngine> DdpEngine::Create(ComputeDevice& device, Collectives& collecti
       engine.bucket_of_parameter_[static_cast<size_t>(p)] = static_cast<int>(engine.buckets_.size());
     }
     bucket.parameters = std::move(members);
-    RS_ASSIGN_OR_RETURN(bucket.buffer, device.AllocateFloats(bucket.count));
+    RS_ASSIGN_OR_RETURN(bucket.buffer, device.Allocate(bucket.count, MemoryCategory::kCommunication));
     engine.buckets_.push_back(std::move(bucket));
   }
   return engine;

@@ -21,9 +21,28 @@ struct LossStats {
   int64_t rows = 0;
 };
 
+// What a device buffer holds. Allocate adds its bytes to its category and marks the
+// category's new total (annotations.h MarkMemory): the memory counters.
+enum class MemoryCategory : uint8_t {
+  kParameters,      // weights and biases (FSDP: its shards and the gathered layers)
+  kGradients,
+  kOptimizerState,  // momentum, Adam's moments
+  kActivations,     // what the backward pass needs of the forward (a pipeline: per micro-batch)
+  kCommunication,   // DDP's buckets, received gradients, reduction scratch
+  kData,            // the input batch and its labels
+};
+inline constexpr int kMemoryCategories = 6;
+const char* MemoryCategoryName(MemoryCategory category);  // "parameters", "optimizer", "comm buffers", ...
+
 class ComputeDevice {
  public:
   virtual ~ComputeDevice() = default;
+  // Zero-filled device memory (AllocateFloats, AllocateLabels) counted in `category`.
+  Result<float*> Allocate(size_t count, MemoryCategory category);
+  Result<int32_t*> AllocateLabelsIn(size_t count, MemoryCategory category);
+  // Bytes allocated so far through Allocate, per category.
+  uint64_t allocated_bytes(MemoryCategory category) const { return allocated_[static_cast<size_t>(category)]; }
+
 
   virtual std::string Describe() const = 0;  // "cpu (8 threads, avx2+fma)", "cuda:0 (H100)"
   virtual bool is_gpu() const = 0;
@@ -69,6 +88,10 @@ class ComputeDevice {
   virtual Status Synchronize() = 0;
   // An opaque handle of the compute stream (cudaStream_t) for the collectives; null on CPU.
   virtual void* stream() = 0;
+
+ private:
+  void Count(MemoryCategory category, uint64_t bytes);
+  uint64_t allocated_[kMemoryCategories] = {};
 };
 
 // threads: the kernel thread pool size (≥ 1).

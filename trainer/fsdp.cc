@@ -25,11 +25,12 @@ Result<std::unique_ptr<FsdpEngine>> FsdpEngine::Create(ComputeDevice& device, Co
     engine->max_padded_ = std::max(engine->max_padded_, layer.shard * ranks);
     engine->layers_.push_back(layer);
   }
-  RS_ASSIGN_OR_RETURN(engine->shard_params_, device.AllocateFloats(engine->shard_count_));
-  RS_ASSIGN_OR_RETURN(engine->shard_grads_, device.AllocateFloats(engine->shard_count_));
+  RS_ASSIGN_OR_RETURN(engine->shard_params_, device.Allocate(engine->shard_count_, MemoryCategory::kParameters));
+  RS_ASSIGN_OR_RETURN(engine->shard_grads_, device.Allocate(engine->shard_count_, MemoryCategory::kGradients));
   for (int s = 0; s < 2; ++s) {
-    RS_ASSIGN_OR_RETURN(engine->gathered_[s], device.AllocateFloats(engine->max_padded_));
-    RS_ASSIGN_OR_RETURN(engine->full_grads_[s], device.AllocateFloats(engine->max_padded_));
+    // A gathered layer's parameters and its gradients before they are reduce-scattered.
+    RS_ASSIGN_OR_RETURN(engine->gathered_[s], device.Allocate(engine->max_padded_, MemoryCategory::kParameters));
+    RS_ASSIGN_OR_RETURN(engine->full_grads_[s], device.Allocate(engine->max_padded_, MemoryCategory::kGradients));
   }
   // This rank's part of every layer's initial values; the padding past a layer's end is 0.
   const std::vector<float> initial = Mlp::InitialParameters(model.shape(), seed);
@@ -43,7 +44,7 @@ Result<std::unique_ptr<FsdpEngine>> FsdpEngine::Create(ComputeDevice& device, Co
     }
   }
   RS_RETURN_IF_ERROR(device.CopyToDevice(shards.data(), engine->shard_params_, shards.size()));
-  RS_ASSIGN_OR_RETURN(engine->norm_, device.AllocateFloats(1));
+  RS_ASSIGN_OR_RETURN(engine->norm_, device.Allocate(1, MemoryCategory::kCommunication));
   engine->gather_ticket_.resize(engine->layers_.size());
 
   FsdpEngine* self = engine.get();

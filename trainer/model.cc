@@ -102,8 +102,8 @@ Result<Mlp> Mlp::Create(ComputeDevice& device, const ModelShape& shape, int batc
   model.grad_at_.assign(model.parameters_.size(), nullptr);
 
   if (storage == ParameterStorage::kOwned) {
-    RS_ASSIGN_OR_RETURN(model.params_, device.AllocateFloats(model.parameter_count_));
-    RS_ASSIGN_OR_RETURN(model.grads_, device.AllocateFloats(model.parameter_count_));
+    RS_ASSIGN_OR_RETURN(model.params_, device.Allocate(model.parameter_count_, MemoryCategory::kParameters));
+    RS_ASSIGN_OR_RETURN(model.grads_, device.Allocate(model.parameter_count_, MemoryCategory::kGradients));
     for (size_t i = 0; i < model.parameters_.size(); ++i) {
       model.param_at_[i] = model.params_ + model.parameters_[i].offset;
       model.grad_at_[i] = model.grads_ + model.parameters_[i].offset;
@@ -113,10 +113,10 @@ Result<Mlp> Mlp::Create(ComputeDevice& device, const ModelShape& shape, int batc
   const auto sets = static_cast<size_t>(part.activation_sets);
   for (Layer& layer : model.layers_) {
     for (size_t set = 0; set < sets; ++set) {
-      RS_ASSIGN_OR_RETURN(float* pre, device.AllocateFloats(rows * static_cast<size_t>(layer.out)));
+      RS_ASSIGN_OR_RETURN(float* pre, device.Allocate(rows * static_cast<size_t>(layer.out), MemoryCategory::kActivations));
       float* out_values = pre;
       if (layer.activation != kernels::Activation::kNone) {
-        RS_ASSIGN_OR_RETURN(out_values, device.AllocateFloats(rows * static_cast<size_t>(layer.out)));
+        RS_ASSIGN_OR_RETURN(out_values, device.Allocate(rows * static_cast<size_t>(layer.out), MemoryCategory::kActivations));
       }
       layer.pre.push_back(pre);
       layer.out_values.push_back(out_values);
@@ -124,16 +124,17 @@ Result<Mlp> Mlp::Create(ComputeDevice& device, const ModelShape& shape, int batc
   }
   if (model.computes_loss()) {
     for (size_t set = 0; set < sets; ++set) {
-      RS_ASSIGN_OR_RETURN(float* probs, device.AllocateFloats(rows * static_cast<size_t>(shape.classes)));
+      RS_ASSIGN_OR_RETURN(float* probs, device.Allocate(rows * static_cast<size_t>(shape.classes), MemoryCategory::kActivations));
       model.probs_.push_back(probs);
     }
-    RS_ASSIGN_OR_RETURN(model.dlogits_, device.AllocateFloats(rows * static_cast<size_t>(shape.classes)));
+    RS_ASSIGN_OR_RETURN(model.dlogits_, device.Allocate(rows * static_cast<size_t>(shape.classes), MemoryCategory::kActivations));
   }
   if (part.first_layer > 0) {
-    RS_ASSIGN_OR_RETURN(model.input_gradient_, device.AllocateFloats(rows * static_cast<size_t>(model.input_width())));
+    RS_ASSIGN_OR_RETURN(model.input_gradient_,
+                        device.Allocate(rows * static_cast<size_t>(model.input_width()), MemoryCategory::kActivations));
   }
   for (float*& buffer : model.dactivation_) {
-    RS_ASSIGN_OR_RETURN(buffer, device.AllocateFloats(rows * max_width));
+    RS_ASSIGN_OR_RETURN(buffer, device.Allocate(rows * max_width, MemoryCategory::kActivations));
   }
 
   if (storage == ParameterStorage::kOwned) {

@@ -17,7 +17,7 @@ Result<Optimizer> Optimizer::Create(ComputeDevice& device, const TrainerOptions&
   Optimizer optimizer(device, options, parameter_count);
   const int buffers = options.optimizer == OptimizerKind::kAdamW ? 2 : 1;
   for (int i = 0; i < buffers; ++i) {
-    RS_ASSIGN_OR_RETURN(float* buffer, device.AllocateFloats(parameter_count));
+    RS_ASSIGN_OR_RETURN(float* buffer, device.Allocate(parameter_count, MemoryCategory::kOptimizerState));
     optimizer.state_.push_back(buffer);
   }
   return optimizer;

@@ -128,18 +128,19 @@ Result<std::unique_ptr<PipelineEngine>> PipelineEngine::Create(ComputeDevice& de
   engine->host_x_.resize(micro_batches * rows * static_cast<size_t>(shape.features));
   engine->host_labels_.resize(micro_batches * rows);
   for (int s = 0; s < engine->in_flight_; ++s) {
-    RS_ASSIGN_OR_RETURN(float* input, device.AllocateFloats(rows * static_cast<size_t>(engine->model_->input_width())));
+    RS_ASSIGN_OR_RETURN(float* input,
+                        device.Allocate(rows * static_cast<size_t>(engine->model_->input_width()), MemoryCategory::kActivations));
     engine->inputs_.push_back(input);
     if (layout.last()) {
-      RS_ASSIGN_OR_RETURN(int32_t* labels, device.AllocateLabels(rows));
+      RS_ASSIGN_OR_RETURN(int32_t* labels, device.AllocateLabelsIn(rows, MemoryCategory::kData));
       engine->labels_.push_back(labels);
     }
   }
   if (!layout.last()) {
     RS_ASSIGN_OR_RETURN(engine->output_gradient_,
-                        device.AllocateFloats(rows * static_cast<size_t>(engine->model_->output_width())));
+                        device.Allocate(rows * static_cast<size_t>(engine->model_->output_width()), MemoryCategory::kCommunication));
   }
-  RS_ASSIGN_OR_RETURN(engine->norm_, device.AllocateFloats(1));
+  RS_ASSIGN_OR_RETURN(engine->norm_, device.Allocate(1, MemoryCategory::kCommunication));
   return engine;
 }
 

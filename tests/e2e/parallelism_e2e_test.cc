@@ -108,6 +108,47 @@ TEST(ParallelismEndToEnd, TwoPipelinesOfTwoStagesOnFourRanks) {
   }
 }
 
+// Memory counters: FSDP's model state (parameters, gradients, optimizer, buffers) per rank
+// is about a quarter of DDP's on 4 ranks, its peak well below; a GPipe stage holds every
+// micro-batch's activations where 1F1B's first stage holds S of them.
+TEST(ParallelismEndToEnd, FsdpShardsTheMemoryAndGpipeHoldsMoreActivations) {
+  TempDir dir;
+  const std::vector<std::string> deep = {"--features", "256", "--width", "256", "--depth", "16",
+                                         "--classes",  "8",   "--batch", "32",  "--steps", "3"};
+  const nlohmann::json ddp = ProfileAndAnalyze(dir / "ddp", 4, With(deep, {"--parallel", "ddp"}));
+  const nlohmann::json fsdp = ProfileAndAnalyze(dir / "fsdp", 4, With(deep, {"--parallel", "fsdp"}));
+  ASSERT_FALSE(ddp.is_discarded());
+  ASSERT_FALSE(fsdp.is_discarded());
+  ASSERT_EQ(ddp.at("memory").size(), 4u);
+  ASSERT_EQ(fsdp.at("memory").size(), 4u);
+  const auto model_state = [](const nlohmann::json& rank) {
+    double bytes = 0;
+    for (const char* category : {"parameters", "gradients", "optimizer", "comm buffers"}) {
+      bytes += rank.at("at_peak").value(category, 0.0);
+    }
+    return bytes;
+  };
+  for (size_t r = 0; r < 4; ++r) {
+    const nlohmann::json& replicated = ddp.at("memory").at(r);
+    const nlohmann::json& sharded = fsdp.at("memory").at(r);
+    const double ratio = model_state(replicated) / model_state(sharded);
+    // 4 ranks: shards of 1/4, plus the two gathered layers of 17 (parameters and gradients).
+    EXPECT_GT(ratio, 3.0) << sharded.dump();
+    EXPECT_LT(ratio, 5.0) << sharded.dump();
+    EXPECT_LT(sharded.at("peak_bytes").get<double>() * 2.5, replicated.at("peak_bytes").get<double>());
+    // The activations are the same model's on the same batch: not sharded.
+    EXPECT_EQ(sharded.at("at_peak").at("activations"), replicated.at("at_peak").at("activations"));
+  }
+
+  const std::vector<std::string> pipeline = With(kPipeline, {"--micro-batches", "8", "--steps", "3"});
+  const nlohmann::json one_f_one_b = ProfileAndAnalyze(dir / "1f1b", 2, pipeline);
+  const nlohmann::json gpipe = ProfileAndAnalyze(dir / "gpipe", 2, With(pipeline, {"--schedule", "gpipe"}));
+  const double held_1f1b = one_f_one_b.at("memory").at(0).at("at_peak").at("activations").get<double>();
+  const double held_gpipe = gpipe.at("memory").at(0).at("at_peak").at("activations").get<double>();
+  // Stage 0 of 2: 2 sets under 1F1B, 8 under GPipe (plus the same scratch buffers).
+  EXPECT_GT(held_gpipe, 2.5 * held_1f1b);
+}
+
 class FsdpEndToEnd : public ::testing::TestWithParam<int> {};
 
 TEST_P(FsdpEndToEnd, AllGathersMatchAndPrefetchHidesSomeOfThem) {

@@ -40,10 +40,10 @@ TEST(ReportJsonTest, TopLevelKeysFormatAndVersion) {
   EXPECT_EQ(report["version"], 1);
   EXPECT_EQ(report["tool_version"], "0.1.0-test");
   for (const char* key : {"run", "workload", "steps", "comm_patterns", "compute_patterns", "summary", "ranks",
-                          "top_activities", "cross_rank", "parallelism", "comparable", "warnings"}) {
+                          "top_activities", "cross_rank", "parallelism", "memory", "comparable", "warnings"}) {
     EXPECT_TRUE(report.contains(key)) << key;
   }
-  EXPECT_EQ(report.size(), 15u);
+  EXPECT_EQ(report.size(), 16u);
   // Pretty-printed with two spaces, in the structs' order, ending in a newline.
   EXPECT_EQ(text.rfind("{\n  \"format\": \"rankscope.report\",\n  \"version\": 1,", 0), 0u);
   ASSERT_FALSE(text.empty());

@@ -243,5 +243,42 @@ TEST(ReportHtmlTest, AllZeroWaitsAndStepTimes) {
   ExpectWellFormedSvg(html);
 }
 
+// Memory counters and a pipeline reach every writer: the memory table (and the HTML chart)
+// and the parallelism section.
+TEST(ReportWriters, MemoryAndParallelismSectionsAppearInEveryFormat) {
+  Report report = testing::SampleReport();
+  analyzer::RankMemory memory;
+  memory.rank = 0;
+  memory.peak_bytes = 3 << 20;
+  memory.at_peak = {{"parameters", 1 << 20}, {"activations", 2 << 20}};
+  memory.category_peaks = memory.at_peak;
+  report.memory.push_back(memory);
+  analyzer::PipelineFigures pipeline;
+  pipeline.stages = 2;
+  pipeline.micro_batches = 4;
+  pipeline.replicas = 1;
+  pipeline.ideal_bubble_pct = 20;
+  pipeline.bubble_pct = 31.5;
+  pipeline.diagnosis = "mostly communication";
+  pipeline.stage_rows.push_back({0, 0, 0, 5, 100, 60, 40.0, 20, 10, 10, 1.0});
+  report.parallelism.strategy = "pipeline";
+  report.parallelism.strategy_source = "workload mark";
+  report.parallelism.pipeline = pipeline;
+
+  const std::string text = ReportToText(report);
+  EXPECT_NE(text.find("memory (bytes each rank's allocations hold, by category)"), std::string::npos) << text;
+  EXPECT_NE(text.find("3.00 MiB"), std::string::npos) << text;
+  EXPECT_NE(text.find("pipeline bubble 31.5% (ideal 20.0% for 2 stages, 4 micro-batches): mostly communication"),
+            std::string::npos)
+      << text;
+  const std::string markdown = ReportToMarkdown(report);
+  EXPECT_NE(markdown.find("## Memory"), std::string::npos);
+  EXPECT_NE(markdown.find("## Parallelism"), std::string::npos);
+  const std::string html = ReportToHtml(report);
+  EXPECT_NE(html.find("<h2>Memory</h2>"), std::string::npos);
+  EXPECT_NE(html.find("memory per rank at its peak, by category"), std::string::npos);
+  EXPECT_NE(html.find("<h2>Parallelism</h2>"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace rankscope::report

@@ -414,5 +414,36 @@ TEST(MlpThreadsTest, OneAndTwoThreadsAgree) {
   }
 }
 
+// The memory counters: a model's buffers counted by what they hold; a pipeline stage keeps
+// one set of activations per micro-batch in flight.
+TEST(MlpMemoryTest, BuffersAreCountedByWhatTheyHold) {
+  ModelShape shape;
+  shape.features = 6;
+  shape.width = 5;
+  shape.depth = 2;  // layers 6→5, 5→5, 5→3: 35 + 30 + 18 = 83 parameters
+  shape.classes = 3;
+  constexpr int kRows = 4;
+  std::unique_ptr<ComputeDevice> device = MakeCpuDevice(1);
+  Result<Mlp> model = Mlp::Create(*device, shape, kRows, 5);
+  ASSERT_TRUE(model.ok());
+  EXPECT_EQ(device->allocated_bytes(MemoryCategory::kParameters), 83u * 4);
+  EXPECT_EQ(device->allocated_bytes(MemoryCategory::kGradients), 83u * 4);
+  // Per row: pre and activation of 5 + 5 (hidden), 3 (the last layer: pre only), probs 3,
+  // dlogits 3, two ping-pong gradient buffers of the widest layer (6): 4 x (20 + 3 + 3 + 3 + 12).
+  const uint64_t one_set = kRows * 4u * (5 + 5 + 5 + 5 + 3 + 3);
+  const uint64_t scratch = kRows * 4u * (3 + 2 * 6);
+  EXPECT_EQ(device->allocated_bytes(MemoryCategory::kActivations), one_set + scratch);
+  EXPECT_EQ(device->allocated_bytes(MemoryCategory::kOptimizerState), 0u);
+
+  std::unique_ptr<ComputeDevice> staged = MakeCpuDevice(1);
+  // The last two layers with three micro-batches' activations: per set 5 + 5 (hidden), 3
+  // (last), probs 3; once dlogits 3, the input gradient 5, two ping-pong buffers of 5.
+  Result<Mlp> stage = Mlp::Create(*staged, shape, kRows, 5, ParameterStorage::kOwned, ModelPart{1, 3, 3});
+  ASSERT_TRUE(stage.ok());
+  EXPECT_EQ(staged->allocated_bytes(MemoryCategory::kParameters), 48u * 4);
+  EXPECT_EQ(staged->allocated_bytes(MemoryCategory::kActivations),
+            3 * kRows * 4u * (5 + 5 + 3 + 3) + kRows * 4u * (3 + 5 + 2 * 5));
+}
+
 }  // namespace
 }  // namespace rankscope::trainer

@@ -1,0 +1,18 @@
+// docs/metrics.md §5 "Memory": a rank's memory counters (RankActivity::memory) as its peak,
+// what held the peak, each category's own peak, and the peak within each aggregated step.
+// Linear in the samples and the steps.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <set>
+
+#include "analyzer/rank_scan.h"
+#include "analyzer/report.h"
+
+namespace rankscope::analyzer {
+
+// nullopt for a rank without memory counters.
+std::optional<RankMemory> MeasureMemory(const RankActivity& activity, const std::set<int64_t>& aggregated_steps);
+
+}  // namespace rankscope::analyzer
