@@ -256,7 +256,7 @@ void RankScanner::Impl::AddRange(const trace::SpanRow& row, ActivityClass activi
     }
     AddCommRecord(range_records_, row, args.bytes);
     CollectiveRecord& record = range_records_.back();
-    record.label = args.label;
+    record.label = args.label >= INT32_MIN && args.label <= INT32_MAX ? static_cast<int32_t>(args.label) : -1;
     record.per_rank_bytes =
         args.comm && (op == trace::CollectiveOp::kAllGather || op == trace::CollectiveOp::kReduceScatter);
   }
