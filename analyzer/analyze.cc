@@ -70,6 +70,8 @@ RankResult MeasureRank(RankActivity activity, const AnalyzeOptions& options, std
                                                        (record.op == trace::CollectiveOp::kAllGather ||
                                                         record.op == trace::CollectiveOp::kReduceScatter);
                                               });
+  result.gpu = std::any_of(activity.devices.begin(), activity.devices.end(),
+                           [](const DeviceActivity& device) { return device.device >= 0; });
   if (strategy_needs_compute) {
     for (const DeviceActivity& device : activity.devices) {
       result.compute = result.compute.empty() ? device.compute : Union(result.compute, device.compute);
@@ -321,6 +323,7 @@ Parallelism MeasureParallelism(const std::vector<RankResult>& ranks, const Clock
     }
     input.activity = &rank.activity;
     input.compute = rank.compute.empty() ? nullptr : &rank.compute;
+    input.gpu = rank.gpu;
     inputs.push_back(input);
   }
   return AnalyzeParallelism(inputs, steps.aggregated_numbers, &warnings);
@@ -400,8 +403,9 @@ Workload MakeWorkload(const std::vector<RankResult>& ranks, std::optional<int> w
     if (replicas > 0 && static_cast<int64_t>(ranks.size()) == *workload.world_size) workload.parameters = parameters / replicas;
   }
   if (workload.batch_per_rank && workload.world_size && replicas > 0) {
-    workload.global_batch = CheckedProduct(*workload.batch_per_rank, replicas,
-                                           workload.accumulation.value_or(1) * workload.micro_batches.value_or(1));
+    const std::optional<int64_t> steps_per_replica =
+        CheckedProduct(workload.accumulation.value_or(1), workload.micro_batches.value_or(1));
+    if (steps_per_replica) workload.global_batch = CheckedProduct(*workload.batch_per_rank, replicas, *steps_per_replica);
     return workload;
   }
   // Else the step payload: samples per rank per step (batch · accumulation).

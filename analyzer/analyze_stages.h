@@ -26,6 +26,7 @@ struct RankResult {
   // The rank's compute, its devices united: kept only for a pipeline's passes or FSDP's
   // labelled all-gathers and reduce-scatters (docs/metrics.md §4 "Parallel strategies").
   IntervalSet compute;
+  bool gpu = false;  // some of its activity is on a GPU (device ≥ 0)
 };
 
 // 1. Adds each rank, its event counts and whether it had device activity to `run`.

@@ -149,6 +149,21 @@ std::vector<int> Replicas(const std::vector<RankParallelInput>& ranks, const std
   for (const auto& [a, b] : links) {
     if (staged[a] && staged[b]) parent[find(a)] = find(b);
   }
+  // Without messages between its stages (a GPU run without NCCL's profiler plugin), the
+  // trainer's numbering: rank r is stage r % S of replica r / S.
+  if (links.empty()) {
+    std::vector<int> replica(ranks.size(), -1);
+    std::map<int64_t, int> numbered;
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      if (!staged[i]) continue;
+      const int64_t stages = std::max<int64_t>(1, ranks[i].activity->passes.front().stages);
+      numbered.try_emplace(ranks[i].rank / stages, static_cast<int>(numbered.size()));
+    }
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      if (staged[i]) replica[i] = numbered[ranks[i].rank / std::max<int64_t>(1, ranks[i].activity->passes.front().stages)];
+    }
+    return replica;
+  }
   std::map<size_t, int> lowest_rank;  // root → lowest rank of its component
   for (size_t i = 0; i < ranks.size(); ++i) {
     if (!staged[i]) continue;
@@ -167,20 +182,20 @@ std::vector<int> Replicas(const std::vector<RankParallelInput>& ranks, const std
   return replica;
 }
 
-// A rank's passes in the window of its step `number`: [first start, last end) on its clock.
-std::optional<Interval> PassSpan(const RankActivity& activity, int64_t number) {
+// Per step number, a rank's passes that start inside that step's window: [first start,
+// last end) on its clock. One walk over the steps and passes (both sorted by start).
+std::map<int64_t, Interval> PassSpans(const RankActivity& activity) {
+  std::map<int64_t, Interval> spans;
+  size_t next = 0;
   for (const StepRange& step : activity.steps) {
-    if (step.number != number) continue;
-    std::optional<Interval> span;
-    for (const PipelinePass& pass : activity.passes) {
-      if (pass.start_ns < step.start_ns || pass.start_ns >= step.end_ns) continue;
-      if (!span) span = Interval{pass.start_ns, pass.end_ns};
-      span->start = std::min(span->start, pass.start_ns);
-      span->end = std::max(span->end, pass.end_ns);
+    while (next < activity.passes.size() && activity.passes[next].start_ns < step.start_ns) ++next;
+    for (; next < activity.passes.size() && activity.passes[next].start_ns < step.end_ns; ++next) {
+      const PipelinePass& pass = activity.passes[next];
+      auto [it, inserted] = spans.try_emplace(step.number, Interval{pass.start_ns, pass.end_ns});
+      if (!inserted) it->second.end = std::max(it->second.end, pass.end_ns);
     }
-    return span;
   }
-  return std::nullopt;
+  return spans;
 }
 
 std::string Diagnose(const PipelineFigures& figures) {
@@ -210,11 +225,19 @@ std::string Diagnose(const PipelineFigures& figures) {
 }
 
 std::optional<PipelineFigures> MeasurePipeline(const std::vector<RankParallelInput>& ranks,
-                                               const std::set<int64_t>& aggregated_steps, const MessageMatch& messages) {
+                                               const std::set<int64_t>& aggregated_steps, const MessageMatch& messages,
+                                               std::vector<std::string>* warnings) {
   std::vector<bool> staged(ranks.size(), false);
   const PipelinePass* first = nullptr;
   for (size_t i = 0; i < ranks.size(); ++i) {
     if (ranks[i].activity->passes.empty() || ranks[i].compute == nullptr) continue;
+    // On a GPU a pass's NVTX range is the CPU enqueueing its kernels, which run later: the
+    // window cannot come from it.
+    if (ranks[i].gpu) {
+      warnings->push_back("the pipeline bubble is measured on the CPU backend only: on GPU ranks a pass's range is "
+                          "the CPU enqueueing its kernels, not the kernels themselves");
+      return std::nullopt;
+    }
     staged[i] = true;
     if (first == nullptr) first = &ranks[i].activity->passes.front();
   }
@@ -229,8 +252,10 @@ std::optional<PipelineFigures> MeasurePipeline(const std::vector<RankParallelInp
   figures.replicas = 1 + *std::max_element(replica.begin(), replica.end());
 
   std::vector<IntervalSet> waiting(ranks.size()), moving(ranks.size());
+  std::vector<std::map<int64_t, Interval>> spans(ranks.size());
   for (size_t i = 0; i < ranks.size(); ++i) {
     if (!staged[i]) continue;
+    spans[i] = PassSpans(*ranks[i].activity);
     waiting[i] = IntervalSet::FromUnsorted(messages.per_rank[i].waiting);
     moving[i] = Difference(IntervalSet::FromUnsorted(messages.per_rank[i].moving), waiting[i]);
   }
@@ -251,12 +276,13 @@ std::optional<PipelineFigures> MeasurePipeline(const std::vector<RankParallelInp
       std::optional<Interval> window;
       bool complete = true;
       for (size_t i : members) {
-        const std::optional<Interval> span = PassSpan(*ranks[i].activity, number);
-        if (!span) {
+        const auto span = spans[i].find(number);
+        if (span == spans[i].end()) {
           complete = false;
           break;
         }
-        const Interval aligned{span->start + ranks[i].clock_offset_ns, span->end + ranks[i].clock_offset_ns};
+        const Interval aligned{span->second.start + ranks[i].clock_offset_ns,
+                               span->second.end + ranks[i].clock_offset_ns};
         if (!window) window = aligned;
         window->start = std::min(window->start, aligned.start);
         window->end = std::max(window->end, aligned.end);
@@ -345,10 +371,10 @@ std::optional<FsdpFigures> MeasureFsdp(const std::vector<RankParallelInput>& ran
     for (const CollectiveRecord& record : rank.activity->collectives) {
       const bool gather = record.op == CollectiveOp::kAllGather;
       if (record.label < 0 || (!gather && record.op != CollectiveOp::kReduceScatter)) continue;
-      const bool in_step = std::any_of(windows.begin(), windows.end(), [&](const Interval& window) {
-        return record.start_ns >= window.start && record.start_ns < window.end;
-      });
-      if (!in_step) continue;
+      // The last window that starts at or before the record (windows are sorted, disjoint).
+      const auto after = std::upper_bound(windows.begin(), windows.end(), record.start_ns,
+                                          [](int64_t t, const Interval& window) { return t < window.start; });
+      if (after == windows.begin() || record.start_ns >= std::prev(after)->end) continue;
       any = true;
       const Interval span{record.start_ns, record.end_ns};
       const auto length = static_cast<double>(span.length());
@@ -398,7 +424,7 @@ Parallelism AnalyzeParallelism(const std::vector<RankParallelInput>& ranks, cons
     }
     out.point_to_point = messages.figures;
   }
-  out.pipeline = MeasurePipeline(ranks, aggregated_steps, messages);
+  out.pipeline = MeasurePipeline(ranks, aggregated_steps, messages, warnings);
   out.fsdp = MeasureFsdp(ranks, aggregated_steps);
   return out;
 }

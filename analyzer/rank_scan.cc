@@ -286,8 +286,10 @@ void RankScanner::Impl::AddPipelinePass(const trace::SpanRow& row) {
   const std::optional<int64_t> stages = IntField(args, "stages");
   const std::optional<int64_t> micro_batch = IntField(args, "micro_batch");
   const std::optional<int64_t> micro_batches = IntField(args, "micro_batches");
+  // Bounded so that a damaged payload cannot overflow the bubble's arithmetic.
+  constexpr int64_t kMost = int64_t{1} << 20;
   if (!stage || !stages || !micro_batch || !micro_batches || *stage < 0 || *stage >= *stages || *micro_batch < 0 ||
-      *micro_batch >= *micro_batches) {
+      *micro_batch >= *micro_batches || *stages > kMost || *micro_batches > kMost) {
     return;
   }
   passes_.push_back({name == "forward", *stage, *stages, *micro_batch, *micro_batches, row.start_ns, row.end_ns});

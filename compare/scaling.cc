@@ -38,10 +38,14 @@ ModelShape ChooseModel(const std::vector<ComparableRun>& runs, std::string& note
     return shape;
   }
   if (first == "pipeline") {
-    const auto stages = [](const ComparableRun& run) { return run.workload.stages.value_or(1); };
-    const int64_t m = runs.front().workload.micro_batches.value_or(1);
+    // A damaged report's stages or micro-batches below 1 count as 1.
+    const auto stages = [](const ComparableRun& run) { return std::max<int64_t>(1, run.workload.stages.value_or(1)); };
+    const auto micro_batches = [](const ComparableRun& run) {
+      return std::max<int64_t>(1, run.workload.micro_batches.value_or(1));
+    };
+    const int64_t m = micro_batches(runs.front());
     const bool one_pipeline = std::all_of(runs.begin(), runs.end(), [&](const ComparableRun& run) {
-      return stages(run) == run.workload.world_size && run.workload.micro_batches.value_or(1) == m;
+      return stages(run) == run.workload.world_size && micro_batches(run) == m;
     });
     if (one_pipeline) {
       shape.comm = CommModel::kPipeline;
@@ -410,7 +414,11 @@ Result<ScalingTable> ComputeScalingOfRuns(std::vector<ComparableRun> runs) {
     for (const ComparableRun& run : runs) {
       input.world_sizes.push_back(run.workload.world_size);
       input.step_time_ns.push_back(*Value(run, "step_time_ns"));
-      if (run.model_bytes_per_step) bytes.push_back(*run.model_bytes_per_step);
+      // Pipelines with more replicas: their stages' all-reduces, not the messages between
+      // stages, are what the model's volume term moves.
+      const std::optional<double>& moved =
+          shape.comm == CommModel::kReplicaAllReduce ? run.allreduce_bytes_per_step : run.model_bytes_per_step;
+      if (moved) bytes.push_back(*moved);
     }
     input.bytes_per_step = bytes.empty() ? 0.0 : ComputeStats(bytes).median;
     // A pipeline's sends and receives block its stages: nothing is hidden.

@@ -45,7 +45,8 @@ std::vector<int> BalanceStages(const std::vector<int64_t>& work, int stages) {
         const int64_t before = heaviest[static_cast<size_t>(s) - 1][static_cast<size_t>(first)];
         if (before == kNone) continue;
         const int64_t here = std::max(before, prefix[static_cast<size_t>(l)] - prefix[static_cast<size_t>(first)]);
-        // Ties go to the later cut: earlier stages get fewer layers, as the loss is on the last.
+        // Ties go to the later cut: the last stage, which also computes the loss, gets fewer
+        // layers.
         if (here <= heaviest[static_cast<size_t>(s)][static_cast<size_t>(l)]) {
           heaviest[static_cast<size_t>(s)][static_cast<size_t>(l)] = here;
           cut[static_cast<size_t>(s)][static_cast<size_t>(l)] = first;

@@ -332,8 +332,13 @@ Result<TrainingSummary> RunTraining(const TrainerOptions& options, const World& 
   BatchPlan plan(dataset, sampler, options.batch);
   std::vector<float> host_x(static_cast<size_t>(options.batch) * static_cast<size_t>(options.features));
   std::vector<int32_t> host_labels(static_cast<size_t>(options.batch));
-  RS_ASSIGN_OR_RETURN(float* x, device.Allocate(host_x.size(), MemoryCategory::kData));
-  RS_ASSIGN_OR_RETURN(int32_t* labels, device.AllocateLabelsIn(host_labels.size(), MemoryCategory::kData));
+  // The batch on the device; a pipeline keeps its own per micro-batch.
+  float* x = nullptr;
+  int32_t* labels = nullptr;
+  if (!pipelined) {
+    RS_ASSIGN_OR_RETURN(x, device.Allocate(host_x.size(), MemoryCategory::kData));
+    RS_ASSIGN_OR_RETURN(labels, device.AllocateLabelsIn(host_labels.size(), MemoryCategory::kData));
+  }
   // Set for the backward pass in which --hang-rank's rank stops: at its first gradient, so
   // inside "step" and "backward" and before the step's first collective is issued.
   int64_t hang_at_step = -1;

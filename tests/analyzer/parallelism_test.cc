@@ -189,6 +189,35 @@ TEST(ParallelismTest, AMessageWithoutItsOtherSideIsUnmatched) {
   EXPECT_TRUE(warned);
 }
 
+// Without messages between the stages (a GPU run without NCCL's profiler plugin records no
+// send or receive), the trainer's numbering puts ranks 0 and 1 in one replica: the window
+// still spans both stages, and what waiting there was counts as other idle time.
+TEST(ParallelismTest, WithoutMessagesTheTrainersNumberingGivesTheReplicas) {
+  const Report r = Analyze(
+      {PipelineRank(0, {{true, 0, 0, 10}, {true, 1, 11, 21}, {false, 0, 53, 73}, {false, 1, 74, 94}}, {}, 100),
+       PipelineRank(1, {{true, 0, 11, 21}, {true, 1, 22, 32}, {false, 0, 32, 52}, {false, 1, 53, 73}}, {}, 100)});
+  ASSERT_TRUE(r.parallelism.pipeline.has_value());
+  const PipelineFigures& pipe = *r.parallelism.pipeline;
+  EXPECT_EQ(pipe.replicas, 1);
+  ASSERT_EQ(pipe.stage_rows.size(), 2u);
+  EXPECT_EQ(pipe.stage_rows[1].window_ns, 94 * kMs);
+  EXPECT_EQ(pipe.stage_rows[1].neighbour_wait_ns, 0);
+  EXPECT_EQ(pipe.stage_rows[1].other_idle_ns, 34 * kMs);
+}
+
+// On a GPU a pass's range is the CPU enqueueing kernels that run later: no bubble is
+// measured from it, and a warning says so.
+TEST(ParallelismTest, GpuRanksGetNoBubbleButAWarning) {
+  std::vector<TraceBuilder> ranks = {PipelineRank(0, {{true, 0, 0, 10}}, {}, 20), PipelineRank(1, {{true, 0, 11, 21}}, {}, 20)};
+  for (TraceBuilder& b : ranks) b.Kernel(b.GpuStream(0), "gemm", 0, 5 * kMs);
+  const Report r = Analyze(ranks);
+  EXPECT_EQ(r.parallelism.strategy, "pipeline");
+  EXPECT_FALSE(r.parallelism.pipeline.has_value());
+  bool warned = false;
+  for (const std::string& warning : r.warnings) warned = warned || warning.find("CPU backend only") != std::string::npos;
+  EXPECT_TRUE(warned);
+}
+
 // FSDP on 2 identical ranks, one step [0, 100): compute [0,30) and [50,80); layer 0's
 // all-gather [30,50) in the gap (20 ms exposed), layer 1's [20,40) half behind compute (10 of
 // 20 exposed); reduce-scatters layer 1 [80,90) (10 exposed) and layer 0 [70,85) (5 of 15).
