@@ -138,7 +138,7 @@ Status Validate(const TrainerOptions& o) {
 Result<CommandLine> ParseCommandLine(const std::vector<std::string>& args) {
   CommandLine result;
   TrainerOptions& o = result.options;
-  CLI::App app("rankscope-trainer: the reference data-parallel (DDP) trainer that rankscope profiles. "
+  CLI::App app("rankscope-trainer: the reference trainer that rankscope profiles (data parallel, sharded or pipelined). "
                "Rank and world size come from torchrun, Slurm or Open MPI variables.",
                "rankscope-trainer");
   app.set_version_flag("--version", RANKSCOPE_VERSION);

@@ -492,7 +492,8 @@ TEST(TrainerProcess, BadArgumentsGiveOneLineAndExitTwo) {
   // and a 0 cut the line).
   ChildProcess trainer(TrainerArgv({"--parallel", "tp"}), RankEnvironment(0, 1));
   const ProcessResult result = trainer.Wait();
-  EXPECT_EQ(result.err, "rankscope-trainer: error: --parallel: 'tp' is not one of ddp|fsdp; see rankscope-trainer --help\n");
+  EXPECT_EQ(result.err,
+            "rankscope-trainer: error: --parallel: 'tp' is not one of ddp|fsdp|pipeline; see rankscope-trainer --help\n");
 }
 
 // CLI11 printed one-byte enums' values as control characters ("{adamw->^A,sgd->^@}").
@@ -503,7 +504,7 @@ TEST(TrainerProcess, HelpIsPrintableAndNamesEveryChoice) {
   for (const char c : result.out) {
     ASSERT_TRUE(c == '\n' || (c >= ' ' && c < 127)) << "byte " << static_cast<int>(c) << " in:\n" << result.out;
   }
-  for (const char* choices : {"(adamw|sgd)", "(auto|gloo|nccl)", "(bf16|fp32)", "(ddp|fsdp)"}) {
+  for (const char* choices : {"(adamw|sgd)", "(auto|gloo|nccl)", "(bf16|fp32)", "(ddp|fsdp|pipeline)", "(1f1b|gpipe)"}) {
     EXPECT_NE(result.out.find(choices), std::string::npos) << choices << " missing from:\n" << result.out;
   }
 }
