@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <functional>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -70,6 +71,43 @@ PlotColor SeriesColor(size_t index, size_t count) {
   return PlotColorFromHsl(300.0 * static_cast<double>(index) / static_cast<double>(count), 0.65, 0.45);
 }
 
+// Horizontal stacked bars, one row each, over an x axis of five ticks at 0, 1/4, ..., 1 of
+// the full scale (labelled by `tick`), its title under it, the rows' title above them, and
+// the legend below: the breakdown and memory charts.
+std::string StackedBarChart(const std::vector<HorizontalBar>& bars, const std::vector<SwatchLegendEntry>& legend,
+                            const std::string& title, const std::function<std::string(int quarter)>& tick,
+                            const std::string& axis_title, const std::string& rows_title) {
+  const size_t bar_count = bars.size();
+  const double row = bar_count <= 16 ? 22 : bar_count <= 32 ? 14 : 10;
+  constexpr double kLeft = 120, kTop = 24, kRight = 20;
+  const double plot_width = kChartWidth - kLeft - kRight;
+  const double axis_y = kTop + row * static_cast<double>(bar_count);
+  const double legend_top = axis_y + 44;
+  SvgCanvas canvas(kChartWidth, legend_top + SwatchLegendHeight(legend.size(), plot_width) + 6, title);
+  canvas.BeginGroup("bars");
+  DrawHorizontalStackedBars(canvas, bars,
+                            {.plot_left = kLeft,
+                             .plot_top = kTop,
+                             .plot_width = plot_width,
+                             .row_height = row,
+                             .bar_height = row - 4,
+                             .label_style = TextStyle(TextAnchor::kEnd, bar_count > 32 ? 8 : kFontSize)});
+  canvas.EndGroup();
+  canvas.BeginGroup("axes");
+  canvas.Line({kLeft, axis_y}, {kLeft + plot_width, axis_y}, kAxisStroke);
+  for (int quarter = 0; quarter <= 4; ++quarter) {
+    const double x = kLeft + plot_width * (25 * quarter) / 100.0;
+    canvas.Line({x, axis_y}, {x, axis_y + 4}, kAxisStroke);
+    canvas.Text({x, axis_y + 16}, tick(quarter), TextStyle(TextAnchor::kMiddle));
+  }
+  canvas.Text({kLeft + plot_width / 2, axis_y + 32}, axis_title, TextStyle(TextAnchor::kMiddle));
+  // The rows' title sits above the row labels: a chart of one bar is too short for it.
+  canvas.Text({kLeft - 6, kTop - 8}, rows_title, AxisTitleStyle());
+  canvas.EndGroup();
+  DrawSwatchLegend(canvas, legend, {kLeft, legend_top}, plot_width, TextStyle());
+  return canvas.Finish();
+}
+
 // Chart 1: each device's trace window split into compute only / overlapped / comm only /
 // memory only / idle (docs/metrics.md §3), which partition the window.
 void AppendBreakdownChart(const Report& report, std::string& out) {
@@ -90,13 +128,6 @@ void AppendBreakdownChart(const Report& report, std::string& out) {
       {"memory only", {0xed, 0xc9, 0x48}, &Breakdown::memory_only_ns},
       {"idle", {0xd0, 0xd7, 0xde}, &Breakdown::idle_ns},
   }};
-  const size_t bar_count = report.ranks.size();
-  const double row = bar_count <= 16 ? 22 : bar_count <= 32 ? 14 : 10;
-  constexpr double kLeft = 120, kTop = 24, kRight = 20;
-  const double plot_width = kChartWidth - kLeft - kRight;
-  const double axis_y = kTop + row * static_cast<double>(bar_count);
-  const double legend_top = axis_y + 44;
-
   std::vector<HorizontalBar> bars;
   for (const DeviceReport& device : report.ranks) {
     HorizontalBar bar;
@@ -114,36 +145,12 @@ void AppendBreakdownChart(const Report& report, std::string& out) {
   std::vector<SwatchLegendEntry> legend;
   for (const Segment& segment : kSegments) legend.push_back({segment.label, segment.color});
 
-  SvgCanvas canvas(kChartWidth, legend_top + SwatchLegendHeight(legend.size(), plot_width) + 6,
-                   "time breakdown per rank and device");
-  canvas.BeginGroup("bars");
-  DrawHorizontalStackedBars(canvas, bars,
-                            {.plot_left = kLeft,
-                             .plot_top = kTop,
-                             .plot_width = plot_width,
-                             .row_height = row,
-                             .bar_height = row - 4,
-                             .label_style = TextStyle(TextAnchor::kEnd, bar_count > 32 ? 8 : kFontSize)});
-  canvas.EndGroup();
-  // The x axis: share of the window.
-  canvas.BeginGroup("axes");
-  canvas.Line({kLeft, axis_y}, {kLeft + plot_width, axis_y}, kAxisStroke);
-  for (int percent = 0; percent <= 100; percent += 25) {
-    const double x = kLeft + plot_width * percent / 100.0;
-    canvas.Line({x, axis_y}, {x, axis_y + 4}, kAxisStroke);
-    canvas.Text({x, axis_y + 16}, fmt::format("{}%", percent), TextStyle(TextAnchor::kMiddle));
-  }
-  canvas.Text({kLeft + plot_width / 2, axis_y + 32}, "share of the device's trace window (%)",
-              TextStyle(TextAnchor::kMiddle));
-  // The y axis title sits above the row labels: a chart of one bar is too short for it.
-  canvas.Text({kLeft - 6, kTop - 8}, "rank, device", AxisTitleStyle());
-  canvas.EndGroup();
-  DrawSwatchLegend(canvas, legend, {kLeft, legend_top}, plot_width, TextStyle());
-
   out +=
       "<p class=\"caption\">Whole-trace totals per device: the five parts partition the window from the "
       "first to the last device activity.</p>\n";
-  out += canvas.Finish();
+  out += StackedBarChart(bars, legend, "time breakdown per rank and device",
+                         [](int quarter) { return fmt::format("{}%", 25 * quarter); },
+                         "share of the device's trace window (%)", "rank, device");
 }
 
 // Memory at each rank's peak, stacked by category, on one scale (the largest peak), then the
@@ -159,12 +166,6 @@ void AppendMemoryChart(const Report& report, std::string& out) {
   }
   double largest = 0;
   for (const analyzer::RankMemory& rank : report.memory) largest = std::max(largest, static_cast<double>(rank.peak_bytes));
-  const size_t bar_count = report.memory.size();
-  const double row = bar_count <= 16 ? 22 : bar_count <= 32 ? 14 : 10;
-  constexpr double kLeft = 120, kTop = 24, kRight = 20;
-  const double plot_width = kChartWidth - kLeft - kRight;
-  const double axis_y = kTop + row * static_cast<double>(bar_count);
-  const double legend_top = axis_y + 44;
   std::vector<HorizontalBar> bars;
   for (const analyzer::RankMemory& rank : report.memory) {
     HorizontalBar bar;
@@ -183,30 +184,11 @@ void AppendMemoryChart(const Report& report, std::string& out) {
   }
   std::vector<SwatchLegendEntry> legend;
   for (size_t c = 0; c < categories.size(); ++c) legend.push_back({categories[c], colors[c]});
-  SvgCanvas canvas(kChartWidth, legend_top + SwatchLegendHeight(legend.size(), plot_width) + 6,
-                   "memory per rank at its peak, by category");
-  canvas.BeginGroup("bars");
-  DrawHorizontalStackedBars(canvas, bars,
-                            {.plot_left = kLeft,
-                             .plot_top = kTop,
-                             .plot_width = plot_width,
-                             .row_height = row,
-                             .bar_height = row - 4,
-                             .label_style = TextStyle(TextAnchor::kEnd, bar_count > 32 ? 8 : kFontSize)});
-  canvas.EndGroup();
-  canvas.BeginGroup("axes");
-  canvas.Line({kLeft, axis_y}, {kLeft + plot_width, axis_y}, kAxisStroke);
-  for (int quarter = 0; quarter <= 4; ++quarter) {
-    const double x = kLeft + plot_width * quarter / 4.0;
-    canvas.Line({x, axis_y}, {x, axis_y + 4}, kAxisStroke);
-    canvas.Text({x, axis_y + 16}, format::FormatBytes(largest * quarter / 4.0), TextStyle(TextAnchor::kMiddle));
-  }
-  canvas.Text({kLeft + plot_width / 2, axis_y + 32}, "bytes held at the rank's peak", TextStyle(TextAnchor::kMiddle));
-  canvas.EndGroup();
-  DrawSwatchLegend(canvas, legend, {kLeft, legend_top}, plot_width, TextStyle());
   out += "<p class=\"caption\">What each rank's allocations held when their total was largest, from the "
          "workload's memory counters.</p>\n";
-  out += canvas.Finish();
+  out += StackedBarChart(bars, legend, "memory per rank at its peak, by category",
+                         [largest](int quarter) { return format::FormatBytes(largest * quarter / 4.0); },
+                         "bytes held at the rank's peak", "rank");
   AppendTable(table, out);
 }
 
