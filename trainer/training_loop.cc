@@ -196,13 +196,7 @@ Result<TrainingSummary> RunTraining(const TrainerOptions& options, const World& 
   RS_ASSIGN_OR_RETURN(Runtime runtime, ChooseRuntime(options, world));
   ComputeDevice& device = *runtime.device;
 
-  RendezvousSpec spec;
-  if (!options.rendezvous.empty()) {
-    RS_ASSIGN_OR_RETURN(spec, ParseRendezvous(options.rendezvous));
-  } else {
-    RS_ASSIGN_OR_RETURN(spec, DefaultRendezvous(ProcessEnv()));
-  }
-  RS_ASSIGN_OR_RETURN(std::unique_ptr<Rendezvous> rendezvous, Rendezvous::Connect(spec, world, timeout));
+  // The pipeline's layout needs only the world size: a bad --stages fails before the rendezvous.
   const ModelShape shape{options.features, options.width, options.depth, options.classes, options.activation};
   const bool sharded = options.parallel == Parallelism::kFsdp;
   const bool pipelined = options.parallel == Parallelism::kPipeline;
@@ -215,6 +209,13 @@ Result<TrainingSummary> RunTraining(const TrainerOptions& options, const World& 
     pipeline_options.stage_layers = options.stage_layers;
     RS_ASSIGN_OR_RETURN(layout, LayOutPipeline(shape, world.world_size, world.rank, pipeline_options));
   }
+  RendezvousSpec spec;
+  if (!options.rendezvous.empty()) {
+    RS_ASSIGN_OR_RETURN(spec, ParseRendezvous(options.rendezvous));
+  } else {
+    RS_ASSIGN_OR_RETURN(spec, DefaultRendezvous(ProcessEnv()));
+  }
+  RS_ASSIGN_OR_RETURN(std::unique_ptr<Rendezvous> rendezvous, Rendezvous::Connect(spec, world, timeout));
   // Every rank makes its groups in the same order: the world's, then (a pipeline with
   // replicas) its stage's replicas'.
   const auto make_group = [&](std::vector<int> members) -> Result<std::unique_ptr<Collectives>> {

@@ -488,6 +488,18 @@ TEST(TrainerProcess, BadArgumentsGiveOneLineAndExitTwo) {
     EXPECT_EQ(LineCount(result.err), 1u) << result.err;
     EXPECT_EQ(result.err.rfind("rankscope-trainer: error: ", 0), 0u) << result.err;
   }
+  // A pipeline that does not fit the world fails before waiting for the other ranks: rank 0
+  // of 2 alone, with a rendezvous timeout far beyond the process's.
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"--parallel", "pipeline", "--stages", "3"}, {"--parallel", "pipeline", "--stage-layers", "9,9"}}) {
+    const TempDir dir;
+    std::vector<std::string> alone = args;
+    alone.insert(alone.end(), {"--timeout", "600", "--rdzv", "file:" + (dir.path() / "rdzv").string()});
+    ChildProcess trainer(TrainerArgv(alone), RankEnvironment(0, 2), ProcessOptions{.timeout = std::chrono::seconds(20)});
+    const ProcessResult result = trainer.Wait();
+    EXPECT_EQ(result.exit_code, 2) << args[3] << ": " << result.err;
+    EXPECT_EQ(LineCount(result.err), 1u) << result.err;
+  }
   // A wrong choice names the choices (CLI11's own message printed one-byte enums as bytes,
   // and a 0 cut the line).
   ChildProcess trainer(TrainerArgv({"--parallel", "tp"}), RankEnvironment(0, 1));
