@@ -11,7 +11,31 @@ namespace rankscope::trace {
 
 bool Lane::SameIdentity(const Lane& o) const {
   return kind == o.kind && role == o.role && device == o.device && context == o.context &&
-         stream == o.stream && pid == o.pid && tid == o.tid && comm_hash == o.comm_hash;
+         stream == o.stream && pid == o.pid && tid == o.tid && comm_hash == o.comm_hash &&
+         (kind != LaneKind::kCounter || name == o.name);
+}
+
+std::string MemoryCounterName(std::string_view source, std::string_view category) {
+  std::string name(source);
+  name += " memory: ";
+  name += category;
+  return name;
+}
+
+std::string CudaMemoryCategory(MemoryKind kind, int32_t device) {
+  static constexpr std::string_view kNames[] = {"unknown", "pageable", "pinned",       "device",
+                                                "array",   "managed",  "device static", "managed static"};
+  const auto index = static_cast<size_t>(kind);
+  std::string category(index < std::size(kNames) ? kNames[index] : kNames[0]);
+  if (device >= 0) category += " (gpu " + std::to_string(device) + ")";
+  return category;
+}
+
+std::optional<MemoryCounter> ParseMemoryCounterName(std::string_view name) {
+  constexpr std::string_view kSeparator = " memory: ";
+  const size_t at = name.find(kSeparator);
+  if (at == std::string_view::npos || at == 0 || at + kSeparator.size() == name.size()) return std::nullopt;
+  return MemoryCounter{name.substr(0, at), name.substr(at + kSeparator.size())};
 }
 
 size_t EventTables::size() const {

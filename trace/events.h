@@ -56,7 +56,7 @@ struct Lane {
   int64_t max_duration_ns = 0;
 
   // Two lane descriptions denote the same lane when these fields agree (name excluded:
-  // threads get named after they start).
+  // threads get named after they start; but a counter's name is its identity).
   bool SameIdentity(const Lane& other) const;
 };
 
@@ -115,6 +115,23 @@ enum class OverheadKind : uint8_t {
 std::string_view DefaultName(CopyKind kind);
 std::string_view DefaultName(SyncKind kind);
 std::string_view DefaultName(OverheadKind kind);
+
+// Memory counters (docs/metrics.md §5 "Memory"): a kCounter lane named
+// "<source> memory: <category>" holds the bytes live in that category, a sample per change.
+// The categories of one source add up to what that source holds; sources overlap (CUDA's
+// allocations hold PyTorch's reserved memory), so they are never added together.
+inline constexpr std::string_view kCudaMemorySource = "cuda";  // CUPTI memory activity, nsys
+inline constexpr std::string_view kPytorchAllocatedSource = "pytorch allocated";  // Kineto [memory]
+inline constexpr std::string_view kPytorchReservedSource = "pytorch reserved";
+std::string MemoryCounterName(std::string_view source, std::string_view category);
+// The category of CUDA allocations of one memory kind: "device (gpu 0)", "pinned (gpu 1)";
+// without " (gpu N)" when `device` < 0.
+std::string CudaMemoryCategory(MemoryKind kind, int32_t device);
+struct MemoryCounter {
+  std::string_view source, category;  // views into the parsed name
+};
+// nullopt when `name` is not "<source> memory: <category>" with both parts non-empty.
+std::optional<MemoryCounter> ParseMemoryCounterName(std::string_view name);
 
 // "cudaLaunchKernel_v7000" -> "cudaLaunchKernel": CUPTI's callback names, and the API rows of
 // Nsight Systems exports, carry the API version the call was introduced in; rankscope stores

@@ -45,9 +45,11 @@ struct StringHash {
   size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
 };
 
-using LaneKey = std::tuple<LaneKind, LaneRole, int32_t, uint32_t, uint64_t, int64_t, int64_t, uint64_t>;
+// A counter's name is part of its identity (Lane::SameIdentity).
+using LaneKey = std::tuple<LaneKind, LaneRole, int32_t, uint32_t, uint64_t, int64_t, int64_t, uint64_t, std::string>;
 LaneKey KeyOf(const Lane& l) {
-  return {l.kind, l.role, l.device, l.context, l.stream, l.pid, l.tid, l.comm_hash};
+  return {l.kind, l.role, l.device, l.context, l.stream, l.pid, l.tid, l.comm_hash,
+          l.kind == LaneKind::kCounter ? l.name : std::string()};
 }
 
 using DropKey = std::tuple<std::string, std::string, int32_t, uint32_t, uint64_t>;

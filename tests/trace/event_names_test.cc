@@ -34,5 +34,29 @@ TEST(EventNames, KindsOutsideTheEnumGetTheGenericName) {
   EXPECT_EQ(DefaultName(static_cast<OverheadKind>(200)), "Profiler overhead");
 }
 
+TEST(MemoryCounterNames, NameAndParseAreInverse) {
+  EXPECT_EQ(MemoryCounterName(kCudaMemorySource, CudaMemoryCategory(MemoryKind::kDevice, 0)),
+            "cuda memory: device (gpu 0)");
+  EXPECT_EQ(CudaMemoryCategory(MemoryKind::kManagedStatic, -1), "managed static");
+  EXPECT_EQ(CudaMemoryCategory(static_cast<MemoryKind>(200), 3), "unknown (gpu 3)");
+  const auto parsed = ParseMemoryCounterName("pytorch reserved memory: cuda:1");
+  ASSERT_TRUE(parsed.has_value());
+  EXPECT_EQ(parsed->source, kPytorchReservedSource);
+  EXPECT_EQ(parsed->category, "cuda:1");
+  EXPECT_FALSE(ParseMemoryCounterName("memory: parameters").has_value());  // no source
+  EXPECT_FALSE(ParseMemoryCounterName("cuda memory: ").has_value());       // no category
+  EXPECT_FALSE(ParseMemoryCounterName("gpu utilization").has_value());
+}
+
+TEST(LaneIdentity, CountersDifferByNameOtherLanesDoNot) {
+  Lane a, b;
+  a.kind = b.kind = LaneKind::kCounter;
+  a.name = "cuda memory: device (gpu 0)";
+  b.name = "cuda memory: pinned (gpu 0)";
+  EXPECT_FALSE(a.SameIdentity(b));
+  a.kind = b.kind = LaneKind::kCpuThread;  // a thread renamed is the same thread
+  EXPECT_TRUE(a.SameIdentity(b));
+}
+
 }  // namespace
 }  // namespace rankscope::trace

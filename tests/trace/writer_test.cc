@@ -252,6 +252,35 @@ TEST(Writer, DropsEventsOnUnknownLanesOrWithInvalidTimes) {
 }
 
 // The version 2 tables go through the same checks and bookkeeping as the others.
+TEST(Writer, CountersOfOneDeviceAreLanesOfTheirOwn) {
+  TempDir dir;
+  const auto path = dir / "rank-0.sqlite";
+  auto writer = MustCreate(path, MakeIdentity("r", 0, 1));
+  ASSERT_NE(writer, nullptr);
+  Lane counter;
+  counter.kind = LaneKind::kCounter;
+  counter.device = 0;
+  counter.name = "cuda memory: device (gpu 0)";
+  const LaneId device = writer->AddLane(counter);
+  counter.name = "cuda memory: pinned (gpu 0)";
+  const LaneId pinned = writer->AddLane(counter);
+  EXPECT_NE(device, pinned);
+  EXPECT_EQ(writer->AddLane(counter), pinned);
+  EventTables batch;
+  batch.counter_samples.push_back({device, 10, 4096.0});
+  batch.counter_samples.push_back({pinned, 20, 512.0});
+  ASSERT_TRUE(writer->Submit(std::move(batch)));
+  ASSERT_TRUE(writer->Close().ok());
+  auto reader = TraceReader::Open(path);
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  auto lanes = (*reader)->ReadLanes();
+  ASSERT_TRUE(lanes.ok()) << lanes.status().message();
+  ASSERT_EQ(lanes->size(), 2u);
+  EXPECT_EQ((*lanes)[0].name, "cuda memory: device (gpu 0)");
+  EXPECT_EQ((*lanes)[1].name, "cuda memory: pinned (gpu 0)");
+  EXPECT_EQ(CommittedRows(path, "counter_samples"), 2);
+}
+
 TEST(Writer, Version2TablesAreCheckedAndCountedLikeTheOthers) {
   TempDir dir;
   const auto path = dir / "rank-0.sqlite";
