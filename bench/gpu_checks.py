@@ -10,6 +10,8 @@ runs this from a GPU bundle; it also runs from a build tree).
                  from `analyze`
                  (NCCL shows its profiler no collective of a 1-rank communicator, and
                  refuses two ranks on one GPU: collectives need a machine with two GPUs)
+  cuda-memory    the trainer on one GPU under `rankscope profile`: CUPTI's memory activity
+                 (memory2) as the counter lane "cuda memory: device (gpu 0)", its peak > 0
   cupti-timing   CUPTI's kernel times against CUDA events and the host clock
                  (cupti_timing_check.py)
   torch-compare  a 1-rank NCCL DDP job (samples/pytorch/ddp_train.py): kernel counts per
@@ -240,6 +242,42 @@ def check_trainer(check, steps=50):
                                 else "step utilization unknown")
 
 
+def check_cuda_memory(check, steps=5):
+    """The trainer on one GPU under `rankscope profile`: its cudaMalloc'd buffers, seen by
+    CUPTI's memory activity (MEMORY2), as the bytes live on a counter lane (kind 4)."""
+    lane_name = "cuda memory: device (gpu 0)"
+    with tempfile.TemporaryDirectory() as tmp:
+        run_dir = os.path.join(tmp, "run")
+        try:
+            check.profile([check.program("rankscope-trainer"), "--steps", str(steps), "--backend", "nccl"], run_dir)
+        except RunFailed as error:
+            check.say(error.output)
+            return "FAIL", f"the profiled trainer failed ({error})"
+        db = sqlite3.connect(f"file:{os.path.join(run_dir, 'rank-0.sqlite')}?mode=ro", uri=True)
+        meta = dict(db.execute("SELECT key, value FROM meta"))
+        counters = db.execute("SELECT l.name, count(s.id), max(s.value) FROM lanes l LEFT JOIN counter_samples s "
+                              "ON s.lane = l.id WHERE l.kind = 4 GROUP BY l.id ORDER BY l.name").fetchall()
+        db.close()
+    check.say(f"cupti.kinds: {meta.get('cupti.kinds')}; failed: {meta.get('cupti.kinds_failed', 'none')}; "
+              f"releases clamped: {meta.get('cupti.memory_releases_clamped', 0)}")
+    for name, samples, peak in counters:
+        check.say(f"  {name}: {samples} samples, peak {(peak or 0) / 2**20:.1f} MiB")
+    problems = []
+    if meta.get("cupti.status") != "on":
+        problems.append(f"CUPTI not on ({meta.get('cupti.status')})")
+    if "memory2" not in meta.get("cupti.kinds", "").split(","):
+        problems.append(f"memory2 not enabled (cupti.kinds_failed: {meta.get('cupti.kinds_failed', 'none')})")
+    device = [(samples, peak) for name, samples, peak in counters if name == lane_name]
+    if not device:
+        problems.append(f"no counter lane named '{lane_name}'")
+    elif not max(peak or 0 for _, peak in device) > 0:
+        problems.append(f"'{lane_name}' never exceeds 0 bytes")
+    samples = sum(n for n, _ in device)
+    peak = max((p or 0 for _, p in device), default=0)
+    return verdict_of(problems, f"'{lane_name}': {samples} samples, peak {peak / 2**20:.1f} MiB; "
+                                f"{len(counters)} counter lanes")
+
+
 def losses_against_ddp(check, name, ddp_args, args, steps=20):
     """The trainer as DDP and then as `name` (its own `args`) on one GPU over NCCL, the same
     batches each step: `name`'s losses against DDP's."""
@@ -400,6 +438,7 @@ CHECKS = (
     ("cuda-kernels", "CUDA kernels against the CPU reference", 45, check_cuda_kernels),
     ("gemm", "own GEMMs against cuBLAS (bf16 >= 60%)", 60, check_gemm),
     ("trainer", "the trainer on one GPU under rankscope profile", 45, check_trainer),
+    ("cuda-memory", "CUPTI memory activity: the trainer's device bytes live as a counter", 30, check_cuda_memory),
     ("cupti-timing", "CUPTI's kernel times against CUDA events and the host clock", 30, check_cupti_timing),
     ("torch-compare", "1-rank NCCL DDP: kernels against torch.profiler", 90, check_torch_compare),
     ("ddp-gloo-cuda", "2-rank DDP on one GPU over Gloo, profiled and analyzed", 120, check_ddp_gloo_cuda),

@@ -2,6 +2,8 @@
 
 #include <cxxabi.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
@@ -195,6 +197,43 @@ bool CuptiConverter::ConvertCopy(const CopyRecord& m, trace::MemcpyEvent* e) {
   return true;
 }
 
+void CuptiConverter::ConvertMemory(const CUpti_ActivityMemory4& m, trace::EventTables& out) {
+  const bool allocation = m.memoryOperationType == CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION;
+  if (!allocation && m.memoryOperationType != CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE) {
+    ++stats_.unknown_kinds;
+    return;
+  }
+  const trace::MemoryKind kind = MemoryKindOf(m.memoryKind);
+  MemoryCounter& counter = memory_counters_[{m.deviceId, kind}];
+  // The change counts even without a time, so that later samples stay right.
+  if (allocation) {
+    counter.live_bytes += std::min(m.bytes, UINT64_MAX - counter.live_bytes);
+  } else if (m.bytes > counter.live_bytes) {
+    ++stats_.memory_releases_clamped;
+    counter.live_bytes = 0;
+  } else {
+    counter.live_bytes -= m.bytes;
+  }
+  if (m.timestamp == 0) {
+    ++stats_.invalid_timestamps;
+    return;
+  }
+  if (counter.lane == trace::kNoLane) {
+    const auto device = static_cast<int32_t>(m.deviceId);
+    trace::Lane lane;
+    lane.kind = trace::LaneKind::kCounter;
+    lane.device = device;
+    lane.pid = pid_;
+    lane.name = trace::MemoryCounterName(trace::kCudaMemorySource, trace::CudaMemoryCategory(kind, device));
+    counter.lane = sink_->add_lane(lane);
+  }
+  trace::CounterSample sample;
+  sample.lane = counter.lane;
+  sample.ts_ns = sink_->to_realtime_ns(m.timestamp);
+  sample.value = static_cast<double>(counter.live_bytes);
+  out.counter_samples.push_back(sample);
+}
+
 void CuptiConverter::Convert(const CUpti_Activity* record, trace::EventTables& out) {
   switch (record->kind) {
     case CUPTI_ACTIVITY_KIND_KERNEL:
@@ -240,6 +279,9 @@ void CuptiConverter::Convert(const CUpti_Activity* record, trace::EventTables& o
       out.memsets.push_back(e);
       return;
     }
+    case CUPTI_ACTIVITY_KIND_MEMORY2:
+      ConvertMemory(*reinterpret_cast<const CUpti_ActivityMemory4*>(record), out);
+      return;
     case CUPTI_ACTIVITY_KIND_RUNTIME:
     case CUPTI_ACTIVITY_KIND_DRIVER: {
       const auto* a = reinterpret_cast<const CUpti_ActivityAPI*>(record);

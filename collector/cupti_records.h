@@ -1,6 +1,8 @@
 // Turns CUPTI activity buffers into trace events: kernels, copies, sets, runtime and driver
 // API calls, synchronizations and overhead records, on lanes per (device, context, stream)
-// and per thread. It runs on the collector's drain thread, never on an application thread.
+// and per thread; memory allocations and releases, as the bytes live per (device, memory
+// kind) on counter lanes. It runs on the collector's drain thread, never on an application
+// thread.
 //
 // Correlation kept here:
 // - a kernel, copy or set and the API call that launched it share `correlation_id`;
@@ -33,6 +35,9 @@ struct CuptiConversionStats {
   uint64_t invalid_timestamps = 0;  // device records CUPTI left without times (dropped)
   uint64_t unknown_kinds = 0;       // kinds the collector does not convert (skipped)
   uint64_t unfinished_buffers = 0;  // buffers that ended in an invalid or partial record
+  // Releases of more bytes than were live in their (device, memory kind): memory allocated
+  // before tracing began. The count stops at 0 instead.
+  uint64_t memory_releases_clamped = 0;
 };
 
 // Demangles an Itanium C++ symbol; returns `name` unchanged when it is not one.
@@ -88,6 +93,7 @@ class CuptiConverter {
   // The fields every copy record has (Memcpy6, MemcpyPtoP4); false without valid times.
   template <typename CopyRecord>
   bool ConvertCopy(const CopyRecord& record, trace::MemcpyEvent* event);
+  void ConvertMemory(const CUpti_ActivityMemory4& record, trace::EventTables& out);
   trace::LaneId StreamLane(uint32_t device, uint32_t context, uint32_t stream);
   trace::LaneId ThreadLane(int64_t tid);
   trace::StringId KernelName(const char* name);
@@ -100,6 +106,12 @@ class CuptiConverter {
   CuptiConversionStats stats_;
   std::map<std::tuple<uint32_t, uint32_t, uint32_t>, trace::LaneId> stream_lanes_;
   std::unordered_map<int64_t, trace::LaneId> thread_lanes_;
+  // The bytes live per (device, memory kind), and its counter lane once it has a sample.
+  struct MemoryCounter {
+    uint64_t live_bytes = 0;
+    trace::LaneId lane = trace::kNoLane;
+  };
+  std::map<std::pair<uint32_t, trace::MemoryKind>, MemoryCounter> memory_counters_;
   // CUPTI shares one name pointer among all records of a kernel; the text is kept to catch a
   // pointer reused for another kernel after a module unload.
   std::unordered_map<const char*, std::pair<std::string, trace::StringId>> kernel_names_;

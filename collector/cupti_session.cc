@@ -35,6 +35,7 @@ constexpr KindSpec kKinds[] = {
     {CUPTI_ACTIVITY_KIND_MEMCPY, "memcpy", false},
     {CUPTI_ACTIVITY_KIND_MEMCPY2, "memcpy2", false},
     {CUPTI_ACTIVITY_KIND_MEMSET, "memset", false},
+    {CUPTI_ACTIVITY_KIND_MEMORY2, "memory2", false},
     {CUPTI_ACTIVITY_KIND_RUNTIME, "runtime", false},
     {CUPTI_ACTIVITY_KIND_DRIVER, "driver", false},
     {CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, "synchronization", false},

@@ -70,6 +70,9 @@ class CuptiTracer final : public DeviceTracer {
     if (stats.unfinished_buffers > 0) {
       meta.emplace_back("cupti.incomplete_buffers", std::to_string(stats.unfinished_buffers));
     }
+    if (stats.memory_releases_clamped > 0) {
+      meta.emplace_back("cupti.memory_releases_clamped", std::to_string(stats.memory_releases_clamped));
+    }
     return meta;
   }
 

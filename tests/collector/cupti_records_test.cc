@@ -6,6 +6,7 @@
 
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -129,6 +130,25 @@ CUpti_ActivityOverhead3 Overhead(CUpti_ActivityOverheadKind kind, CUpti_Activity
   o.end = end;
   return o;
 }
+
+CUpti_ActivityMemory4 Memory(CUpti_ActivityMemoryOperationType operation, CUpti_ActivityMemoryKind kind,
+                             uint32_t device, uint64_t bytes, uint64_t timestamp) {
+  CUpti_ActivityMemory4 m{};
+  m.kind = CUPTI_ACTIVITY_KIND_MEMORY2;
+  m.memoryOperationType = operation;
+  m.memoryKind = kind;
+  m.deviceId = device;
+  m.contextId = 1;
+  m.streamId = CUPTI_INVALID_STREAM_ID;
+  m.bytes = bytes;
+  m.address = 0x7f0000000000 + bytes;
+  m.timestamp = timestamp;
+  return m;
+}
+
+constexpr auto kAllocation = CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION;
+constexpr auto kRelease = CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE;
+constexpr auto kDeviceMemory = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
 
 TEST(CuptiNames, DemangledKernelNameReadsItaniumSymbolsOnly) {
   EXPECT_EQ(DemangledKernelName("_Z6matmulPKfS0_Pfi"), "matmul(float const*, float const*, float*, int)");
@@ -603,6 +623,111 @@ TEST_F(CuptiRecords, BufferEndingInAnInvalidRecordIsCountedAsUnfinished) {
   trace::EventTables none;
   converter_.ConvertBuffer(sink_.sink(), reinterpret_cast<uint8_t*>(&nothing), 0, none);
   EXPECT_EQ(converter_.stats().unfinished_buffers, 1u);  // an empty buffer ends normally
+}
+
+// The samples of one counter lane as (time, bytes live).
+std::vector<std::pair<int64_t, double>> SamplesOf(const trace::EventTables& out, trace::LaneId lane) {
+  std::vector<std::pair<int64_t, double>> samples;
+  for (const trace::CounterSample& sample : out.counter_samples) {
+    if (sample.lane == lane) samples.emplace_back(sample.ts_ns, sample.value);
+  }
+  return samples;
+}
+
+TEST_F(CuptiRecords, MemoryAllocationsAndReleasesBecomeTheBytesLiveOnACounterLane) {
+  ActivityBuffer buffer;
+  buffer.Add(Memory(kAllocation, kDeviceMemory, 0, 100, 1000));
+  buffer.Add(Memory(kAllocation, kDeviceMemory, 0, 200, 2000));
+  buffer.Add(Memory(kRelease, kDeviceMemory, 0, 100, 3000));
+  trace::EventTables out = Convert(buffer);
+
+  ASSERT_EQ(out.counter_samples.size(), 3u);
+  ASSERT_EQ(sink_.lanes().size(), 1u);
+  const trace::LaneId lane_id = out.counter_samples[0].lane;
+  const trace::Lane& lane = sink_.lane(lane_id);
+  EXPECT_EQ(lane.kind, trace::LaneKind::kCounter);
+  EXPECT_EQ(lane.name, "cuda memory: device (gpu 0)");
+  EXPECT_EQ(lane.device, 0);
+  EXPECT_EQ(lane.pid, kPid);
+  EXPECT_EQ(SamplesOf(out, lane_id), (std::vector<std::pair<int64_t, double>>{
+                                         {1000 + kClockOffset, 100.0},
+                                         {2000 + kClockOffset, 300.0},
+                                         {3000 + kClockOffset, 200.0}}));
+
+  // The count carries over to the next buffer, on the same lane.
+  ActivityBuffer next;
+  next.Add(Memory(kRelease, kDeviceMemory, 0, 200, 4000));
+  trace::EventTables later = Convert(next);
+  ASSERT_EQ(later.counter_samples.size(), 1u);
+  EXPECT_EQ(later.counter_samples[0].lane, lane_id);
+  EXPECT_EQ(later.counter_samples[0].ts_ns, 4000 + kClockOffset);
+  EXPECT_EQ(later.counter_samples[0].value, 0.0);
+  EXPECT_EQ(sink_.lanes().size(), 1u);
+  EXPECT_EQ(converter_.stats().memory_releases_clamped, 0u);
+  EXPECT_EQ(converter_.stats().records, 4u);
+}
+
+TEST_F(CuptiRecords, MemoryOfAnotherKindOrDeviceCountsOnALaneOfItsOwn) {
+  ActivityBuffer buffer;
+  buffer.Add(Memory(kAllocation, kDeviceMemory, 0, 100, 1000));
+  buffer.Add(Memory(kAllocation, CUPTI_ACTIVITY_MEMORY_KIND_PINNED, 0, 50, 1100));
+  buffer.Add(Memory(kAllocation, kDeviceMemory, 1, 70, 1200));
+  buffer.Add(Memory(kAllocation, kDeviceMemory, 0, 30, 1300));
+  buffer.Add(Memory(kRelease, CUPTI_ACTIVITY_MEMORY_KIND_PINNED, 0, 50, 1400));
+  trace::EventTables out = Convert(buffer);
+
+  ASSERT_EQ(out.counter_samples.size(), 5u);
+  ASSERT_EQ(sink_.lanes().size(), 3u);
+  const trace::LaneId device0 = out.counter_samples[0].lane;
+  const trace::LaneId pinned0 = out.counter_samples[1].lane;
+  const trace::LaneId device1 = out.counter_samples[2].lane;
+  EXPECT_EQ(sink_.lane(device0).name, "cuda memory: device (gpu 0)");
+  EXPECT_EQ(sink_.lane(pinned0).name, "cuda memory: pinned (gpu 0)");
+  EXPECT_EQ(sink_.lane(pinned0).device, 0);
+  EXPECT_EQ(sink_.lane(pinned0).kind, trace::LaneKind::kCounter);
+  EXPECT_EQ(sink_.lane(device1).name, "cuda memory: device (gpu 1)");
+  EXPECT_EQ(sink_.lane(device1).device, 1);
+  EXPECT_EQ(sink_.lane(device1).kind, trace::LaneKind::kCounter);
+  using Samples = std::vector<std::pair<int64_t, double>>;
+  EXPECT_EQ(SamplesOf(out, device0), (Samples{{1000 + kClockOffset, 100.0}, {1300 + kClockOffset, 130.0}}));
+  EXPECT_EQ(SamplesOf(out, pinned0), (Samples{{1100 + kClockOffset, 50.0}, {1400 + kClockOffset, 0.0}}));
+  EXPECT_EQ(SamplesOf(out, device1), (Samples{{1200 + kClockOffset, 70.0}}));
+}
+
+TEST_F(CuptiRecords, ReleaseOfMemoryAllocatedBeforeTracingStopsAtZeroAndIsCounted) {
+  ActivityBuffer buffer;
+  buffer.Add(Memory(kAllocation, kDeviceMemory, 0, 100, 1000));
+  buffer.Add(Memory(kRelease, kDeviceMemory, 0, 300, 2000));  // 200 bytes from before tracing
+  buffer.Add(Memory(kAllocation, kDeviceMemory, 0, 40, 3000));
+  buffer.Add(Memory(kRelease, kDeviceMemory, 2, 64, 4000));  // nothing allocated on gpu 2 yet
+  trace::EventTables out = Convert(buffer);
+
+  ASSERT_EQ(out.counter_samples.size(), 4u);
+  EXPECT_EQ(out.counter_samples[0].value, 100.0);
+  EXPECT_EQ(out.counter_samples[1].value, 0.0);
+  EXPECT_EQ(out.counter_samples[2].value, 40.0);
+  EXPECT_EQ(out.counter_samples[3].value, 0.0);
+  EXPECT_EQ(sink_.lane(out.counter_samples[3].lane).name, "cuda memory: device (gpu 2)");
+  EXPECT_EQ(converter_.stats().memory_releases_clamped, 2u);
+  EXPECT_EQ(converter_.stats().invalid_timestamps, 0u);
+}
+
+TEST_F(CuptiRecords, MemoryRecordWithoutTimeIsCountedNotSampledButItsBytesStayLive) {
+  ActivityBuffer buffer;
+  buffer.Add(Memory(kAllocation, kDeviceMemory, 0, 100, 0));  // CUPTI's "no time"
+  CUpti_ActivityMemory4 invalid = Memory(kAllocation, kDeviceMemory, 0, 999, 500);
+  invalid.memoryOperationType = CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_INVALID;
+  buffer.Add(invalid);
+  buffer.Add(Memory(kAllocation, kDeviceMemory, 0, 50, 600));
+  trace::EventTables out = Convert(buffer);
+
+  ASSERT_EQ(out.counter_samples.size(), 1u);
+  EXPECT_EQ(out.counter_samples[0].ts_ns, 600 + kClockOffset);
+  EXPECT_EQ(out.counter_samples[0].value, 150.0);  // the untimed allocation is still held
+  EXPECT_EQ(sink_.lanes().size(), 1u);
+  EXPECT_EQ(converter_.stats().invalid_timestamps, 1u);
+  EXPECT_EQ(converter_.stats().unknown_kinds, 1u);  // the record with no operation
+  EXPECT_EQ(converter_.stats().records, 3u);
 }
 
 TEST_F(CuptiRecords, EveryKindOfOneBufferInOrder) {

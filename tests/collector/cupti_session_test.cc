@@ -216,8 +216,9 @@ CuptiOptions SmallPool(size_t max_buffers = 4) {
 
 constexpr CUpti_ActivityKind kAllKinds[] = {
     CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,          CUPTI_ACTIVITY_KIND_MEMCPY2,
-    CUPTI_ACTIVITY_KIND_MEMSET,            CUPTI_ACTIVITY_KIND_RUNTIME,         CUPTI_ACTIVITY_KIND_DRIVER,
-    CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,   CUPTI_ACTIVITY_KIND_OVERHEAD,        CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
+    CUPTI_ACTIVITY_KIND_MEMSET,            CUPTI_ACTIVITY_KIND_MEMORY2,         CUPTI_ACTIVITY_KIND_RUNTIME,
+    CUPTI_ACTIVITY_KIND_DRIVER,            CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, CUPTI_ACTIVITY_KIND_OVERHEAD,
+    CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
 };
 
 class CuptiSessionTest : public ::testing::Test {
@@ -264,8 +265,8 @@ TEST_F(CuptiSessionTest, StartSubscribesConfiguresAndEnablesEveryKind) {
   // CONCURRENT_KERNEL first: the kind that needs a driver fails before anything is on.
   EXPECT_EQ(fake_.enabled, std::vector<CUpti_ActivityKind>(std::begin(kAllKinds), std::end(kAllKinds)));
   EXPECT_EQ(session->info().kinds,
-            (std::vector<std::string>{"concurrent_kernel", "memcpy", "memcpy2", "memset", "runtime", "driver",
-                                      "synchronization", "overhead", "external_correlation"}));
+            (std::vector<std::string>{"concurrent_kernel", "memcpy", "memcpy2", "memset", "memory2", "runtime",
+                                      "driver", "synchronization", "overhead", "external_correlation"}));
   EXPECT_TRUE(session->info().kinds_failed.empty());
   EXPECT_EQ(session->info().version, 130001u);
 
@@ -393,6 +394,18 @@ TEST_F(CuptiSessionTest, FailingOptionalKindLeavesTheSessionRunning) {
   session->Stop();
   // Only what was enabled is disabled.
   EXPECT_EQ(std::count(fake_.disabled.begin(), fake_.disabled.end(), CUPTI_ACTIVITY_KIND_MEMSET), 0);
+}
+
+TEST_F(CuptiSessionTest, FailingMemoryActivityLeavesTheOtherKindsOn) {
+  fake_.enable_results[CUPTI_ACTIVITY_KIND_MEMORY2] = CUPTI_ERROR_UNKNOWN;
+  std::unique_ptr<CuptiSession> session = MustStart();
+  ASSERT_NE(session, nullptr);
+  EXPECT_EQ(session->info().kinds_failed, std::vector<std::string>{"memory2: CUPTI_ERROR_UNKNOWN (999)"});
+  const std::vector<std::string>& kinds = session->info().kinds;
+  EXPECT_EQ(std::find(kinds.begin(), kinds.end(), "memory2"), kinds.end());
+  EXPECT_EQ(kinds.size(), std::size(kAllKinds) - 1);
+  EXPECT_EQ(kinds.back(), "external_correlation");  // the kinds after it were still enabled
+  EXPECT_TRUE(fake_.unsubscribed.empty());
 }
 
 TEST_F(CuptiSessionTest, QuietApiFiltersOnlyForTheApiKindsThatAreOn) {

@@ -33,7 +33,7 @@ using testing::Named;
 using trace::testing::TempDir;
 
 constexpr char kAllKinds[] =
-    "concurrent_kernel,memcpy,memcpy2,memset,runtime,driver,synchronization,overhead,external_correlation";
+    "concurrent_kernel,memcpy,memcpy2,memset,memory2,runtime,driver,synchronization,overhead,external_correlation";
 
 int64_t ThisThread() { return static_cast<int64_t>(syscall(SYS_gettid)); }
 
@@ -304,6 +304,18 @@ CUpti_ActivityMemcpy6 Copy(uint32_t stream, uint32_t correlation, uint64_t start
   return m;
 }
 
+CUpti_ActivityMemory4 Memory(CUpti_ActivityMemoryOperationType operation, uint64_t bytes, uint64_t timestamp) {
+  CUpti_ActivityMemory4 m{};
+  m.kind = CUPTI_ACTIVITY_KIND_MEMORY2;
+  m.memoryOperationType = operation;
+  m.memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+  m.deviceId = 0;
+  m.contextId = 1;
+  m.bytes = bytes;
+  m.timestamp = timestamp;
+  return m;
+}
+
 std::map<std::string, trace::NvtxRangeEvent> RangesByName(const trace::RankTrace& trace) {
   std::map<std::string, trace::NvtxRangeEvent> ranges;
   for (const auto& range : trace.events.nvtx_ranges) ranges[trace.str(range.name)] = range;
@@ -422,6 +434,36 @@ TEST_F(CuptiTracerTest, DeviceWorkLandsOnStreamLanesAndJoinsTheRangeThatLaunched
   ASSERT_NE(forced, log.end());
   ASSERT_NE(unsubscribed, log.end());
   EXPECT_LT(forced, unsubscribed);
+}
+
+TEST_F(CuptiTracerTest, MemoryRecordsReachTheRankFileAsCounterSamples) {
+  Recorder recorder(Options());
+  ASSERT_TRUE(StartCuptiTracing(recorder, &api_));
+  const auto now = static_cast<uint64_t>(RealtimeNowNs());
+  FilledBuffer buffer = fake_.Request();
+  buffer.Add(Memory(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION, 4096, now + 100));
+  buffer.Add(Memory(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE, 8192, now + 200));  // held from before
+  buffer.Add(Memory(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION, 1024, now + 300));
+  fake_.Complete(buffer);
+  trace::RankTrace trace = CloseAndLoad(recorder);
+
+  ASSERT_EQ(trace.events.counter_samples.size(), 3u);
+  const trace::CounterSample* samples = trace.events.counter_samples.data();
+  EXPECT_EQ(samples[0].ts_ns, static_cast<int64_t>(now + 100));
+  EXPECT_EQ(samples[0].value, 4096.0);
+  EXPECT_EQ(samples[1].value, 0.0);
+  EXPECT_EQ(samples[2].ts_ns, static_cast<int64_t>(now + 300));
+  EXPECT_EQ(samples[2].value, 1024.0);
+  EXPECT_EQ(samples[1].lane, samples[0].lane);
+  EXPECT_EQ(samples[2].lane, samples[0].lane);
+  const trace::Lane* lane = trace.lane(samples[0].lane);
+  ASSERT_NE(lane, nullptr);
+  EXPECT_EQ(lane->kind, trace::LaneKind::kCounter);
+  EXPECT_EQ(lane->name, "cuda memory: device (gpu 0)");
+  EXPECT_EQ(lane->device, 0);
+  EXPECT_EQ(lane->pid, getpid());
+  EXPECT_EQ(trace.meta.entries["cupti.memory_releases_clamped"], "1");
+  EXPECT_EQ(trace.meta.entries["cupti.records"], "3");
 }
 
 TEST_F(CuptiTracerTest, NestedRangesArePushedAndPoppedInOrder) {
