@@ -520,8 +520,10 @@ Result<Report> BuildReport(std::vector<RankResult> ranks, RunInfo run, std::vect
 
   report.parallelism = MeasureParallelism(ranks, report.cross_rank.clock, steps, warnings);
   for (const RankResult& rank : ranks) {
-    if (std::optional<RankMemory> memory = MeasureMemory(rank.activity, steps.aggregated_numbers)) {
-      report.memory.push_back(std::move(*memory));
+    for (const MemorySeries& series : rank.activity.memory) {
+      if (std::optional<RankMemory> memory = MeasureMemory(rank.activity, series, steps.aggregated_numbers)) {
+        report.memory.push_back(std::move(*memory));
+      }
     }
   }
   report.summary = SummarizeRun(report.ranks, run, steps.selection.steps_aggregated, report.workload, warnings);

@@ -7,16 +7,18 @@
 
 namespace rankscope::analyzer {
 
-std::optional<RankMemory> MeasureMemory(const RankActivity& activity, const std::set<int64_t>& aggregated_steps) {
-  if (activity.memory.empty()) return std::nullopt;
-  const size_t categories = activity.memory_categories.size();
+std::optional<RankMemory> MeasureMemory(const RankActivity& activity, const MemorySeries& series,
+                                        const std::set<int64_t>& aggregated_steps) {
+  if (series.samples.empty()) return std::nullopt;
+  const size_t categories = series.categories.size();
   RankMemory out;
   out.rank = activity.rank;
+  out.source = series.source;
   std::vector<int64_t> live(categories, 0), peaks(categories, 0), at_peak(categories, 0);
   // The total after each change, at its time.
   std::vector<int64_t> times, totals;
   int64_t total = 0;
-  for (const MemorySample& sample : activity.memory) {
+  for (const MemorySample& sample : series.samples) {
     total += sample.bytes - live[sample.category];
     live[sample.category] = sample.bytes;
     peaks[sample.category] = std::max(peaks[sample.category], sample.bytes);
@@ -41,8 +43,8 @@ std::optional<RankMemory> MeasureMemory(const RankActivity& activity, const std:
     step_peaks.push_back(static_cast<double>(peak));
   }
   for (size_t c = 0; c < categories; ++c) {
-    out.at_peak.push_back({activity.memory_categories[c], at_peak[c]});
-    out.category_peaks.push_back({activity.memory_categories[c], peaks[c]});
+    out.at_peak.push_back({series.categories[c], at_peak[c]});
+    out.category_peaks.push_back({series.categories[c], peaks[c]});
   }
   if (!step_peaks.empty()) out.step_peak_bytes = ComputeStats(std::move(step_peaks));
   return out;

@@ -1,6 +1,6 @@
-// docs/metrics.md §5 "Memory": a rank's memory counters (RankActivity::memory) as its peak,
-// what held the peak, each category's own peak, and the peak within each aggregated step.
-// Linear in the samples and the steps.
+// docs/metrics.md §5 "Memory": one source's memory counters of a rank (RankActivity::memory)
+// as their peak total, what held the peak, each category's own peak, and the peak within
+// each aggregated step. Linear in the samples and the steps.
 #pragma once
 
 #include <cstdint>
@@ -12,7 +12,8 @@
 
 namespace rankscope::analyzer {
 
-// nullopt for a rank without memory counters.
-std::optional<RankMemory> MeasureMemory(const RankActivity& activity, const std::set<int64_t>& aggregated_steps);
+// nullopt for a series without samples.
+std::optional<RankMemory> MeasureMemory(const RankActivity& activity, const MemorySeries& series,
+                                        const std::set<int64_t>& aggregated_steps);
 
 }  // namespace rankscope::analyzer

@@ -143,7 +143,6 @@ class RankScanner::Impl {
   void AddCommRecord(std::vector<CollectiveRecord>& records, const trace::SpanRow& row, uint64_t bytes);
   void ChooseSteps(RankActivity& activity);
   void AddPipelinePass(const trace::SpanRow& row);
-  void AddMemorySample(RankActivity& activity, const std::string& category, const trace::NvtxMarkEvent& mark);
   const CommRangeArgs& CommArgs(trace::StringId args);
   void ChooseCollectives(RankActivity& activity);
 
@@ -181,7 +180,7 @@ Status RankScanner::Impl::OnHeader(trace::StreamHeader header) {
   const size_t strings = header_.strings.size();
   classifier_.Reset(&header_);
   name_totals_.resize(strings);
-  events_ += static_cast<int64_t>(header_.marks.size() + header_.collectives.size());
+  events_ += static_cast<int64_t>(header_.marks.size() + header_.collectives.size() + header_.counters.size());
   return Status::Ok();
 }
 
@@ -215,7 +214,8 @@ Status RankScanner::Impl::OnTrailer(trace::StreamTrailer trailer) {
   RS_RETURN_IF_ERROR(CheckLaneIds(trailer.lanes));
   header_.meta = std::move(trailer.meta);
   header_.lanes = std::move(trailer.lanes);
-  events_ += static_cast<int64_t>(trailer.marks.size() + trailer.collectives.size());
+  events_ += static_cast<int64_t>(trailer.marks.size() + trailer.collectives.size() + trailer.counters.size());
+  header_.counters.insert(header_.counters.end(), trailer.counters.begin(), trailer.counters.end());
   header_.drops.insert(header_.drops.end(), trailer.drops.begin(), trailer.drops.end());
   header_.marks.insert(header_.marks.end(), trailer.marks.begin(), trailer.marks.end());
   header_.collectives.insert(header_.collectives.end(), trailer.collectives.begin(), trailer.collectives.end());
@@ -266,16 +266,6 @@ const CommRangeArgs& RankScanner::Impl::CommArgs(trace::StringId args) {
   auto [it, inserted] = comm_args_.try_emplace(args);
   if (inserted && args != trace::kEmptyString) it->second = ReadCommRangeArgs(Str(args));
   return it->second;
-}
-
-void RankScanner::Impl::AddMemorySample(RankActivity& activity, const std::string& category,
-                                        const trace::NvtxMarkEvent& mark) {
-  const std::optional<int64_t> bytes = IntField(ParseObject(Str(mark.args)), "bytes");
-  if (!bytes || *bytes < 0) return;
-  auto found = std::find(activity.memory_categories.begin(), activity.memory_categories.end(), category);
-  if (found == activity.memory_categories.end()) found = activity.memory_categories.insert(found, category);
-  activity.memory.push_back(
-      {static_cast<uint32_t>(found - activity.memory_categories.begin()), mark.start_ns, *bytes});
 }
 
 void RankScanner::Impl::AddPipelinePass(const trace::SpanRow& row) {
@@ -584,16 +574,14 @@ Result<RankActivity> RankScanner::Impl::Finish() {
     if (total.count > 0) activity.activities.push_back({name, ActivityClass::kMemory, total.count, total.total_ns});
   }
 
+  MemorySeriesBuilder memory;
   for (const trace::NvtxMarkEvent& mark : header_.marks) {
     if (!KnownIds(mark, header_)) {
       ++invalid_events_;
       continue;
     }
     const std::string& name = Str(mark.name);
-    if (name.starts_with("memory: ") && name.size() > 8) {
-      AddMemorySample(activity, name.substr(8), mark);
-      continue;
-    }
+    if (memory.AddMark(name, Str(mark.args), mark.start_ns)) continue;
     if (activity.workload || name != "workload") continue;
     const Json args = ParseObject(Str(mark.args));
     if (!args.is_object()) continue;
@@ -602,8 +590,8 @@ Result<RankActivity> RankScanner::Impl::Finish() {
                                      IntField(args, "parameters"),   IntField(args, "parallel"),
                                      IntField(args, "stages"),       IntField(args, "micro_batches")};
   }
-  std::stable_sort(activity.memory.begin(), activity.memory.end(),
-                   [](const MemorySample& a, const MemorySample& b) { return a.ts_ns < b.ts_ns; });
+  memory.AddCounters(header_.lanes, header_.counters);
+  activity.memory = memory.Finish();
   for (const trace::CollectiveEvent& event : header_.collectives) {
     if (!trace::CheckedDuration(event.start_ns, event.end_ns) || !KnownIds(event, header_)) ++invalid_events_;
   }
@@ -636,6 +624,7 @@ Status FeedRankTrace(const trace::RankTrace& trace, trace::SpanVisitor& visitor,
   header.drops = trace.drops;
   header.marks = trace.events.nvtx_marks;
   header.collectives = trace.events.collectives;
+  header.counters = trace.events.counter_samples;
   RS_RETURN_IF_ERROR(visitor.OnHeader(std::move(header)));
   return FeedEventTables(trace.events, visitor, options);
 }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "analyzer/classify.h"
+#include "analyzer/memory_series.h"
 #include "analyzer/report.h"
 #include "base/status.h"
 #include "trace/reader.h"
@@ -79,14 +80,6 @@ struct PipelinePass {
   int64_t end_ns = 0;
 };
 
-// A memory counter's new value: an NVTX mark "memory: <category>" with an integer `bytes`
-// (the trainer's `rankscope memory` payload, trainer/README.md).
-struct MemorySample {
-  uint32_t category = 0;  // index into RankActivity::memory_categories
-  int64_t ts_ns = 0;
-  int64_t bytes = 0;
-};
-
 struct WorkloadMark {
   std::optional<int64_t> world_size, batch, accum, steps, parameters;
   std::optional<int64_t> parallel, stages, micro_batches;  // 0 ddp, 1 fsdp, 2 pipeline
@@ -106,8 +99,7 @@ struct RankActivity {
   std::vector<CollectiveRecord> collectives;  // sorted by start
   std::vector<MessageRecord> messages;        // sorted by start
   std::vector<PipelinePass> passes;           // sorted by start
-  std::vector<MemorySample> memory;           // sorted by time
-  std::vector<std::string> memory_categories;
+  std::vector<MemorySeries> memory;           // by source (memory_series.h)
   std::vector<ActivitySummary> activities;    // every name with device time
   std::optional<WorkloadMark> workload;
   int64_t events = 0;

@@ -404,8 +404,9 @@ struct FsdpFigures {
   std::optional<double> exposed_gather_pct;  // 100 · exposed / gather
 };
 
-// One rank's memory counters (docs/metrics.md §5 "Memory"): what the trainer's allocations
-// hold, per category.
+// One rank's memory counters of one source (docs/metrics.md §5 "Memory"): what the trainer's
+// allocations ("nvtx"), CUDA's ("cuda") or PyTorch's allocator ("pytorch allocated",
+// "pytorch reserved") hold, per category.
 struct MemoryCategoryBytes {
   std::string category;
   int64_t bytes = 0;
@@ -413,6 +414,7 @@ struct MemoryCategoryBytes {
 
 struct RankMemory {
   int rank = 0;
+  std::string source;         // memory_series.h: "nvtx", "cuda", "pytorch allocated", ...
   int64_t peak_bytes = 0;     // the largest total over the run
   int64_t peak_at_ns = 0;     // when it was first reached (the rank's clock)
   std::vector<MemoryCategoryBytes> at_peak;      // each category's bytes then, in first-seen order
@@ -441,7 +443,7 @@ struct Report {
   std::vector<ActivitySummary> top_activities;  // summed over ranks, longest first
   CrossRank cross_rank;
   Parallelism parallelism;
-  std::vector<RankMemory> memory;            // ranks with memory counters, by rank
+  std::vector<RankMemory> memory;            // ranks with memory counters, by rank, then source
   std::vector<std::string> warnings;         // what is missing or doubtful, one line each
   // Filled when the run did not finish (a hang, a mismatch, killed ranks, open work).
   std::optional<HangReport> did_not_finish;

@@ -44,8 +44,8 @@ class RankEventStream : public trace::SpanVisitor {
     classifier_.Reset(&header_);
     ViewRank rank{file_, rank_file_, header_.meta, header_.strings, header_.lanes, header_.lane_rows};
     RS_RETURN_IF_ERROR(sink_.OnRank(index_, std::move(rank)));
-    // Marks and the plugin's collective records come whole with a file's header.
-    return SendWhole(header_.marks, header_.collectives);
+    // Marks, the plugin's collective records and counters come whole with a file's header.
+    return SendWhole(header_.marks, header_.collectives, header_.counters);
   }
 
   Status OnMoreNames(std::span<const std::string> strings, std::span<const trace::Lane> lanes) override {
@@ -67,7 +67,7 @@ class RankEventStream : public trace::SpanVisitor {
     classifier_.HeaderGrew();
     have_trailer_ = true;
     RS_RETURN_IF_ERROR(sink_.OnRankEnd(index_, header_.meta, header_.lanes));
-    return SendWhole(trailer.marks, trailer.collectives);
+    return SendWhole(trailer.marks, trailer.collectives, trailer.counters);
   }
 
   bool have_trailer() const { return have_trailer_; }
@@ -135,13 +135,17 @@ class RankEventStream : public trace::SpanVisitor {
     return static_cast<uint32_t>(*number + 1);
   }
 
-  Status SendWhole(const std::vector<trace::NvtxMarkEvent>& marks, const std::vector<trace::CollectiveEvent>& collectives) {
+  Status SendWhole(const std::vector<trace::NvtxMarkEvent>& marks, const std::vector<trace::CollectiveEvent>& collectives,
+                   const std::vector<trace::CounterSample>& counters) {
     std::vector<ViewEvent> events;
     events.reserve(marks.size() + collectives.size());
+    MemorySeriesBuilder memory;
     for (const trace::NvtxMarkEvent& mark : marks) {
       if (!Valid(KnownIds(mark, header_))) continue;
       events.push_back({mark.start_ns, mark.start_ns, 0, mark.lane, mark.name, EventClass::kMark, EventSource::kMark});
+      memory.AddMark(header_.strings[mark.name], header_.strings[mark.args], mark.start_ns);
     }
+    memory.AddCounters(header_.lanes, counters);
     for (const trace::CollectiveEvent& collective : collectives) {
       if (!Valid(trace::CheckedDuration(collective.start_ns, collective.end_ns) && KnownIds(collective, header_))) {
         continue;
@@ -149,7 +153,9 @@ class RankEventStream : public trace::SpanVisitor {
       events.push_back({collective.start_ns, collective.end_ns, collective.correlation_id, collective.lane,
                         collective.name, EventClass::kCollective, EventSource::kCollective});
     }
-    return events.empty() ? Status::Ok() : sink_.OnEvents(index_, events);
+    if (!events.empty()) RS_RETURN_IF_ERROR(sink_.OnEvents(index_, events));
+    std::vector<MemorySeries> series = memory.Finish();
+    return series.empty() ? Status::Ok() : sink_.OnMemory(index_, std::move(series));
   }
 
   // Counts the damaged: rows ending before they start or naming ids the file lacks.
@@ -341,6 +347,8 @@ Status ViewEventSink::OnMoreNames(size_t, std::span<const std::string>, std::spa
 Status ViewEventSink::OnRankEnd(size_t, trace::RankMeta, std::vector<trace::Lane>) {
   return InternalError("this view sink reads rank files only: a stream sent its end");
 }
+
+Status ViewEventSink::OnMemory(size_t, std::vector<MemorySeries>) { return Status::Ok(); }
 
 class StreamedRunEvents::RankStream : public RankEventStream {
   using RankEventStream::RankEventStream;

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "analyzer/classify.h"
+#include "analyzer/memory_series.h"
 #include "base/status.h"
 #include "trace/reader.h"
 
@@ -78,6 +79,9 @@ class ViewEventSink {
   // number, lane names). Sinks that only read rank files refuse them (the default).
   virtual Status OnMoreNames(size_t index, std::span<const std::string> strings, std::span<const trace::Lane> lanes);
   virtual Status OnRankEnd(size_t index, trace::RankMeta meta, std::vector<trace::Lane> lanes);
+  // The rank's memory counters (memory_series.h), once, after its marks and before
+  // OnRankDone; not called for a rank without any. Ignored by default.
+  virtual Status OnMemory(size_t index, std::vector<MemorySeries> series);
 };
 
 struct ViewLoadOptions {

@@ -157,6 +157,7 @@ class RankFileBuilder {
   std::map<std::string, std::string> meta_rows_;  // SetMeta's
   std::vector<trace::DropRecord> drops_;
   std::vector<trace::NvtxMarkEvent> marks_;
+  std::vector<trace::CounterSample> counters_;
   std::vector<trace::CollectiveEvent> collectives_;
   Status stream_status_ = Status::Ok();  // the visitor's first error
 };

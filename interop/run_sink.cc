@@ -139,9 +139,10 @@ Result<trace::RankMeta> RankFileBuilder::StreamMeta() const {
 }
 
 void RankFileBuilder::StreamBatch() {
-  // Marks and collectives travel in the trailer, as a file's header carries them.
+  // Marks, collectives and counters travel in the trailer, as a file's header carries them.
   std::move(batch_.nvtx_marks.begin(), batch_.nvtx_marks.end(), std::back_inserter(marks_));
   std::move(batch_.collectives.begin(), batch_.collectives.end(), std::back_inserter(collectives_));
+  std::move(batch_.counter_samples.begin(), batch_.counter_samples.end(), std::back_inserter(counters_));
   if (stream_status_.ok()) {
     stream_status_ = [&]() -> Status {
       std::vector<trace::Lane> lanes;
@@ -193,6 +194,7 @@ Status RankFileBuilder::SendTrailer(std::optional<int> world_size) {
   trailer.drops = std::move(drops_);
   trailer.marks = std::move(marks_);
   trailer.collectives = std::move(collectives_);
+  trailer.counters = std::move(counters_);
   return visitor_->OnTrailer(std::move(trailer));
 }
 

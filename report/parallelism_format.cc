@@ -101,9 +101,18 @@ Table FsdpLayerTable(const Report& report) {
   return table;
 }
 
-std::vector<std::string> MemoryCategories(const Report& report) {
+std::vector<std::string> MemorySources(const Report& report) {
+  std::vector<std::string> sources;
+  for (const analyzer::RankMemory& rank : report.memory) {
+    if (std::find(sources.begin(), sources.end(), rank.source) == sources.end()) sources.push_back(rank.source);
+  }
+  return sources;
+}
+
+std::vector<std::string> MemoryCategories(const Report& report, const std::string& source) {
   std::vector<std::string> categories;
   for (const analyzer::RankMemory& rank : report.memory) {
+    if (rank.source != source) continue;
     for (const analyzer::MemoryCategoryBytes& entry : rank.at_peak) {
       if (std::find(categories.begin(), categories.end(), entry.category) == categories.end()) {
         categories.push_back(entry.category);
@@ -113,15 +122,16 @@ std::vector<std::string> MemoryCategories(const Report& report) {
   return categories;
 }
 
-Table MemoryTable(const Report& report) {
+Table MemoryTable(const Report& report, const std::string& source) {
   Table table;
-  if (report.memory.empty()) return table;
-  const std::vector<std::string> categories = MemoryCategories(report);
+  const std::vector<std::string> categories = MemoryCategories(report, source);
+  if (categories.empty()) return table;
   table.header = {"rank", "peak"};
   table.header.insert(table.header.end(), categories.begin(), categories.end());
   table.header.push_back("step peak");
   table.numeric = std::vector<bool>(table.header.size(), true);
   for (const analyzer::RankMemory& rank : report.memory) {
+    if (rank.source != source) continue;
     std::vector<std::string> row = {std::to_string(rank.rank), format::FormatBytes(static_cast<double>(rank.peak_bytes))};
     for (const std::string& category : categories) {
       std::string cell = "-";

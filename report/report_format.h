@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "analyzer/memory_series.h"
 #include "analyzer/report.h"
 #include "base/format.h"
 
@@ -71,11 +72,14 @@ std::string PipelineLine(const analyzer::Report& report);
 // empty without FSDP figures.
 Table FsdpLayerTable(const analyzer::Report& report);
 
-// One row per rank with memory counters: its peak, what each category held then, and the
-// median over aggregated steps of each step's peak; empty without counters.
-Table MemoryTable(const analyzer::Report& report);
-// The categories of every rank's counters, in first-seen order.
-std::vector<std::string> MemoryCategories(const analyzer::Report& report);
+// The sources of the report's memory counters ("nvtx", "cuda", ...), in first-seen order.
+std::vector<std::string> MemorySources(const analyzer::Report& report);
+using analyzer::MemorySourceTitle;  // what a source's counters measure (memory_series.h)
+// One row per rank with counters of `source`: its peak, what each category held then, and
+// the median over aggregated steps of each step's peak; empty without such counters.
+Table MemoryTable(const analyzer::Report& report, const std::string& source);
+// The categories of every rank's counters of `source`, in first-seen order.
+std::vector<std::string> MemoryCategories(const analyzer::Report& report, const std::string& source);
 
 // ---- a run that did not finish: Report::did_not_finish (run_end_format.cc) -------------
 

@@ -153,43 +153,50 @@ void AppendBreakdownChart(const Report& report, std::string& out) {
                          "share of the device's trace window (%)", "rank, device");
 }
 
-// Memory at each rank's peak, stacked by category, on one scale (the largest peak), then the
-// table. Only for ranks with memory counters.
-void AppendMemoryChart(const Report& report, std::string& out) {
-  const Table table = MemoryTable(report);
-  if (table.rows.empty()) return;
+// Per source of memory counters: each rank's bytes at its peak, stacked by category, on one
+// scale (the largest peak), then the table. Only for ranks with counters of the source.
+void AppendMemoryCharts(const Report& report, std::string& out) {
+  const std::vector<std::string> sources = MemorySources(report);
+  if (sources.empty()) return;
   out += "<h2>Memory</h2>\n";
-  const std::vector<std::string> categories = MemoryCategories(report);
-  std::vector<PlotColor> colors;
-  for (size_t c = 0; c < categories.size(); ++c) {
-    colors.push_back(PlotColorFromHsl(360.0 * static_cast<double>(c) / static_cast<double>(categories.size()), 0.45, 0.55));
-  }
-  double largest = 0;
-  for (const analyzer::RankMemory& rank : report.memory) largest = std::max(largest, static_cast<double>(rank.peak_bytes));
-  std::vector<HorizontalBar> bars;
-  for (const analyzer::RankMemory& rank : report.memory) {
-    HorizontalBar bar;
-    bar.label = fmt::format("rank {}", rank.rank);
-    bar.full_scale = largest;
-    bar.empty_note = "nothing allocated";
+  for (const std::string& source : sources) {
+    const std::string title = MemorySourceTitle(source);
+    const std::vector<std::string> categories = MemoryCategories(report, source);
+    std::vector<PlotColor> colors;
     for (size_t c = 0; c < categories.size(); ++c) {
-      double bytes = 0;
-      for (const analyzer::MemoryCategoryBytes& entry : rank.at_peak) {
-        if (entry.category == categories[c]) bytes = static_cast<double>(entry.bytes);
-      }
-      bar.segments.push_back(
-          {bytes, colors[c], fmt::format("{}: {} {}", bar.label, categories[c], format::FormatBytes(bytes))});
+      colors.push_back(
+          PlotColorFromHsl(360.0 * static_cast<double>(c) / static_cast<double>(categories.size()), 0.45, 0.55));
     }
-    bars.push_back(std::move(bar));
+    double largest = 0;
+    for (const analyzer::RankMemory& rank : report.memory) {
+      if (rank.source == source) largest = std::max(largest, static_cast<double>(rank.peak_bytes));
+    }
+    std::vector<HorizontalBar> bars;
+    for (const analyzer::RankMemory& rank : report.memory) {
+      if (rank.source != source) continue;
+      HorizontalBar bar;
+      bar.label = fmt::format("rank {}", rank.rank);
+      bar.full_scale = largest;
+      bar.empty_note = "nothing allocated";
+      for (size_t c = 0; c < categories.size(); ++c) {
+        double bytes = 0;
+        for (const analyzer::MemoryCategoryBytes& entry : rank.at_peak) {
+          if (entry.category == categories[c]) bytes = static_cast<double>(entry.bytes);
+        }
+        bar.segments.push_back(
+            {bytes, colors[c], fmt::format("{}: {} {}", bar.label, categories[c], format::FormatBytes(bytes))});
+      }
+      bars.push_back(std::move(bar));
+    }
+    std::vector<SwatchLegendEntry> legend;
+    for (size_t c = 0; c < categories.size(); ++c) legend.push_back({categories[c], colors[c]});
+    out += "<p class=\"caption\">" + HtmlEscape(fmt::format("{}: what each rank's counters held when their total was "
+                                                            "largest.", title)) + "</p>\n";
+    out += StackedBarChart(bars, legend, fmt::format("memory per rank at its peak, by category: {}", title),
+                           [largest](int quarter) { return format::FormatBytes(largest * quarter / 4.0); },
+                           "bytes held at the rank's peak", "rank");
+    AppendTable(MemoryTable(report, source), out);
   }
-  std::vector<SwatchLegendEntry> legend;
-  for (size_t c = 0; c < categories.size(); ++c) legend.push_back({categories[c], colors[c]});
-  out += "<p class=\"caption\">What each rank's allocations held when their total was largest, from the "
-         "workload's memory counters.</p>\n";
-  out += StackedBarChart(bars, legend, "memory per rank at its peak, by category",
-                         [largest](int quarter) { return format::FormatBytes(largest * quarter / 4.0); },
-                         "bytes held at the rank's peak", "rank");
-  AppendTable(table, out);
 }
 
 // Chart 2: step time of every step, one series per device; warm-up steps hollow.
@@ -477,7 +484,7 @@ std::string ReportToHtml(const Report& report) {
       if (!table.rows.empty()) AppendTable(table, out);
     }
   }
-  AppendMemoryChart(report, out);
+  AppendMemoryCharts(report, out);
   out += "<h2>Stragglers</h2>\n<p>" + format::HtmlEscape(StragglerLine(report)) + "</p>\n";
   if (const std::string clock = ClockLine(report); !clock.empty()) {
     out += "<p>" + format::HtmlEscape(clock) + "</p>\n";

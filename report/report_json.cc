@@ -694,6 +694,7 @@ std::string ReportToJson(const Report& report) {
       return object;
     };
     memory.push_back({{"rank", rank.rank},
+                      {"source", rank.source},
                       {"peak_bytes", rank.peak_bytes},
                       {"peak_at_ns", rank.peak_at_ns},
                       {"at_peak", bytes_of(rank.at_peak)},

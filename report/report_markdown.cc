@@ -103,9 +103,9 @@ std::string ReportToMarkdown(const Report& report) {
     }
   }
 
-  if (const Table memory = MemoryTable(report); !memory.rows.empty()) {
-    AppendSection("Memory", out);
-    AppendTable(memory, out);
+  for (const std::string& memory_source : MemorySources(report)) {
+    AppendSection("Memory: " + MemorySourceTitle(memory_source), out);
+    AppendTable(MemoryTable(report, memory_source), out);
   }
 
   AppendSection("Stragglers", out);

@@ -130,9 +130,9 @@ std::string ReportToText(const Report& report) {
       if (!table.rows.empty()) AppendTable(table, out);
     }
   }
-  if (const Table memory = MemoryTable(report); !memory.rows.empty()) {
-    out += "\nmemory (bytes each rank's allocations hold, by category)\n";
-    AppendTable(memory, out);
+  for (const std::string& source : MemorySources(report)) {
+    out += fmt::format("\nmemory: {} (bytes held, by category)\n", MemorySourceTitle(source));
+    AppendTable(MemoryTable(report, source), out);
   }
   out += '\n';
   if (const std::string clock = ClockLine(report); !clock.empty()) AppendWrapped(clock, "  ", out);

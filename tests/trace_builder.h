@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "trace/events.h"
 #include "trace/reader.h"
@@ -132,6 +133,13 @@ class TraceBuilder {
     mark.args = args.empty() ? trace::kEmptyString : Str(args);
     mark.payload = payload;
     trace_.events.nvtx_marks.push_back(mark);
+  }
+  // A counter lane named `name` (e.g. "cuda memory: device (gpu 0)") and its samples.
+  trace::LaneId Counter(const std::string& name, int device, const std::vector<std::pair<int64_t, double>>& samples) {
+    const trace::LaneId lane = Lane(trace::LaneKind::kCounter, device);
+    trace_.lanes.back().name = name;
+    for (const auto& [at, value] : samples) trace_.events.counter_samples.push_back({lane, at, value});
+    return lane;
   }
   // The reference trainer's step range: domain "rankscope", args {"step":N,"samples":S}.
   void Step(trace::LaneId lane, int64_t number, int64_t start, int64_t end, int64_t samples) {

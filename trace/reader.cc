@@ -843,6 +843,9 @@ Status TraceReader::Stream(SpanVisitor& visitor, StreamOptions options) const {
   auto collectives = ReadWholeTable<CollectiveEvent>(db, impl_->schema_version_, "collectives", max_rows);
   if (!collectives.ok()) return impl_->Fail(collectives.status());
   header.collectives = std::move(collectives).value();
+  auto counters = ReadWholeTable<CounterSample>(db, impl_->schema_version_, "counter_samples", max_rows);
+  if (!counters.ok()) return impl_->Fail(counters.status());
+  header.counters = std::move(counters).value();
   if (options.host_calls) {
     RS_ASSIGN_OR_RETURN(header.lane_rows, impl_->LaneRowHints(header.lanes.size()));
   }

@@ -38,6 +38,7 @@ struct StreamHeader {
   std::vector<DropRecord> drops;
   std::vector<NvtxMarkEvent> marks;
   std::vector<CollectiveEvent> collectives;
+  std::vector<CounterSample> counters;
   // With StreamOptions::host_calls: rows per lane id over every event table, from the
   // file's block directory. A hint for reserving memory (a damaged file may lie), capped
   // by the file's size.
@@ -79,6 +80,7 @@ struct StreamTrailer {
   std::vector<DropRecord> drops;
   std::vector<NvtxMarkEvent> marks;
   std::vector<CollectiveEvent> collectives;
+  std::vector<CounterSample> counters;
 };
 
 class SpanVisitor {

@@ -20,6 +20,11 @@ void LaneLayout::Build(const TimelineModel& model, const std::vector<bool>& coll
       }
       y += style.track_gap_px;
     }
+    for (uint32_t c = 0; c < ranks[r].counters.size(); ++c) {
+      const int height = style.row_px * style.counter_rows;
+      entries_.push_back({LayoutEntry::Kind::kCounter, r, c, 0, y, height, true});
+      y += height + style.track_gap_px;
+    }
   }
   total_height_ = y;
 }

@@ -1,4 +1,5 @@
-// Vertical layout: a header per rank (collapsible), then a band of rows per track.
+// Vertical layout: a header per rank (collapsible), then a band of rows per track, then its
+// counters.
 #pragma once
 
 #include <cstdint>
@@ -10,10 +11,11 @@
 namespace rankscope::gui {
 
 struct LayoutEntry {
-  enum class Kind : uint8_t { kRankHeader, kRow };
+  // A rank's header, a row of one of its tracks, or one of its counters (RankTimeline::counters).
+  enum class Kind : uint8_t { kRankHeader, kRow, kCounter };
   Kind kind = Kind::kRow;
   uint32_t rank = 0;
-  uint32_t track = 0;  // rows only
+  uint32_t track = 0;  // rows: the track; counters: the counter
   uint32_t row = 0;    // rows only
   int y = 0;           // top, in content pixels
   int height = 0;
@@ -24,6 +26,7 @@ struct LayoutStyle {
   int rank_header_px = 22;
   int row_px = 18;
   int track_gap_px = 3;
+  int counter_rows = 2;  // a counter is as tall as this many rows
 };
 
 class LaneLayout {

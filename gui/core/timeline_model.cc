@@ -199,6 +199,7 @@ struct RankBuilder {
   analyzer::ViewRank header;
   std::vector<LanePacker> by_lane;  // index = lane id; 0 = undeclared
   std::vector<std::pair<uint32_t, int64_t>> step_titles;  // (name, number) of titled steps
+  std::vector<analyzer::MemorySeries> memory;
   int64_t first_ns = std::numeric_limits<int64_t>::max();
   int64_t last_ns = std::numeric_limits<int64_t>::min();
 };
@@ -264,6 +265,11 @@ class ModelBuilder final : public analyzer::ViewEventSink {
     builder.header.meta = std::move(meta);
     builder.header.lanes = std::move(lanes);
     builder.by_lane.resize(builder.header.lanes.size() + 1);
+    return Status::Ok();
+  }
+
+  Status OnMemory(size_t index, std::vector<analyzer::MemorySeries> series) override {
+    Builder(index).memory = std::move(series);
     return Status::Ok();
   }
 
@@ -392,6 +398,15 @@ class ModelBuilder final : public analyzer::ViewEventSink {
       timeline.tracks.push_back(std::move(track));
     }
     if (timeline.events == 0) timeline.first_ns = timeline.last_ns = 0;
+    for (const analyzer::MemorySeries& series : builder.memory) {
+      CounterTrack counter = MakeCounterTrack(series);
+      if (counter.size() == 0) continue;
+      const bool first = timeline.events == 0 && timeline.counters.empty();
+      timeline.first_ns = first ? counter.ts.front() : std::min(timeline.first_ns, counter.ts.front());
+      timeline.last_ns = first ? counter.ts.back() : std::max(timeline.last_ns, counter.ts.back());
+      timeline.counters.push_back(std::move(counter));
+    }
+    std::vector<analyzer::MemorySeries>().swap(builder.memory);
     NameSynthetic(timeline, builder.step_titles);
     // Events on undeclared lanes go last.
     std::stable_sort(timeline.tracks.begin(), timeline.tracks.end(), [&](const Track& a, const Track& b) {
@@ -546,7 +561,7 @@ void TimelineModel::UpdateExtent() {
     any = true;
   };
   for (const RankTimeline& timeline : ranks_) {
-    if (timeline.events > 0) {
+    if (timeline.events > 0 || !timeline.counters.empty()) {
       include(timeline.first_ns + timeline.clock_offset_ns, timeline.last_ns + timeline.clock_offset_ns);
     }
     if (timeline.end.show_marker) {
@@ -570,6 +585,7 @@ size_t TimelineModel::MemoryBytes() const {
     for (const Track& track : timeline.tracks) {
       for (const EventRow& row : track.rows) total += sizeof(EventRow) + row.MemoryBytes();
     }
+    for (const CounterTrack& counter : timeline.counters) total += counter.MemoryBytes();
   }
   return total;
 }

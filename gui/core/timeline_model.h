@@ -20,6 +20,7 @@
 #include "analyzer/report.h"
 #include "analyzer/run_events.h"
 #include "base/status.h"
+#include "gui/core/counter_track.h"
 
 namespace rankscope::gui {
 
@@ -101,8 +102,9 @@ struct RankTimeline {
   bool rank_file = true;
   std::vector<std::string> strings;  // index = StringId
   std::vector<Track> tracks;         // GPU streams (by device, stream), communicators, threads
+  std::vector<CounterTrack> counters;  // memory counters by source, drawn under the tracks
   int64_t clock_offset_ns = 0;       // added to this rank's times: the run's common clock
-  int64_t first_ns = 0;              // extent of its events, own clock
+  int64_t first_ns = 0;              // extent of its events and counter changes, own clock
   int64_t last_ns = 0;
   size_t events = 0;
   RankEndState end;

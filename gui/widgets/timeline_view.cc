@@ -39,6 +39,10 @@ const QColor kBackground(0xff, 0xff, 0xff);
 const QColor kTrackShade(0xf5, 0xf6, 0xf8);
 const QColor kHeaderFill(0xe4, 0xe8, 0xee);
 const QColor kGridLine(0xe2, 0xe2, 0xe2);
+// Memory counters: a pale band, the area in a muted teal apart from every event class.
+const QColor kCounterBackground(0xf2, 0xf7, 0xf6);
+const QColor kCounterFill(0x7f, 0xb8, 0xad);
+const QColor kCounterLine(0x2f, 0x7d, 0x6f);
 const QColor kAxisFill(0xf0, 0xf0, 0xf0);
 const QColor kSeparator(0xb8, 0xb8, 0xb8);
 const QColor kStragglerRed(0xc6, 0x28, 0x28);
@@ -162,6 +166,8 @@ LayoutStyle TimelineView::ChooseStyle() const {
       fixed += style.track_gap_px;
       rows += track.rows.size();
     }
+    fixed += style.track_gap_px * static_cast<int>(rank.counters.size());
+    rows += rank.counters.size() * static_cast<size_t>(style.counter_rows);
   }
   if (rows == 0) return style;
   const int room = (RowsAreaHeight() - fixed) / static_cast<int>(rows);
@@ -443,6 +449,29 @@ void TimelineView::setColorByName(bool by_name) {
   invalidateGeometry();
 }
 
+TimelineView::CounterItem TimelineView::CounterGeometry(const LayoutEntry& entry, int y, int left, int width) const {
+  const RankTimeline& rank = model_->ranks()[entry.rank];
+  const CounterTrack& counter = rank.counters[entry.track];
+  CounterItem item{entry.rank, entry.track, y, entry.height, {}};
+  const std::vector<int64_t> columns =
+      CounterColumns(counter, view_.start_ns() - rank.clock_offset_ns, view_.NsPerPixel(), width);
+  // The area under each column's largest total, scaled so the peak fills the lane (less a
+  // pixel of air at the top).
+  const int bottom = y + entry.height - 1;
+  const double scale = counter.peak > 0 ? (entry.height - 2) / static_cast<double>(counter.peak) : 0.0;
+  item.area << QPoint(left, bottom);
+  int previous = bottom;
+  for (size_t x = 0; x < columns.size(); ++x) {
+    const int top = bottom - static_cast<int>(std::lround(static_cast<double>(columns[x]) * scale));
+    if (top != previous || x == 0) {
+      item.area << QPoint(left + static_cast<int>(x), previous) << QPoint(left + static_cast<int>(x), top);
+      previous = top;
+    }
+  }
+  item.area << QPoint(left + width, previous) << QPoint(left + width, bottom);
+  return item;
+}
+
 void TimelineView::EnsureGeometry() {
   SyncGeometry();
   const GeometryKey key = CurrentKey();
@@ -463,6 +492,7 @@ void TimelineView::BuildGeometry(const GeometryKey& key) {
   g.state_markers.clear();
   g.headers.clear();
   g.rows.clear();
+  g.counters.clear();
   g.row_index.clear();
   g.key = key;
   g.valid = true;
@@ -518,6 +548,10 @@ void TimelineView::BuildGeometry(const GeometryKey& key) {
           }
         }
       }
+      continue;
+    }
+    if (entry.kind == LayoutEntry::Kind::kCounter) {
+      g.counters.push_back(CounterGeometry(entry, y, left, key.width));
       continue;
     }
     g.rows.push_back({entry.rank, entry.track, entry.row, y, entry.height, entry.first_row_of_track});
@@ -666,6 +700,9 @@ void TimelineView::PaintRows(QPainter& p, const std::vector<Tick>& ticks) {
     if (row.track % 2 == 1) p.fillRect(QRect(0, row.y, right, row.height), kTrackShade);
   }
   for (const VisibleHeader& header : g.headers) p.fillRect(QRect(0, header.y, right, header.height), kHeaderFill);
+  for (const CounterItem& counter : g.counters) {
+    p.fillRect(QRect(left, counter.y, right - left, counter.height), kCounterBackground);
+  }
   p.setPen(kGridLine);
   for (const Tick& tick : ticks) {
     const int x = left + static_cast<int>(std::lround(tick.x));
@@ -683,6 +720,12 @@ void TimelineView::PaintRows(QPainter& p, const std::vector<Tick>& ticks) {
   for (int slot = 0; slot < kColorSlots; ++slot) {
     const QColor solid = SlotColor(slot);
     for (const QRect& r : g.solid[slot]) p.fillRect(r, solid);
+  }
+  for (const CounterItem& counter : g.counters) {
+    p.setPen(kCounterLine);
+    p.setBrush(kCounterFill);
+    p.drawPolygon(counter.area);
+    p.setBrush(Qt::NoBrush);
   }
   for (const Label& label : g.labels) {
     p.setPen(label.color);
@@ -745,6 +788,24 @@ void TimelineView::PaintLabels(QPainter& p) {
     const QRect r(16, row.y, label_column_px_ - 22, row.height);
     // Cut at the end, as a name is read: its start says what it is.
     p.drawText(r, Qt::AlignVCenter | Qt::AlignLeft, fm.elidedText(text, Qt::ElideRight, r.width()));
+  }
+  for (const CounterItem& counter : g.counters) {
+    const CounterTrack& track = model_->ranks()[counter.rank].counters[counter.counter];
+    // The name, and the peak under it when the lane has room for two lines.
+    const QString name = QString::fromStdString(track.label);
+    const QString peak = tr("peak %1").arg(BytesText(static_cast<double>(track.peak)));
+    const QRect r(16, counter.y, label_column_px_ - 22, counter.height);
+    p.setPen(palette().color(QPalette::WindowText));
+    if (counter.height >= 2 * fm.height()) {
+      const QRect upper(r.x(), r.y(), r.width(), r.height() / 2);
+      const QRect lower(r.x(), r.y() + r.height() / 2, r.width(), r.height() - r.height() / 2);
+      p.drawText(upper, Qt::AlignBottom | Qt::AlignLeft, fm.elidedText(name, Qt::ElideRight, r.width()));
+      p.setPen(palette().color(QPalette::PlaceholderText));
+      p.drawText(lower, Qt::AlignTop | Qt::AlignLeft, fm.elidedText(peak, Qt::ElideRight, r.width()));
+    } else {
+      p.drawText(r, Qt::AlignVCenter | Qt::AlignLeft,
+                 fm.elidedText(name + QStringLiteral(" · ") + peak, Qt::ElideRight, r.width()));
+    }
   }
   QFont bold = font();
   bold.setBold(true);
@@ -1101,7 +1162,7 @@ void TimelineView::keyPressEvent(QKeyEvent* event) {
   event->accept();
 }
 
-QString TimelineView::ToolTipAt(const QPoint& pos) const {
+QString TimelineView::toolTipAt(const QPoint& pos) const {
   if (!model_) return {};
   if (pos.x() < timeAreaLeft()) {
     const LayoutEntry* entry = layout_.EntryAt(pos.y() - kAxisPx + verticalOffset());
@@ -1112,11 +1173,16 @@ QString TimelineView::ToolTipAt(const QPoint& pos) const {
           .arg(QString::fromStdString(rank.Label()), QString::fromStdString(rank.file.string()))
           .arg(rank.events);
     }
+    if (entry->kind == LayoutEntry::Kind::kCounter) return CounterToolTip(*entry, std::nullopt);
     const Track& track = rank.tracks[entry->track];
     return tr("%1\n%L2 events in %3 rows")
         .arg(QString::fromStdString(track.label))
         .arg(track.events)
         .arg(track.rows.size());
+  }
+  if (pos.y() >= kAxisPx) {
+    const LayoutEntry* entry = layout_.EntryAt(pos.y() - kAxisPx + verticalOffset());
+    if (entry && entry->kind == LayoutEntry::Kind::kCounter) return CounterToolTip(*entry, pos.x());
   }
   const auto ref = eventAt(pos);
   if (!ref) return {};
@@ -1134,10 +1200,32 @@ QString TimelineView::ToolTipAt(const QPoint& pos) const {
            DurationText(start - model_->start_ns()));
 }
 
+QString TimelineView::CounterToolTip(const LayoutEntry& entry, std::optional<int> x) const {
+  const RankTimeline& rank = model_->ranks()[entry.rank];
+  const CounterTrack& counter = rank.counters[entry.track];
+  if (!x) {
+    return tr("%1: %2\npeak %3 · %L4 changes")
+        .arg(QString::fromStdString(counter.label),
+             QString::fromStdString(analyzer::MemorySourceTitle(counter.source)),
+             BytesText(static_cast<double>(counter.peak)))
+        .arg(counter.size());
+  }
+  const int64_t t = xToTime(*x);
+  QString text = tr("%1 at %2: %3")
+                     .arg(QString::fromStdString(counter.label), DurationText(t - model_->start_ns()),
+                          BytesText(static_cast<double>(counter.TotalAt(t - rank.clock_offset_ns))));
+  const std::vector<int64_t> held = counter.CategoriesAt(t - rank.clock_offset_ns);
+  for (size_t c = 0; c < held.size(); ++c) {
+    if (held[c] == 0) continue;
+    text += tr("\n  %1: %2").arg(QString::fromStdString(counter.categories[c]), BytesText(static_cast<double>(held[c])));
+  }
+  return text;
+}
+
 bool TimelineView::event(QEvent* event) {
   if (event->type() == QEvent::ToolTip) {
     auto* help = static_cast<QHelpEvent*>(event);
-    const QString text = ToolTipAt(help->pos());
+    const QString text = toolTipAt(help->pos());
     if (text.isEmpty()) {
       QToolTip::hideText();
       event->ignore();

@@ -124,6 +124,8 @@ class TimelineView : public QWidget {
   std::optional<EventRef> eventAt(const QPoint& pos) const;
   // The rank index whose header is at a widget point.
   std::optional<size_t> rankHeaderAt(const QPoint& pos) const;
+  // The tooltip at a widget point: an event, a track's or header's label, a counter's value.
+  QString toolTipAt(const QPoint& pos) const;
 
   // What the last geometry build did; for the benchmark and tests.
   struct FrameStats {
@@ -190,6 +192,13 @@ class TimelineView : public QWidget {
     int y = 0, height = 0;
     bool first_row_of_track = false;
   };
+  // A counter's lane as drawn: its band, the step area of its total (scaled to the peak of
+  // the counter), and its label.
+  struct CounterItem {
+    uint32_t rank = 0, counter = 0;
+    int y = 0, height = 0;
+    QPolygon area;
+  };
   struct EndMarkItem {
     QRect rect;
     QString label;  // elided to the rect; empty when it does not fit
@@ -220,6 +229,7 @@ class TimelineView : public QWidget {
     std::vector<StateMarker> state_markers;
     std::vector<VisibleHeader> headers;
     std::vector<VisibleRow> rows;
+    std::vector<CounterItem> counters;
     std::unordered_map<uint64_t, size_t> row_index;  // RowKey -> index in `rows`
   };
 
@@ -230,6 +240,7 @@ class TimelineView : public QWidget {
   GeometryKey CurrentKey() const;
   void EnsureGeometry();
   void BuildGeometry(const GeometryKey& key);
+  CounterItem CounterGeometry(const LayoutEntry& entry, int y, int left, int width) const;
   void RebuildLayout();
   // Row height: the core's default, taller (up to kMaxRowPx) when every rank expanded
   // still leaves room, so a small run fills the view.
@@ -255,7 +266,8 @@ class TimelineView : public QWidget {
   void PaintEndMarks(QPainter& p);
   void PaintEmpty(QPainter& p);
   QString HeaderText(uint32_t rank_index) const;
-  QString ToolTipAt(const QPoint& pos) const;
+  // A counter's label-column and time-area tooltips: its peak; the total and categories at x.
+  QString CounterToolTip(const LayoutEntry& entry, std::optional<int> x) const;
 
   const TimelineModel* model_ = nullptr;
   uint64_t model_version_ = 0;

@@ -278,5 +278,34 @@ TEST(LaneLayout, RebuildReplacesTheEntries) {
   EXPECT_EQ(layout.entries().size(), 13u);
 }
 
+// A rank's counters come after its tracks, each `counter_rows` rows tall and a track gap
+// apart; a collapsed rank hides them with its tracks.
+TEST(LaneLayout, CountersFollowTheirRanksTracks) {
+  std::vector<RankTimeline> ranks;
+  RankBuilder b(0, "host-a");
+  b.AddRow(b.AddTrack(trace::LaneKind::kGpuStream, 0, "GPU 0 · stream 7"), {NamedEvent{0, 50, "k"}});
+  ranks.push_back(b.Build());
+  ranks[0].counters.resize(2);
+  const TimelineModel model("hand-built", std::move(ranks));
+  LayoutStyle style;
+  style.counter_rows = 3;
+  LaneLayout layout;
+  layout.Build(model, {}, style);
+  const std::vector<LayoutEntry>& entries = layout.entries();
+  ASSERT_EQ(entries.size(), 4u);  // header, row, two counters
+  const LayoutEntry& row = entries[1];
+  for (uint32_t c = 0; c < 2; ++c) {
+    const LayoutEntry& counter = entries[2 + c];
+    EXPECT_EQ(counter.kind, Kind::kCounter);
+    EXPECT_EQ(counter.track, c);
+    EXPECT_EQ(counter.height, 3 * style.row_px);
+    EXPECT_EQ(counter.y, row.y + row.height + style.track_gap_px + c * (counter.height + style.track_gap_px));
+  }
+  EXPECT_EQ(layout.EntryAt(entries[3].y + 5), &entries[3]);
+  EXPECT_EQ(layout.total_height(), entries[3].y + entries[3].height + style.track_gap_px);
+  layout.Build(model, {true}, style);
+  EXPECT_EQ(layout.entries().size(), 1u);
+}
+
 }  // namespace
 }  // namespace rankscope::gui

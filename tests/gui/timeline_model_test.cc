@@ -585,6 +585,40 @@ TEST(TimelineModelLoad, UnnamedCopiesAndSetsAreTitledByKind) {
   EXPECT_EQ(copies.size(), 2u);
 }
 
+// The trainer's memory marks and a CUDA counter lane become two counter tracks of the rank
+// ("nvtx" first); the marks stay marks on their thread; the counters widen the rank's extent.
+TEST(TimelineModelLoad, MemoryMarksAndCounterLanesBecomeCounterTracks) {
+  TempDir dir;
+  TraceBuilder b(0, 1);
+  b.Host("node").RunId("memory-run");
+  const trace::LaneId thread = b.CpuThread("main");
+  const trace::LaneId gpu = b.GpuStream(0);
+  b.Kernel(gpu, "gemm", 1000, 2000);
+  b.Mark(thread, "rankscope", "memory: parameters", 900, R"({"bytes": 4096})");
+  b.Mark(thread, "rankscope", "memory: activations", 1200, R"({"bytes": 1024})");
+  b.Counter("cuda memory: device (gpu 0)", 0, {{500, 8192.0}, {2500, 2048.0}});
+  rankscope::testing::WriteRankTraceFile(b.Build(), dir / trace::RankFileName(0));
+  const auto model = MustLoad(dir.path());
+  ASSERT_NE(model, nullptr);
+  const RankTimeline& rank = model->ranks()[0];
+  ASSERT_EQ(rank.counters.size(), 2u);
+  const CounterTrack& nvtx = rank.counters[0];
+  EXPECT_EQ(nvtx.source, "nvtx");
+  EXPECT_EQ(nvtx.categories, (std::vector<std::string>{"parameters", "activations"}));
+  EXPECT_EQ(nvtx.total, (std::vector<int64_t>{4096, 5120}));
+  const CounterTrack& cuda = rank.counters[1];
+  EXPECT_EQ(cuda.label, "memory · cuda");
+  EXPECT_EQ(cuda.categories, (std::vector<std::string>{"device (gpu 0)"}));
+  EXPECT_EQ(cuda.ts, (std::vector<int64_t>{500, 2500}));
+  EXPECT_EQ(cuda.peak, 8192);
+  EXPECT_EQ(rank.first_ns, 500);
+  EXPECT_EQ(rank.last_ns, 2500);
+  EXPECT_EQ(model->end_ns() - model->start_ns(), 2000);
+  // The counter lane has no events: no track of its own. The marks are on the thread.
+  for (const Track& track : rank.tracks) EXPECT_NE(track.kind, trace::LaneKind::kCounter);
+  EXPECT_TRUE(FindByName(*model, 0, "memory: parameters", 900).has_value());
+}
+
 TEST(TimelineModelLoad, ClassifyOptionsReachTheClassifier) {
   TempDir dir;
   WriteRun(dir);

@@ -249,10 +249,17 @@ TEST(ReportWriters, MemoryAndParallelismSectionsAppearInEveryFormat) {
   Report report = testing::SampleReport();
   analyzer::RankMemory memory;
   memory.rank = 0;
+  memory.source = "nvtx";
   memory.peak_bytes = 3 << 20;
   memory.at_peak = {{"parameters", 1 << 20}, {"activations", 2 << 20}};
   memory.category_peaks = memory.at_peak;
   report.memory.push_back(memory);
+  analyzer::RankMemory device = memory;  // a second source: a table and a chart of its own
+  device.source = "cuda";
+  device.peak_bytes = 5 << 20;
+  device.at_peak = {{"device (gpu 0)", 5 << 20}};
+  device.category_peaks = device.at_peak;
+  report.memory.push_back(device);
   analyzer::PipelineFigures pipeline;
   pipeline.stages = 2;
   pipeline.micro_batches = 4;
@@ -266,17 +273,24 @@ TEST(ReportWriters, MemoryAndParallelismSectionsAppearInEveryFormat) {
   report.parallelism.pipeline = pipeline;
 
   const std::string text = ReportToText(report);
-  EXPECT_NE(text.find("memory (bytes each rank's allocations hold, by category)"), std::string::npos) << text;
+  EXPECT_NE(text.find("memory: the workload's allocations (NVTX memory marks) (bytes held, by category)"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("memory: CUDA allocations (CUPTI memory activity) (bytes held, by category)"), std::string::npos)
+      << text;
   EXPECT_NE(text.find("3.00 MiB"), std::string::npos) << text;
+  EXPECT_NE(text.find("5.00 MiB"), std::string::npos) << text;
   EXPECT_NE(text.find("pipeline bubble 31.5% (ideal 20.0% for 2 stages, 4 micro-batches): mostly communication"),
             std::string::npos)
       << text;
   const std::string markdown = ReportToMarkdown(report);
-  EXPECT_NE(markdown.find("## Memory"), std::string::npos);
+  EXPECT_NE(markdown.find("## Memory: the workload's allocations (NVTX memory marks)"), std::string::npos) << markdown;
+  EXPECT_NE(markdown.find("## Memory: CUDA allocations (CUPTI memory activity)"), std::string::npos) << markdown;
   EXPECT_NE(markdown.find("## Parallelism"), std::string::npos);
   const std::string html = ReportToHtml(report);
   EXPECT_NE(html.find("<h2>Memory</h2>"), std::string::npos);
-  EXPECT_NE(html.find("memory per rank at its peak, by category"), std::string::npos);
+  EXPECT_NE(html.find("memory per rank at its peak, by category: the workload"), std::string::npos);
+  EXPECT_NE(html.find("memory per rank at its peak, by category: CUDA allocations"), std::string::npos);
   EXPECT_NE(html.find("<h2>Parallelism</h2>"), std::string::npos);
 }
 

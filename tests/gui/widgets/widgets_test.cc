@@ -992,6 +992,51 @@ TEST(TimelineColorsTest, KernelsAreColoredByNameStablyAndByClassOnRequest) {
   EXPECT_EQ(pixel_of(by_class, 1, 0), EventClassColor(EventClass::kCompute));
 }
 
+// A memory counter is a lane under its rank's tracks: a filled step area as high as the total
+// (full height at the counter's peak, nothing before its first change), a label with the
+// peak, and a tooltip with the total and each category at the pointer.
+TEST(TimelineCounterTest, MemoryLaneDrawsTheTotalAndTellsItsCategories) {
+  testing::RankBuilder builder(0, "host");
+  const uint32_t track = builder.AddTrack(trace::LaneKind::kGpuStream, 0, "GPU 0 · stream 7");
+  builder.AddRow(track, {{0, 10000, "gemm", EventClass::kCompute, EventSource::kKernel, 0}});
+  RankTimeline rank = builder.Build();
+  analyzer::MemorySeries series;
+  series.source = "nvtx";
+  series.categories = {"parameters", "activations"};
+  series.samples = {{0, 5000, 3 << 20}, {1, 7500, 1 << 20}};  // 3 MiB from t=5000, 4 MiB from 7500
+  rank.counters.push_back(MakeCounterTrack(series));
+  const TimelineModel model("memory", {std::move(rank)});
+  TimelineView view;
+  view.resize(900, 300);
+  view.setModel(&model);
+  view.fitAll();
+  const LayoutEntry* lane = nullptr;
+  for (const LayoutEntry& entry : view.layout().entries()) {
+    if (entry.kind == LayoutEntry::Kind::kCounter) lane = &entry;
+  }
+  ASSERT_NE(lane, nullptr);
+  const QImage image = view.grab().toImage();
+  const int top = view.contentToWidgetY(lane->y);
+  auto x_at = [&](int64_t t) { return static_cast<int>(view.timeToX(t)); };
+  // Near the lane's top: filled only where the peak (4 MiB) is held.
+  const QColor early = image.pixelColor(x_at(2500), top + 3);
+  const QColor peak = image.pixelColor(x_at(9000), top + 3);
+  EXPECT_NE(early, peak);
+  // Near its bottom: filled wherever anything is held (3 MiB at t=6000), not before.
+  const int bottom = top + lane->height - 3;
+  EXPECT_EQ(image.pixelColor(x_at(6000), bottom), peak);
+  EXPECT_EQ(image.pixelColor(x_at(2500), bottom), early);
+
+  const QString label = view.toolTipAt(QPoint(20, top + lane->height / 2));
+  EXPECT_TRUE(label.contains(QStringLiteral("memory · nvtx"))) << label.toStdString();
+  EXPECT_TRUE(label.contains(QStringLiteral("peak 4.00 MiB"))) << label.toStdString();
+  const QString at = view.toolTipAt(QPoint(x_at(6000), top + lane->height / 2));
+  EXPECT_TRUE(at.contains(QStringLiteral("3.00 MiB"))) << at.toStdString();
+  EXPECT_TRUE(at.contains(QStringLiteral("parameters: 3.00 MiB"))) << at.toStdString();
+  EXPECT_FALSE(at.contains(QStringLiteral("activations"))) << at.toStdString();  // nothing held yet
+  EXPECT_FALSE(view.eventAt(QPoint(x_at(6000), top + lane->height / 2)).has_value());
+}
+
 TEST(ScalingPanelTest, FewerThanTwoRunsShowWhyInsteadOfAChart) {
   ScalingPanel panel;
   panel.setTable(WeakScalingTable());
