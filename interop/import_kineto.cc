@@ -22,6 +22,11 @@
 //                                      user_annotation, as Kineto writes it)
 //   gpu_user_annotation             -> NVTX ranges on the GPU-stream lane
 //   ph i / I                        -> NVTX marks
+//   ph i named [memory]             -> counter samples (profile_memory=True: the allocator's
+//                                      totals after each allocation or free): lanes
+//                                      "pytorch allocated memory: cuda:0" (args "Total
+//                                      Allocated", else the running sum of "Bytes") and
+//                                      "pytorch reserved memory: cuda:0" ("Total Reserved")
 //   ph M thread_name / process_name -> lane names
 //   ph s / f of ac2g (async_cpu_to_gpu in older traces)
 //                                   -> the correlation id of a launch call or device event that
@@ -78,6 +83,11 @@ constexpr uint64_t kMaxStreamedBytes = uint64_t{1} << 46;
 constexpr uint64_t kFlushEvery = 1024;
 // The pid of every event of the older format (PyTorch without Kineto).
 constexpr std::string_view kCpuFunctionsPid = "CPU functions";
+// The instant event PyTorch's profiler writes for each allocation and free (profile_memory),
+// and its "Device Type" values (c10::DeviceType) that name devices of their own.
+constexpr std::string_view kMemoryEventName = "[memory]";
+constexpr int64_t kCpuDeviceType = 0;
+constexpr int64_t kCudaDeviceType = 1;
 
 // ---- numbers, exactly, from their JSON text ---------------------------------------------------
 
@@ -410,6 +420,8 @@ struct Args {
   std::array<std::string_view, kSizeArgCount> size;  // raw JSON of kSizeArgKeys[i], empty when absent
   Token device, stream, context, correlation, external_id, cbid, bytes, registers, shared_memory;
   Token in_device, from_device, to_device, in_context, wait_on_stream, wait_on_event, name;
+  // [memory] events': "Device Type", "Device Id", "Bytes" (signed), "Total Allocated", "Total Reserved".
+  Token device_type, device_id, allocation_bytes, total_allocated, total_reserved;
   Dim3Field grid, block;
   std::string_view text;  // the whole object's JSON
 };
@@ -527,7 +539,7 @@ error_code ReadArgs(od::value& value, Args* args) {
         if (key == "bytes") slot = &args->bytes;
         else if (key == "block") {
           if (error_code e = ReadDim3(field, &args->block)) return e;
-        }
+        } else if (key == "Bytes") slot = &args->allocation_bytes;
         break;
       case 6:
         if (key == "device") slot = &args->device;
@@ -542,6 +554,7 @@ error_code ReadArgs(od::value& value, Args* args) {
         break;
       case 9:
         if (key == "inContext") slot = &args->in_context;
+        else if (key == "Device Id") slot = &args->device_id;
         break;
       case 10:
         if (key == "fromDevice") slot = &args->from_device;
@@ -549,12 +562,17 @@ error_code ReadArgs(od::value& value, Args* args) {
       case 11:
         if (key == "correlation") slot = &args->correlation;
         else if (key == "External id" || key == "external id") slot = &args->external_id;
+        else if (key == "Device Type") slot = &args->device_type;
         break;
       case 13:
         if (key == "shared memory") slot = &args->shared_memory;
         break;
       case 14:
         if (key == "wait_on_stream") slot = &args->wait_on_stream;
+        else if (key == "Total Reserved") slot = &args->total_reserved;
+        break;
+      case 15:
+        if (key == "Total Allocated") slot = &args->total_allocated;
         break;
       case 20:
         if (key == "registers per thread") slot = &args->registers;
@@ -661,10 +679,12 @@ struct Damage {
 using Damaged = std::optional<Damage>;  // nullopt: nothing wrong
 
 // The kind a damaged event is counted under: its category as the trace names it, among those
-// imported; "instant" for instants.
+// imported; "memory" for [memory] instants, "instant" for the others.
 std::string_view DamagedKind(const RawEvent& e) {
   const std::string_view ph = e.ph.kind == Token::kString ? e.ph.text : std::string_view();
-  if (ph == "i" || ph == "I") return "instant";
+  if (ph == "i" || ph == "I") {
+    return e.name.kind == Token::kString && e.name.text == kMemoryEventName ? "memory" : "instant";
+  }
   if (e.cat.kind != Token::kString) return "";
   const std::string_view cat = e.cat.text;
   return CategoryOf(cat) != Category::kOther || cat == "ac2g" || cat == "async_cpu_to_gpu" ? cat : std::string_view();
@@ -721,6 +741,10 @@ class KinetoImporter {
   // An event of the older format (no cat, pid "CPU functions"): a CPU function, on the
   // profiler's thread `tid`.
   Damaged ConvertCpuFunction(const RawEvent& e, uint64_t index);
+  // A [memory] instant: samples of its device's "pytorch allocated" and "pytorch reserved"
+  // counters.
+  Damaged ConvertMemory(const RawEvent& e, uint64_t index);
+  trace::LaneId MemoryCounterLane(std::string_view source, std::string_view category, int32_t device);
 
   // Field readers: nullopt when the field is usable (an optional one may be absent), else the
   // damage, which names the event.
@@ -801,6 +825,14 @@ class KinetoImporter {
   std::vector<AwaitingFlow<trace::MemcpyEvent>> memcpys_awaiting_;
   std::vector<AwaitingFlow<trace::MemsetEvent>> memsets_awaiting_;
   std::vector<AwaitingFlow<trace::ApiCallEvent>> calls_awaiting_;
+  // One device's [memory] counters: their lanes, made at their first sample, and the bytes
+  // allocated, kept for traces whose events have "Bytes" but no "Total Allocated".
+  struct MemoryCounters {
+    trace::LaneId allocated = trace::kNoLane;
+    trace::LaneId reserved = trace::kNoLane;
+    int64_t allocated_bytes = 0;
+  };
+  std::map<std::pair<int64_t, int64_t>, MemoryCounters> memory_counters_;  // by (Device Type, Device Id)
 };
 
 Status KinetoImporter::Malformed(error_code error, od::document& doc, std::optional<uint64_t> event) const {
@@ -1582,6 +1614,7 @@ Damaged KinetoImporter::Convert(const RawEvent& e, uint64_t index) {
     return std::nullopt;
   }
   if (ph == "i" || ph == "I") {
+    if (name == kMemoryEventName) return ConvertMemory(e, index);
     trace::NvtxMarkEvent mark;
     if (Damaged damage = Times(e, index, /*with_duration=*/false, &mark)) return damage;
     if (AnyId(e.pid) && AnyId(e.tid)) {
@@ -1827,6 +1860,82 @@ Damaged KinetoImporter::ConvertCpuFunction(const RawEvent& e, uint64_t index) {
   builder_->events().nvtx_ranges.push_back(r);
   ++cpu_functions_imported_;
   return std::nullopt;
+}
+
+Damaged KinetoImporter::ConvertMemory(const RawEvent& e, uint64_t index) {
+  trace::EventCommon at;
+  if (Damaged damage = Times(e, index, /*with_duration=*/false, &at)) return damage;
+  if (e.args.self.present() && !e.args.object) {
+    return EventDamage(e, index, "with args that are not an object",
+                       fmt::format("args is {}, not an object", TypeName(e.args.self)));
+  }
+  const Args& args = e.args;
+  std::optional<int64_t> type, device, total_allocated, total_reserved, bytes;
+  if (Damaged damage = Integer(e, index, args.device_type, "args.Device Type", &type)) return damage;
+  if (!type) return EventDamage(e, index, "without a valid args.Device Type", "no args.Device Type");
+  const bool cpu = *type == kCpuDeviceType;
+  if (Damaged damage = Integer(e, index, args.device_id, "args.Device Id", &device)) return damage;
+  // The CPU is one device whatever its id (PyTorch writes -1); every other type needs one.
+  if (cpu) {
+    device = -1;
+  } else if (!device) {
+    return EventDamage(e, index, "without a valid args.Device Id", "no args.Device Id");
+  } else if (*device < 0 || *device > INT32_MAX) {
+    return EventDamage(e, index, "without a valid args.Device Id",
+                       fmt::format("args.Device Id {} is out of range", *device));
+  }
+  if (Damaged damage = Integer(e, index, args.total_allocated, "args.Total Allocated", &total_allocated)) return damage;
+  if (Damaged damage = Integer(e, index, args.total_reserved, "args.Total Reserved", &total_reserved)) return damage;
+  for (const auto& [total, label] : {std::pair{total_allocated, "args.Total Allocated"},
+                                     std::pair{total_reserved, "args.Total Reserved"}}) {
+    if (total && *total < 0) {
+      return EventDamage(e, index, fmt::format("without a valid {}", label), fmt::format("{} is negative", label));
+    }
+  }
+  MemoryCounters& counters = memory_counters_[{*type, *device}];
+  int64_t allocated = 0;
+  if (total_allocated) {
+    allocated = *total_allocated;
+  } else {
+    // Older traces: the allocator's total is the sum of the changes, none below zero (frees
+    // of memory allocated before the profiler started).
+    if (Damaged damage = Integer(e, index, args.allocation_bytes, "args.Bytes", &bytes)) return damage;
+    if (!bytes) {
+      return EventDamage(e, index, "without a valid args.Bytes", "neither args.Total Allocated nor args.Bytes");
+    }
+    if (__builtin_add_overflow(counters.allocated_bytes, *bytes, &allocated)) {
+      return EventDamage(e, index, "without a valid args.Bytes",
+                         fmt::format("args.Bytes {} takes the running total out of range", *bytes));
+    }
+    allocated = std::max<int64_t>(allocated, 0);
+  }
+
+  // Every field is sound: the lanes and samples.
+  counters.allocated_bytes = allocated;
+  const std::string category = cpu                         ? std::string("cpu")
+                               : *type == kCudaDeviceType ? fmt::format("cuda:{}", *device)
+                                                          : fmt::format("device type {}:{}", *type, *device);
+  const int32_t lane_device = *type == kCudaDeviceType ? static_cast<int32_t>(*device) : -1;
+  if (counters.allocated == trace::kNoLane) {
+    counters.allocated = MemoryCounterLane(trace::kPytorchAllocatedSource, category, lane_device);
+  }
+  std::vector<trace::CounterSample>& samples = builder_->events().counter_samples;
+  samples.push_back({counters.allocated, at.start_ns, static_cast<double>(allocated)});
+  if (total_reserved) {
+    if (counters.reserved == trace::kNoLane) {
+      counters.reserved = MemoryCounterLane(trace::kPytorchReservedSource, category, lane_device);
+    }
+    samples.push_back({counters.reserved, at.start_ns, static_cast<double>(*total_reserved)});
+  }
+  return std::nullopt;
+}
+
+trace::LaneId KinetoImporter::MemoryCounterLane(std::string_view source, std::string_view category, int32_t device) {
+  trace::Lane lane;
+  lane.kind = trace::LaneKind::kCounter;
+  lane.device = device;
+  lane.name = trace::MemoryCounterName(source, category);
+  return builder_->Lane(lane);
 }
 
 }  // namespace

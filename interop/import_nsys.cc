@@ -74,6 +74,7 @@ constexpr std::string_view kMemsetTable = "CUPTI_ACTIVITY_KIND_MEMSET";
 constexpr std::string_view kRuntimeTable = "CUPTI_ACTIVITY_KIND_RUNTIME";
 constexpr std::string_view kSyncTable = "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION";
 constexpr std::string_view kOverheadTable = "CUPTI_ACTIVITY_KIND_OVERHEAD";
+constexpr std::string_view kMemoryUsageTable = "CUDA_GPU_MEMORY_USAGE_EVENTS";  // nsys --cuda-memory-usage=true
 constexpr std::string_view kNvtxTable = "NVTX_EVENTS";
 constexpr std::string_view kStringTable = "StringIds";
 constexpr std::string_view kThreadNamesTable = "ThreadNames";
@@ -84,6 +85,7 @@ constexpr std::string_view kCaptureTable = "META_DATA_CAPTURE";
 constexpr std::string_view kMemKindEnum = "ENUM_CUDA_MEM_KIND";
 constexpr std::string_view kSyncTypeEnum = "ENUM_CUPTI_SYNC_TYPE";
 constexpr std::string_view kOverheadTypeEnum = "ENUM_CUPTI_OVERHEAD_TYPE";
+constexpr std::string_view kMemoryOperationEnum = "ENUM_CUDA_DEV_MEM_EVENT_OPER";
 constexpr std::string_view kPayloadEntriesTable = "NVTX_PAYLOAD_SCHEMA_ENTRIES";
 constexpr std::string_view kMpiRanksTable = "MPI_RANKS";
 
@@ -112,6 +114,8 @@ const std::vector<TableSpec>& TableSpecs() {
       {kMemKindEnum, {"id", "name"}, false},
       {kSyncTypeEnum, {"id", "name"}, false},
       {kOverheadTypeEnum, {"id", "name"}, false},
+      {kMemoryOperationEnum, {"id", "name"}, false},
+      {kMemoryUsageTable, {"start", "globalPid", "deviceId", "bytes", "memKind", "memoryOperationType"}, false},
       {kPayloadEntriesTable, {"domainId", "schemaId", "idx", "type", "name"}, false},
       {kMpiRanksTable, {"globalTid", "rank"}, false},
   };
@@ -228,6 +232,22 @@ trace::SyncKind SyncKindFromName(std::string_view name) {
   if (name.ends_with("STREAM_SYNCHRONIZE")) return trace::SyncKind::kStreamSynchronize;
   if (name.ends_with("CONTEXT_SYNCHRONIZE")) return trace::SyncKind::kContextSynchronize;
   return trace::SyncKind::kUnknown;
+}
+
+// What a CUDA_GPU_MEMORY_USAGE_EVENTS row does to the bytes live.
+enum class MemoryOperation : uint8_t { kUnknown, kAllocation, kRelease };
+
+MemoryOperation MemoryOperationFromName(std::string_view name) {
+  if (name.ends_with("DEALLOCATION")) return MemoryOperation::kRelease;
+  if (name.ends_with("ALLOCATION")) return MemoryOperation::kAllocation;
+  return MemoryOperation::kUnknown;
+}
+
+// nsys's ENUM_CUDA_DEV_MEM_EVENT_OPER: 0 allocation, 1 deallocation.
+MemoryOperation DocumentedMemoryOperation(int64_t id) {
+  if (id == 0) return MemoryOperation::kAllocation;
+  if (id == 1) return MemoryOperation::kRelease;
+  return MemoryOperation::kUnknown;
 }
 
 // CUpti_ActivitySynchronizationType: 1 event sync, 2 stream wait event, 3 stream sync,
@@ -402,6 +422,7 @@ constexpr EventTable kMemsets = {kMemsetTable, "memset", "globalPid"};
 constexpr EventTable kRuntimeCalls = {kRuntimeTable, "CUDA API call", "globalTid"};
 constexpr EventTable kSyncs = {kSyncTable, "sync", "globalPid"};
 constexpr EventTable kOverheads = {kOverheadTable, "CUPTI overhead", "globalTid"};
+constexpr EventTable kMemoryUsage = {kMemoryUsageTable, "CUDA memory usage", "globalPid"};
 
 // What is wrong with a value a row needs: "streamId is NULL", "end is text 'later'".
 std::string ValueProblem(const sql::Statement& row, int column, std::string_view name) {
@@ -434,6 +455,8 @@ struct Process {
   // Synchronizations wait here for the API call (same correlation id) that made them.
   std::vector<trace::SyncEvent> pending_syncs;
   std::unordered_map<uint64_t, trace::LaneId> sync_call_lanes;  // correlation id -> thread lane
+  // CUDA memory counters by (device, memory kind): the lane and the bytes live.
+  std::map<std::pair<int32_t, trace::MemoryKind>, std::pair<trace::LaneId, int64_t>> memory_counters;
 };
 
 // An event's start and end on the wall clock, in ns.
@@ -517,6 +540,7 @@ class NsysImporter {
   void EmitSyncs();
   Status ImportNvtx();
   Status ImportOverheads();
+  Status ImportMemoryUsage();
   void WriteNotes();
 
   Result<const std::string*> String(int64_t id);
@@ -528,6 +552,7 @@ class NsysImporter {
   trace::MemoryKind MemoryKindOf(std::optional<int64_t> id) const;
   trace::SyncKind SyncKindOf(int64_t id) const;
   trace::OverheadKind OverheadKindOf(int64_t id) const;
+  MemoryOperation MemoryOperationOf(int64_t id) const;
   Process* RankProcess(uint64_t global_id);
   trace::LaneId StreamLane(Process& process, int64_t device, int64_t context, int64_t stream);
   // The stream lane of a GPU activity row without a DeviceOrStreamProblem (context: column 4).
@@ -556,6 +581,7 @@ class NsysImporter {
   std::map<int64_t, trace::MemoryKind> memory_kinds_;
   std::map<int64_t, trace::SyncKind> sync_kinds_;
   std::map<int64_t, trace::OverheadKind> overhead_kinds_;
+  std::map<int64_t, MemoryOperation> memory_operations_;
 
   std::map<uint64_t, Process> processes_;  // the processes that become ranks, by key
   struct LaunchInfo {
@@ -763,6 +789,7 @@ Status NsysImporter::ReadEnums() {
   RS_RETURN_IF_ERROR(read_enum(kMemKindEnum, memory_kinds_, MemoryKindFromName));
   RS_RETURN_IF_ERROR(read_enum(kSyncTypeEnum, sync_kinds_, SyncKindFromName));
   RS_RETURN_IF_ERROR(read_enum(kOverheadTypeEnum, overhead_kinds_, OverheadKindFromName));
+  RS_RETURN_IF_ERROR(read_enum(kMemoryOperationEnum, memory_operations_, MemoryOperationFromName));
   if (Has(kPayloadEntriesTable)) {
     std::set<std::tuple<int64_t, int64_t, int64_t>> seen;  // one process's copy of each entry
     RS_RETURN_IF_ERROR(ForEachRow(
@@ -1175,6 +1202,12 @@ trace::OverheadKind NsysImporter::OverheadKindOf(int64_t id) const {
   if (overhead_kinds_.empty()) return DocumentedOverheadKind(id);
   auto named = overhead_kinds_.find(id);
   return named != overhead_kinds_.end() ? named->second : trace::OverheadKind::kUnknown;
+}
+
+MemoryOperation NsysImporter::MemoryOperationOf(int64_t id) const {
+  if (memory_operations_.empty()) return DocumentedMemoryOperation(id);
+  auto named = memory_operations_.find(id);
+  return named != memory_operations_.end() ? named->second : MemoryOperation::kUnknown;
 }
 
 std::optional<WallSpan> NsysImporter::WallTimes(int64_t start, int64_t end) const {
@@ -1641,6 +1674,83 @@ Status NsysImporter::ImportOverheads() {
   return ForEachEvent(kOverheads, query, AlsoNeeds::kNothing, add_overhead);
 }
 
+// CUDA's allocations and releases (nsys --cuda-memory-usage=true): per process, device and
+// memory kind, the bytes live after each row, on counter lanes "cuda memory: device (gpu 0)".
+Status NsysImporter::ImportMemoryUsage() {
+  const std::string_view t = kMemoryUsageTable;
+  if (!Has(t)) {
+    // Present without the columns it needs (ProbeTables set it aside): say so, once.
+    if (auto found = tables_.find(t); found != tables_.end() && !found->second.columns.empty()) {
+      Note(fmt::format("table {} lacks a column rankscope reads (start, globalPid, deviceId, bytes, memKind, "
+                       "memoryOperationType): its CUDA memory counters are not imported",
+                       t));
+    }
+    return Status::Ok();
+  }
+  // Time order, so that each sample is the bytes live then; rowid keeps the export's order
+  // among rows of one instant.
+  const std::string query = fmt::format(
+      "SELECT start, globalPid, deviceId, bytes, memKind, memoryOperationType FROM {} ORDER BY start, rowid", Ident(t));
+  uint64_t clamped = 0;
+  RS_RETURN_IF_ERROR(ForEachRow(query, [&](const sql::Statement& row) -> Status {
+    Process* process = RowOwner(row, 1, kMemoryUsage);
+    if (process == nullptr) return Status::Ok();
+    // Left out: the row's value in `column` is missing or out of range.
+    const auto damaged = [&](int column, std::string_view name) {
+      process->builder->damaged().Count(kMemoryUsage.kind, fmt::format("without a valid {}", name),
+                                        fmt::format("{}: {}", t, ValueProblem(row, column, name)));
+      return Status::Ok();
+    };
+    const std::optional<int64_t> start = Int(row, 0);
+    if (!start) return damaged(0, "start");
+    const std::optional<int64_t> device = Int(row, 2);
+    if (!device || *device < 0 || *device > INT32_MAX) return damaged(2, "deviceId");
+    const std::optional<int64_t> bytes = Int(row, 3);
+    if (!bytes || *bytes < 0) return damaged(3, "bytes");
+    const std::optional<int64_t> operation_id = Int(row, 5);
+    const MemoryOperation operation = operation_id ? MemoryOperationOf(*operation_id) : MemoryOperation::kUnknown;
+    if (!operation_id) return damaged(5, "memoryOperationType");
+    if (operation == MemoryOperation::kUnknown) {
+      process->builder->damaged().Count(
+          kMemoryUsage.kind, "without a valid memoryOperationType",
+          fmt::format("{}: memoryOperationType {} is neither allocation nor release", t, *operation_id));
+      return Status::Ok();
+    }
+    const std::optional<WallSpan> times = RowTimes(*process, kMemoryUsage, *start, *start);
+    if (!times) return Status::Ok();
+    const trace::MemoryKind kind = MemoryKindOf(Int(row, 4));
+    const auto key = std::make_pair(static_cast<int32_t>(*device), kind);
+    auto [counter, added] = process->memory_counters.try_emplace(key, trace::kNoLane, 0);
+    auto& [lane, live] = counter->second;
+    if (added) {
+      trace::Lane counter_lane;
+      counter_lane.kind = trace::LaneKind::kCounter;
+      counter_lane.device = key.first;
+      counter_lane.pid = process->pid;
+      counter_lane.name =
+          trace::MemoryCounterName(trace::kCudaMemorySource, trace::CudaMemoryCategory(kind, key.first));
+      lane = process->builder->Lane(counter_lane);
+    }
+    if (operation == MemoryOperation::kAllocation) {
+      live = *bytes > INT64_MAX - live ? INT64_MAX : live + *bytes;
+    } else if (*bytes > live) {
+      ++clamped;  // memory allocated before the capture began
+      live = 0;
+    } else {
+      live -= *bytes;
+    }
+    process->builder->events().counter_samples.push_back({lane, times->first, static_cast<double>(live)});
+    process->builder->Flush();
+    return Status::Ok();
+  }));
+  if (clamped > 0) {
+    Note(fmt::format("{} CUDA memory release{} of {} freed more than the counter held (memory allocated before the "
+                     "capture began): the bytes live stay at 0 there",
+                     clamped, clamped == 1 ? "" : "s", t));
+  }
+  return Status::Ok();
+}
+
 // Damaged rows of a rank are noted with the rank (RunSink::Finish); these are the rest.
 void NsysImporter::WriteNotes() {
   if (!other_process_events_.empty()) {
@@ -1688,6 +1798,7 @@ Status NsysImporter::Run() {
   EmitSyncs();
   RS_RETURN_IF_ERROR(ImportNvtx());
   RS_RETURN_IF_ERROR(ImportOverheads());
+  RS_RETURN_IF_ERROR(ImportMemoryUsage());
   for (auto& [key, process] : processes_) {
     if (process.builder == nullptr) continue;
     if (process.nccl) process.builder->SetMeta(trace::meta_key::kBackend, "nccl");

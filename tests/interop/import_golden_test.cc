@@ -64,7 +64,9 @@ ImportResult ExpectImportMatchesGolden(const std::vector<fs::path>& inputs, cons
 // own GPU (device 0, 1), baseTimeNanoseconds 1.7e18: a copy, a set, a gemm of 300 µs on rank 0
 // and 450 µs on rank 1 from ts 1100 µs, then the NCCL all-reduce kernel until ts 1800 µs, the
 // runtime calls that launched them (flows 11 and 12), CPU ops, a GPU annotation, a stream sync,
-// an instant event (a mark) and a counter event, which the importer leaves out with a note.
+// a [memory] event (samples of the GPU's "pytorch allocated" and "pytorch reserved" memory
+// counters), an instant event (a mark) and a counter event, which the importer leaves out with
+// a note.
 TEST(ImportGolden, KinetoTwoRanks) {
   TempDir dir;
   for (const char* input : {"kineto_ddp_rank0.json", "kineto_ddp_rank1.json"}) {

@@ -349,7 +349,8 @@ const char* const kEveryCategory = R"json({
   {"ph": "X", "cat": "gpu_user_annotation", "name": "## forward ##", "pid": 1, "tid": 7, "ts": 1020.123,
    "dur": 200.000, "args": {"External id": 1, "device": 1, "stream": 7}},
   {"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": 4242, "tid": 4250, "ts": 1400.000,
-   "args": {"Bytes": 512, "Device Id": 1}},
+   "args": {"Device Type": 1, "Device Id": 1, "Addr": 139900000000000, "Bytes": 512, "Total Allocated": 512,
+            "Total Reserved": 2097152}},
   {"name": "Iteration Start: PyTorch Profiler", "ph": "i", "s": "g", "pid": "Traces", "tid": "Trace PyTorch Profiler",
    "ts": 1000.000},
   {"ph": "X", "cat": "Trace", "ts": 999.000, "dur": 1000.000, "pid": "Spans", "tid": "PyTorch Profiler",
@@ -400,7 +401,7 @@ TEST_F(EveryCategoryTest, LanesAndTheirNames) {
   const trace::Lane* no_stream = FindLane(rank_, LaneKind::kGpuStream, 1, 4294967295);
   const trace::Lane* global = FindLane(rank_, LaneKind::kCpuThread, 0, 0);
   ASSERT_TRUE(main_thread && driver_thread && stream7 && stream20 && no_stream && global);
-  EXPECT_EQ(rank_.lanes.size(), 6u);
+  EXPECT_EQ(rank_.lanes.size(), 8u);  // and the [memory] event's two counters
   // thread_name metadata after the events still names the lane; "stream 7 " is trimmed.
   EXPECT_EQ(main_thread->name, "thread 4242 (python3)");
   EXPECT_EQ(driver_thread->name, "python3 (thread 4250)");  // no thread_name: the process's
@@ -565,14 +566,12 @@ TEST_F(EveryCategoryTest, RangesAndMarks) {
   EXPECT_EQ(rank_.str(gpu->domain), "gpu_user_annotation");
   EXPECT_EQ(rank_.str(gpu->args), R"({"External id":1,"device":1,"stream":7})");
 
-  ASSERT_EQ(rank_.events.nvtx_marks.size(), 2u);
-  const auto* memory = Named(rank_, rank_.events.nvtx_marks, "[memory]");
-  ASSERT_NE(memory, nullptr);
-  EXPECT_EQ(memory->lane, CpuLaneId(rank_, kPid, 4250));
-  EXPECT_EQ(memory->start_ns, At(1'400'000));
-  EXPECT_EQ(memory->end_ns, memory->start_ns);
-  EXPECT_EQ(rank_.str(memory->domain), "cpu_instant_event");
-  EXPECT_EQ(rank_.str(memory->args), R"({"Bytes":512,"Device Id":1})");
+  // The [memory] instant is a memory counter's samples (MemoryEvents below), not a mark.
+  ASSERT_EQ(rank_.events.nvtx_marks.size(), 1u);
+  ASSERT_EQ(rank_.events.counter_samples.size(), 2u);
+  EXPECT_EQ(rank_.events.counter_samples[0].ts_ns, At(1'400'000));
+  EXPECT_EQ(rank_.events.counter_samples[0].value, 512.0);
+  EXPECT_EQ(rank_.events.counter_samples[1].value, 2097152.0);
   const auto* iteration = Named(rank_, rank_.events.nvtx_marks, "Iteration Start: PyTorch Profiler");
   ASSERT_NE(iteration, nullptr);
   EXPECT_EQ(iteration->lane, CpuLaneId(rank_, 0, 0));
@@ -745,6 +744,165 @@ TEST(KinetoImportTest, RanksOfSeveralFilesWithoutDistributedInfoAreAssigned) {
   ASSERT_EQ(imported.rank_files.size(), 2u);
   EXPECT_TRUE(HasNote(imported, "x.json': no rank recorded; imported as rank 0")) << AllNotes(imported);
   EXPECT_TRUE(HasNote(imported, "y.json': no rank recorded; imported as rank 1")) << AllNotes(imported);
+}
+
+// ---- [memory] events: memory counters ------------------------------------------------------------------
+
+// The counter lanes of `rank` by name.
+std::map<std::string, const trace::Lane*> CounterLanes(const trace::RankTrace& rank) {
+  std::map<std::string, const trace::Lane*> lanes;
+  for (const trace::Lane& lane : rank.lanes) {
+    if (lane.kind == trace::LaneKind::kCounter) lanes[lane.name] = &lane;
+  }
+  return lanes;
+}
+
+// The samples of the counter lane named `name`, in file order, as (ns after kBase, value).
+std::vector<std::pair<int64_t, double>> Samples(const trace::RankTrace& rank, const std::string& name) {
+  trace::LaneId id = trace::kNoLane;
+  for (const trace::Lane& lane : rank.lanes) {
+    if (lane.kind == trace::LaneKind::kCounter && lane.name == name) id = lane.id;
+  }
+  std::vector<std::pair<int64_t, double>> samples;
+  for (const trace::CounterSample& sample : rank.events.counter_samples) {
+    if (sample.lane == id) samples.emplace_back(sample.ts_ns - kBase, sample.value);
+  }
+  return samples;
+}
+
+// profile_memory=True as PyTorch 2.x writes it: one [memory] instant per allocation and free
+// with the allocator's totals after it. The CPU's (Device Id -1), two GPUs' and a device of
+// another type; a plain instant between them stays a mark.
+const char* const kMemoryEvents = R"json({
+  "distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 1},
+  "baseTimeNanoseconds": 1700000000000000000,
+  "traceEvents": [
+  {"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": 4242, "tid": 4242, "ts": 1000.5,
+   "args": {"Device Type": 0, "Device Id": -1, "Addr": 94000000000000, "Bytes": 4096, "Total Allocated": 4096,
+            "Total Reserved": 0}},
+  {"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": 4242, "tid": 4242, "ts": 1001.25,
+   "args": {"Device Type": 1, "Device Id": 0, "Addr": 139900000000000, "Bytes": 1048576, "Total Allocated": 1048576,
+            "Total Reserved": 2097152}},
+  {"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": 4242, "tid": 4250, "ts": 1002,
+   "args": {"Device Type": 1, "Device Id": 0, "Addr": 139900001048576, "Bytes": 512, "Total Allocated": 1049088,
+            "Total Reserved": 2097152}},
+  {"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "checkpoint", "pid": 4242, "tid": 4242, "ts": 1002.5},
+  {"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": 4242, "tid": 4242, "ts": 1003,
+   "args": {"Device Type": 1, "Device Id": 1, "Addr": 140000000000000, "Bytes": 256, "Total Allocated": 256,
+            "Total Reserved": 20971520}},
+  {"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": 4242, "tid": 4242, "ts": 1004.001,
+   "args": {"Device Type": 1, "Device Id": 0, "Addr": 139900000000000, "Bytes": -1048576, "Total Allocated": 512,
+            "Total Reserved": 2097152}},
+  {"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": 4242, "tid": 4242, "ts": 1005,
+   "args": {"Device Type": 13, "Device Id": 0, "Addr": 1, "Bytes": 64, "Total Allocated": 64}},
+  {"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": 4242, "tid": 4242, "ts": 1006,
+   "args": {"Device Type": 0, "Device Id": -1, "Addr": 94000000000000, "Bytes": -4096, "Total Allocated": 0,
+            "Total Reserved": 0}}
+  ]})json";
+
+TEST(KinetoImportTest, MemoryEventsAreCountersOfAllocatedAndReservedBytesPerDevice) {
+  TempDir dir;
+  WriteText(dir / "memory.json", kMemoryEvents);
+  const ImportResult imported = ImportOk({dir / "memory.json"}, dir / "run");
+  ASSERT_EQ(imported.rank_files.size(), 1u);
+  EXPECT_FALSE(HasNote(imported, "left out")) << AllNotes(imported);
+  const trace::RankTrace rank = Load(imported.rank_files[0]);
+  const std::map<std::string, const trace::Lane*> lanes = CounterLanes(rank);
+  // Device type 13 has no "Total Reserved": no reserved counter.
+  const std::map<std::string, int32_t> expected_devices = {
+      {"pytorch allocated memory: cpu", -1},    {"pytorch reserved memory: cpu", -1},
+      {"pytorch allocated memory: cuda:0", 0},  {"pytorch reserved memory: cuda:0", 0},
+      {"pytorch allocated memory: cuda:1", 1},  {"pytorch reserved memory: cuda:1", 1},
+      {"pytorch allocated memory: device type 13:0", -1}};
+  ASSERT_EQ(lanes.size(), expected_devices.size());
+  for (const auto& [name, device] : expected_devices) {
+    ASSERT_TRUE(lanes.contains(name)) << name;
+    EXPECT_EQ(lanes.at(name)->device, device) << name;
+  }
+  EXPECT_EQ(trace::MemoryCounterName(trace::kPytorchAllocatedSource, "cuda:0"), "pytorch allocated memory: cuda:0");
+  using Series = std::vector<std::pair<int64_t, double>>;
+  EXPECT_EQ(Samples(rank, "pytorch allocated memory: cpu"), (Series{{1'000'500, 4096}, {1'006'000, 0}}));
+  EXPECT_EQ(Samples(rank, "pytorch reserved memory: cpu"), (Series{{1'000'500, 0}, {1'006'000, 0}}));
+  EXPECT_EQ(Samples(rank, "pytorch allocated memory: cuda:0"),
+            (Series{{1'001'250, 1048576}, {1'002'000, 1049088}, {1'004'001, 512}}));
+  EXPECT_EQ(Samples(rank, "pytorch reserved memory: cuda:0"),
+            (Series{{1'001'250, 2097152}, {1'002'000, 2097152}, {1'004'001, 2097152}}));
+  EXPECT_EQ(Samples(rank, "pytorch allocated memory: cuda:1"), (Series{{1'003'000, 256}}));
+  EXPECT_EQ(Samples(rank, "pytorch reserved memory: cuda:1"), (Series{{1'003'000, 20971520}}));
+  EXPECT_EQ(Samples(rank, "pytorch allocated memory: device type 13:0"), (Series{{1'005'000, 64}}));
+  EXPECT_EQ(rank.events.counter_samples.size(), 13u);
+  // Only the plain instant is a mark, on its thread.
+  ASSERT_EQ(rank.events.nvtx_marks.size(), 1u);
+  EXPECT_EQ(rank.str(rank.events.nvtx_marks[0].name), "checkpoint");
+  EXPECT_EQ(rank.events.nvtx_marks[0].lane, CpuLaneId(rank, 4242, 4242));
+}
+
+// Older traces have no "Total Allocated": the bytes allocated are the running sum of "Bytes"
+// on each device, never below zero (a free of memory allocated before the profiler started).
+TEST(KinetoImportTest, MemoryEventsWithoutTotalsSumTheirBytes) {
+  TempDir dir;
+  WriteText(dir / "memory.json", R"json({"baseTimeNanoseconds": 1700000000000000000, "traceEvents": [
+    {"ph": "i", "name": "[memory]", "ts": 10, "args": {"Device Type": 1, "Device Id": 2, "Bytes": 1000}},
+    {"ph": "i", "name": "[memory]", "ts": 11, "args": {"Device Type": 1, "Device Id": 3, "Bytes": 7}},
+    {"ph": "i", "name": "[memory]", "ts": 12, "args": {"Device Type": 1, "Device Id": 2, "Bytes": 500}},
+    {"ph": "i", "name": "[memory]", "ts": 13, "args": {"Device Type": 1, "Device Id": 2, "Bytes": -1200}},
+    {"ph": "i", "name": "[memory]", "ts": 14, "args": {"Device Type": 1, "Device Id": 2, "Bytes": -1000}},
+    {"ph": "i", "name": "[memory]", "ts": 15, "args": {"Device Type": 1, "Device Id": 2, "Bytes": 300}},
+    {"ph": "i", "name": "[memory]", "ts": 16, "args": {"Device Type": 0, "Device Id": 0, "Bytes": 64}}]})json");
+  const ImportResult imported = ImportOk({dir / "memory.json"}, dir / "run");
+  ASSERT_EQ(imported.rank_files.size(), 1u);
+  EXPECT_FALSE(HasNote(imported, "left out")) << AllNotes(imported);
+  const trace::RankTrace rank = Load(imported.rank_files[0]);
+  const std::map<std::string, const trace::Lane*> lanes = CounterLanes(rank);
+  EXPECT_EQ(lanes.size(), 3u);  // no "Total Reserved", no reserved counters
+  using Series = std::vector<std::pair<int64_t, double>>;
+  EXPECT_EQ(Samples(rank, "pytorch allocated memory: cuda:2"),
+            (Series{{10'000, 1000}, {12'000, 1500}, {13'000, 300}, {14'000, 0}, {15'000, 300}}));
+  EXPECT_EQ(Samples(rank, "pytorch allocated memory: cuda:3"), (Series{{11'000, 7}}));
+  EXPECT_EQ(Samples(rank, "pytorch allocated memory: cpu"), (Series{{16'000, 64}}));
+  EXPECT_TRUE(rank.events.nvtx_marks.empty());
+}
+
+// A damaged [memory] event is left out like any damaged event (counted as a memory event, in
+// the notes and the rank's meta) and changes no running sum.
+TEST(KinetoImportTest, ADamagedMemoryEventIsLeftOutAndNoted) {
+  TempDir dir;
+  WriteText(dir / "memory.json", R"json({"baseTimeNanoseconds": 1700000000000000000, "traceEvents": [
+    {"ph": "i", "name": "[memory]", "ts": 10, "args": {"Device Type": 1, "Device Id": 0, "Bytes": 1000}},
+    {"ph": "i", "name": "[memory]", "ts": 11, "args": {"Device Type": 1, "Device Id": 0, "Bytes": "-1000"}},
+    {"ph": "i", "name": "[memory]", "ts": 12, "args": {"Device Type": 1, "Device Id": 0, "Bytes": 24}}]})json");
+  const ImportResult imported = ImportOk({dir / "memory.json"}, dir / "run");
+  ASSERT_EQ(imported.rank_files.size(), 1u);
+  const std::string note =
+      "left out 1 memory event without a valid args.Bytes (first: traceEvents[1] (event '[memory]'): args.Bytes is a "
+      "string, not an integer)";
+  EXPECT_TRUE(HasNote(imported, "memory.json': " + note)) << AllNotes(imported);
+  const trace::RankTrace rank = Load(imported.rank_files[0]);
+  ASSERT_TRUE(rank.meta.entries.contains("import.left_out.memory"));
+  EXPECT_EQ(rank.meta.entries.at("import.left_out.memory"), note);
+  using Series = std::vector<std::pair<int64_t, double>>;
+  EXPECT_EQ(Samples(rank, "pytorch allocated memory: cuda:0"), (Series{{10'000, 1000}, {12'000, 1024}}));
+}
+
+// `rankscope export` of an imported Kineto trace keeps its memory counters: the Chrome
+// export read back gives the same lanes and samples.
+TEST(KinetoImportTest, MemoryCountersSurviveTheChromeExport) {
+  TempDir dir;
+  WriteText(dir / "memory.json", kMemoryEvents);
+  const ImportResult imported = ImportOk({dir / "memory.json"}, dir / "run");
+  ASSERT_EQ(imported.rank_files.size(), 1u);
+  Result<ChromeExportResult> exported = ExportChromeTrace(dir / "run", dir / "export.json");
+  ASSERT_TRUE(exported.ok()) << exported.status().message();
+  const ImportResult again = ImportOk({dir / "export.json"}, dir / "again");
+  ASSERT_EQ(again.rank_files.size(), 1u);
+  const trace::RankTrace before = Load(imported.rank_files[0]);
+  const trace::RankTrace after = Load(again.rank_files[0]);
+  std::map<std::string, std::vector<std::pair<int64_t, double>>> before_series, after_series;
+  for (const auto& [name, lane] : CounterLanes(before)) before_series[name] = Samples(before, name);
+  for (const auto& [name, lane] : CounterLanes(after)) after_series[name] = Samples(after, name);
+  EXPECT_EQ(before_series.size(), 7u);
+  EXPECT_EQ(after_series, before_series);
+  for (const auto& [name, lane] : CounterLanes(after)) EXPECT_EQ(lane->device, CounterLanes(before).at(name)->device);
 }
 
 // ---- bad input ---------------------------------------------------------------------------------------
@@ -924,6 +1082,31 @@ TEST(KinetoImportTest, MoreDamagedEvents) {
       {R"({"ph": "i", "name": "mark", "pid": 0, "tid": 9, "ts": "soon"})",
        "left out 1 instant event without a valid ts (first: traceEvents[1] (event 'mark'): ts is a string, not a "
        "number)"},
+      // [memory] events: counted as memory events, and they make no counter lane.
+      {R"({"ph": "i", "name": "[memory]", "pid": 1, "tid": 1, "ts": 2,
+           "args": {"Device Type": 1, "Device Id": 0, "Bytes": 8, "Total Allocated": "8"}})",
+       "left out 1 memory event without a valid args.Total Allocated (first: traceEvents[1] (event '[memory]'): "
+       "args.Total Allocated is a string, not an integer)"},
+      {R"({"ph": "i", "name": "[memory]", "pid": 1, "tid": 1, "ts": 2,
+           "args": {"Device Type": 1, "Device Id": 0, "Total Allocated": 8, "Total Reserved": null}})",
+       "left out 1 memory event without a valid args.Total Reserved (first: traceEvents[1] (event '[memory]'): "
+       "args.Total Reserved is null, not an integer)"},
+      {R"({"ph": "i", "name": "[memory]", "pid": 1, "tid": 1, "ts": 2, "args": {"Device Id": 0, "Bytes": 8}})",
+       "left out 1 memory event without a valid args.Device Type (first: traceEvents[1] (event '[memory]'): no "
+       "args.Device Type)"},
+      {R"({"ph": "i", "name": "[memory]", "pid": 1, "tid": 1, "ts": 2, "args": {"Device Type": 1, "Bytes": 8}})",
+       "left out 1 memory event without a valid args.Device Id (first: traceEvents[1] (event '[memory]'): no "
+       "args.Device Id)"},
+      {R"({"ph": "i", "name": "[memory]", "pid": 1, "tid": 1, "ts": 2, "args": {"Device Type": 0, "Device Id": -1}})",
+       "left out 1 memory event without a valid args.Bytes (first: traceEvents[1] (event '[memory]'): neither "
+       "args.Total Allocated nor args.Bytes)"},
+      {R"({"ph": "i", "name": "[memory]", "pid": 1, "tid": 1, "ts": 2,
+           "args": {"Device Type": 1, "Device Id": 0, "Total Allocated": -8}})",
+       "left out 1 memory event without a valid args.Total Allocated (first: traceEvents[1] (event '[memory]'): "
+       "args.Total Allocated is negative)"},
+      {R"({"ph": "i", "name": "[memory]", "pid": 1, "tid": 1, "ts": [2], "args": {"Device Type": 0, "Bytes": 8}})",
+       "left out 1 memory event without a valid ts (first: traceEvents[1] (event '[memory]'): ts is an array, not "
+       "a number)"},
   };
   for (const auto& [damaged, note] : cases) {
     SCOPED_TRACE(damaged);

@@ -762,6 +762,127 @@ TEST(NsysImportTest, HandMadeExportRowsExactly) {
   EXPECT_EQ(e.nvtx_marks[0].payload, (trace::Payload{trace::PayloadKind::kUint32, 7, 0.0}));
 }
 
+// ---- CUDA memory usage (nsys --cuda-memory-usage=true) --------------------------------------
+
+constexpr const char* kMemoryUsageDdl =
+    "CREATE TABLE CUDA_GPU_MEMORY_USAGE_EVENTS (start INTEGER NOT NULL, globalPid INTEGER NOT NULL, deviceId INTEGER "
+    "NOT NULL, contextId INTEGER NOT NULL, address INTEGER NOT NULL, pc INTEGER NOT NULL, bytes INTEGER, memKind "
+    "INTEGER NOT NULL, memoryOperationType INTEGER, name TEXT, correlationId INTEGER)";
+
+// A row of CUDA_GPU_MEMORY_USAGE_EVENTS: `operation` 0 allocates, 1 releases; memKind as
+// nsys numbers it (1 pinned, 2 device).
+std::string MemoryUsageRow(int64_t start, int64_t pid, int64_t device, const std::string& bytes, int64_t kind,
+                           const std::string& operation) {
+  return "INSERT INTO CUDA_GPU_MEMORY_USAGE_EVENTS VALUES (" + std::to_string(start) + ", " +
+         std::to_string(GlobalPid(pid)) + ", " + std::to_string(device) + ", 1, " + std::to_string(start * 16) +
+         ", 0, " + bytes + ", " + std::to_string(kind) + ", " + operation + ", NULL, 0)";
+}
+
+// The samples of the counter lane `name`, in time order, as (ts, value); the lane's device in
+// `device`.
+std::vector<std::pair<int64_t, double>> CounterSamples(const trace::RankTrace& rank, const std::string& name,
+                                                       int32_t* device = nullptr) {
+  trace::LaneId id = trace::kNoLane;
+  for (const trace::Lane& lane : rank.lanes) {
+    if (lane.kind != trace::LaneKind::kCounter || lane.name != name) continue;
+    id = lane.id;
+    if (device != nullptr) *device = lane.device;
+    EXPECT_EQ(lane.pid, rank.meta.pid) << name;
+  }
+  EXPECT_NE(id, trace::kNoLane) << "no counter lane '" << name << "'";
+  std::vector<std::pair<int64_t, double>> samples;
+  for (const trace::CounterSample& sample : rank.events.counter_samples) {
+    if (sample.lane == id) samples.emplace_back(sample.ts_ns, sample.value);
+  }
+  std::stable_sort(samples.begin(), samples.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  return samples;
+}
+
+// Per process, device and memory kind, the bytes live after each row: allocations add,
+// releases subtract, never below zero. Rows out of time order are taken in time order; the
+// operation's numbers come from ENUM_CUDA_DEV_MEM_EVENT_OPER, else nsys's documented ones.
+TEST(NsysImportTest, CudaMemoryUsageRowsAreRunningTotalsPerDeviceAndKind) {
+  for (const bool with_enum : {true, false}) {
+    SCOPED_TRACE(with_enum ? "with ENUM_CUDA_DEV_MEM_EVENT_OPER" : "without it");
+    TempDir dir;
+    const fs::path path = dir / "memory.sqlite";
+    {
+      NsysFile f(path);
+      WriteMinimalExport(f);
+      f.Exec("CREATE TABLE ENUM_CUDA_MEM_KIND (id INTEGER PRIMARY KEY, name TEXT, label TEXT)");
+      f.Exec("INSERT INTO ENUM_CUDA_MEM_KIND VALUES (0, 'CUDA_MEMOPR_MEMORY_KIND_PAGEABLE', 'Pageable'), "
+             "(1, 'CUDA_MEMOPR_MEMORY_KIND_PINNED', 'Pinned'), (2, 'CUDA_MEMOPR_MEMORY_KIND_DEVICE', 'Device')");
+      if (with_enum) {
+        f.Exec("CREATE TABLE ENUM_CUDA_DEV_MEM_EVENT_OPER (id INTEGER PRIMARY KEY, name TEXT, label TEXT)");
+        f.Exec("INSERT INTO ENUM_CUDA_DEV_MEM_EVENT_OPER VALUES (0, 'CUDA_DEV_MEM_EVENT_OPR_ALLOCATION', "
+               "'Allocation'), (1, 'CUDA_DEV_MEM_EVENT_OPR_DEALLOCATION', 'Deallocation')");
+      }
+      f.Exec(kMemoryUsageDdl);
+      for (const std::string& row : {
+               MemoryUsageRow(1000, 77, 0, "4096", 2, "0"),  MemoryUsageRow(1100, 77, 0, "1024", 2, "0"),
+               MemoryUsageRow(1200, 77, 0, "512", 1, "0"),   MemoryUsageRow(1300, 77, 1, "2048", 2, "0"),
+               MemoryUsageRow(1400, 77, 0, "4096", 2, "1"),  MemoryUsageRow(1500, 77, 0, "8192", 2, "1"),
+               MemoryUsageRow(1600, 77, 0, "100", 2, "0"),   MemoryUsageRow(1050, 77, 0, "10", 2, "0"),
+               MemoryUsageRow(1700, 88, 0, "64", 2, "0"),    // a process without CUDA activity
+               MemoryUsageRow(1800, 77, 0, "NULL", 2, "0"),  MemoryUsageRow(1900, 77, 0, "64", 2, "7"),
+           }) {
+        f.Exec(row);
+      }
+    }
+    const ImportResult imported = ImportOk(path, dir);
+    ASSERT_EQ(imported.rank_files.size(), 1u);
+    EXPECT_TRUE(HasNote(imported, "memory.sqlite: 1 CUDA memory release of CUDA_GPU_MEMORY_USAGE_EVENTS freed more "
+                                  "than the counter held"))
+        << AllNotes(imported);
+    EXPECT_TRUE(HasNote(imported, "memory.sqlite (pid 77): left out 2 CUDA memory usage events: 1 without a valid "
+                                  "bytes, 1 without a valid memoryOperationType"))
+        << AllNotes(imported);
+    EXPECT_TRUE(HasNote(imported, "memory.sqlite: left out 1 events of 1 processes without CUDA activity or API "
+                                  "calls (pid 88)"))
+        << AllNotes(imported);
+    const trace::RankTrace rank = Load(imported.rank_files[0]);
+    EXPECT_EQ(rank.meta.pid, 77);
+    using Series = std::vector<std::pair<int64_t, double>>;
+    int32_t device = -2;
+    EXPECT_EQ(CounterSamples(rank, "cuda memory: device (gpu 0)", &device),
+              (Series{{1000, 4096}, {1050, 4106}, {1100, 5130}, {1400, 1034}, {1500, 0}, {1600, 100}}));
+    EXPECT_EQ(device, 0);
+    EXPECT_EQ(CounterSamples(rank, "cuda memory: pinned (gpu 0)", &device), (Series{{1200, 512}}));
+    EXPECT_EQ(device, 0);
+    EXPECT_EQ(CounterSamples(rank, "cuda memory: device (gpu 1)", &device), (Series{{1300, 2048}}));
+    EXPECT_EQ(device, 1);
+    EXPECT_EQ(rank.events.counter_samples.size(), 8u);
+    const auto counters = std::count_if(rank.lanes.begin(), rank.lanes.end(), [](const trace::Lane& lane) {
+      return lane.kind == trace::LaneKind::kCounter;
+    });
+    EXPECT_EQ(counters, 3);
+    EXPECT_TRUE(rank.meta.entries.contains("import.left_out.cuda_memory_usage"));
+  }
+}
+
+// Most exports have no memory usage table: nothing changes. One without the columns read is
+// set aside with a note.
+TEST(NsysImportTest, WithoutAUsableMemoryUsageTableNoCounters) {
+  for (const bool with_table : {false, true}) {
+    TempDir dir;
+    const fs::path path = dir / "no_memory.sqlite";
+    {
+      NsysFile f(path);
+      WriteMinimalExport(f);
+      if (with_table) f.Exec("CREATE TABLE CUDA_GPU_MEMORY_USAGE_EVENTS (start INTEGER, globalPid INTEGER)");
+    }
+    const ImportResult imported = ImportOk(path, dir);
+    ASSERT_EQ(imported.rank_files.size(), 1u);
+    EXPECT_EQ(HasNote(imported, "no_memory.sqlite: table CUDA_GPU_MEMORY_USAGE_EVENTS lacks a column rankscope "
+                                "reads"),
+              with_table)
+        << AllNotes(imported);
+    const trace::RankTrace rank = Load(imported.rank_files[0]);
+    EXPECT_TRUE(rank.events.counter_samples.empty());
+    EXPECT_EQ(rank.lanes.size(), 1u);  // the kernel's stream
+  }
+}
+
 // ---- ranks -----------------------------------------------------------------------------------
 
 // NCCL's legacy init payload schema (nsys.md §2.4): communicator id, rank count, rank, device.
