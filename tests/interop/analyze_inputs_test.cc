@@ -75,9 +75,21 @@ class CollectingSink : public analyzer::ViewEventSink {
     ranks_[index].lanes = std::move(lanes);
     return Status::Ok();
   }
+  Status OnMemory(size_t index, std::vector<analyzer::MemorySeries> series) override {
+    std::lock_guard lock(mutex_);
+    memory_[index] = std::move(series);
+    return Status::Ok();
+  }
   Status OnRankDone(size_t index) override {
     std::lock_guard lock(mutex_);
     const analyzer::ViewRank& rank = ranks_[index];
+    for (const analyzer::MemorySeries& series : memory_[index]) {
+      std::vector<std::tuple<std::string, int64_t, int64_t>>& samples =
+          memory_by_rank_[rank.meta.rank.value_or(-1)][series.source];
+      for (const analyzer::MemorySample& sample : series.samples) {
+        samples.emplace_back(series.categories.at(sample.category), sample.ts_ns, sample.bytes);
+      }
+    }
     std::vector<Event>& events = by_rank_[rank.meta.rank.value_or(-1)];
     for (const analyzer::ViewEvent& e : pending_[index]) {
       const std::string lane = e.lane >= 1 && e.lane <= rank.lanes.size() ? analyzer::LaneLabel(rank.lanes[e.lane - 1]) : "?";
@@ -91,12 +103,17 @@ class CollectingSink : public analyzer::ViewEventSink {
 
   const std::map<int, std::vector<Event>>& by_rank() const { return by_rank_; }
   const std::vector<bool>& rank_files() const { return rank_files_; }
+  // Per rank number and memory source: (category, time, bytes) of each sample, in order.
+  using MemorySamples = std::map<int, std::map<std::string, std::vector<std::tuple<std::string, int64_t, int64_t>>>>;
+  const MemorySamples& memory_by_rank() const { return memory_by_rank_; }
 
  private:
   std::mutex mutex_;
   std::map<size_t, analyzer::ViewRank> ranks_;
   std::map<size_t, std::vector<analyzer::ViewEvent>> pending_;
   std::map<int, std::vector<Event>> by_rank_;
+  std::map<size_t, std::vector<analyzer::MemorySeries>> memory_;
+  MemorySamples memory_by_rank_;
   std::vector<bool> rank_files_;
 };
 
@@ -104,6 +121,7 @@ struct Case {
   const char* name;
   std::vector<std::string> inputs;  // under the shared data, or the source tree's test data
   bool shared = true;
+  bool memory = false;  // the traces hold memory counters: the report and the view have them
 };
 
 const Case kCases[] = {
@@ -129,6 +147,9 @@ const Case kCases[] = {
     // A Kineto trace and an nsys export of other ranks, read at once.
     {"kineto_beside_nsys", {"kineto/hta_trace_diff/test_rank1.json.gz", "nsys/saxpy_mpi_cuda_schema2.sqlite"}},
     {"torch_legacy", {"tests/interop/data/torch_legacy/cpu_single.json"}, false},
+    // Kineto [memory] events: memory counters through both routes.
+    {"kineto_memory", {"tests/interop/golden/kineto_ddp_rank0.json", "tests/interop/golden/kineto_ddp_rank1.json"},
+     false, true},
 };
 
 class AnalyzeInputsTest : public ::testing::TestWithParam<Case> {};
@@ -163,6 +184,13 @@ TEST_P(AnalyzeInputsTest, DirectlyGivesTheReportOfImportThenAnalyze) {
     EXPECT_EQ(Comparable(direct->report, display), Comparable(*from_files, run.string()))
         << c.name << " with " << threads << " thread(s)";
   }
+  if (c.memory) {
+    ASSERT_FALSE(from_files->memory.empty());
+    for (const analyzer::RankMemory& memory : from_files->memory) {
+      EXPECT_TRUE(memory.source == "pytorch allocated" || memory.source == "pytorch reserved") << memory.source;
+      EXPECT_GT(memory.peak_bytes, 0);
+    }
+  }
 
   // The viewer's route: the same events as the imported run's files, classed alike, and in
   // the same pass the same report.
@@ -196,6 +224,8 @@ TEST_P(AnalyzeInputsTest, DirectlyGivesTheReportOfImportThenAnalyze) {
       EXPECT_EQ(got.size(), events.size()) << c.name << " rank " << rank;
       EXPECT_TRUE(got == events) << c.name << " rank " << rank << ": the events differ";
     }
+    EXPECT_EQ(direct.memory_by_rank(), from_run.memory_by_rank()) << c.name;
+    EXPECT_EQ(direct.memory_by_rank().empty(), !c.memory) << c.name;
     for (bool rank_file : direct.rank_files()) EXPECT_FALSE(rank_file);
     ASSERT_NE(viewed->report, nullptr) << viewed->analysis_error;
     EXPECT_EQ(Comparable(*viewed->report, viewed->display), Comparable(*from_files, run.string()))
