@@ -198,6 +198,26 @@ std::map<int64_t, Interval> PassSpans(const RankActivity& activity) {
   return spans;
 }
 
+// On a GPU a pass's NVTX range is the CPU enqueueing its kernels, which run later. Per step
+// number, the device's work instead: the hull of the compute kernels inside [the step's first
+// pass start, the step's end), clipped to it. The step's end is the host range's: the trainer
+// waits for its GPU before it ends a step (its loss), so its kernels run inside it.
+std::map<int64_t, Interval> DeviceSpans(const RankActivity& activity, const IntervalSet& compute) {
+  std::map<int64_t, Interval> spans;
+  const std::vector<Interval>& busy = compute.intervals();
+  for (const auto& [number, passes] : PassSpans(activity)) {
+    const auto step = std::find_if(activity.steps.begin(), activity.steps.end(),
+                                   [number = number](const StepRange& r) { return r.number == number; });
+    if (step == activity.steps.end()) continue;
+    const Interval window{passes.start, step->end_ns};
+    auto first = std::partition_point(busy.begin(), busy.end(), [&](const Interval& i) { return i.end <= window.start; });
+    auto last = std::partition_point(first, busy.end(), [&](const Interval& i) { return i.start < window.end; });
+    if (first == last) continue;
+    spans[number] = Interval{std::max(first->start, window.start), std::min((last - 1)->end, window.end)};
+  }
+  return spans;
+}
+
 std::string Diagnose(const PipelineFigures& figures) {
   const auto window = static_cast<double>(figures.window_ns);
   const double excess = window - static_cast<double>(figures.balanced_window_ns);
@@ -225,19 +245,11 @@ std::string Diagnose(const PipelineFigures& figures) {
 }
 
 std::optional<PipelineFigures> MeasurePipeline(const std::vector<RankParallelInput>& ranks,
-                                               const std::set<int64_t>& aggregated_steps, const MessageMatch& messages,
-                                               std::vector<std::string>* warnings) {
+                                               const std::set<int64_t>& aggregated_steps, const MessageMatch& messages) {
   std::vector<bool> staged(ranks.size(), false);
   const PipelinePass* first = nullptr;
   for (size_t i = 0; i < ranks.size(); ++i) {
     if (ranks[i].activity->passes.empty() || ranks[i].compute == nullptr) continue;
-    // On a GPU a pass's NVTX range is the CPU enqueueing its kernels, which run later: the
-    // window cannot come from it.
-    if (ranks[i].gpu) {
-      warnings->push_back("the pipeline bubble is measured on the CPU backend only: on GPU ranks a pass's range is "
-                          "the CPU enqueueing its kernels, not the kernels themselves");
-      return std::nullopt;
-    }
     staged[i] = true;
     if (first == nullptr) first = &ranks[i].activity->passes.front();
   }
@@ -255,7 +267,7 @@ std::optional<PipelineFigures> MeasurePipeline(const std::vector<RankParallelInp
   std::vector<std::map<int64_t, Interval>> spans(ranks.size());
   for (size_t i = 0; i < ranks.size(); ++i) {
     if (!staged[i]) continue;
-    spans[i] = PassSpans(*ranks[i].activity);
+    spans[i] = ranks[i].gpu ? DeviceSpans(*ranks[i].activity, *ranks[i].compute) : PassSpans(*ranks[i].activity);
     waiting[i] = IntervalSet::FromUnsorted(messages.per_rank[i].waiting);
     moving[i] = Difference(IntervalSet::FromUnsorted(messages.per_rank[i].moving), waiting[i]);
   }
@@ -424,7 +436,7 @@ Parallelism AnalyzeParallelism(const std::vector<RankParallelInput>& ranks, cons
     }
     out.point_to_point = messages.figures;
   }
-  out.pipeline = MeasurePipeline(ranks, aggregated_steps, messages, warnings);
+  out.pipeline = MeasurePipeline(ranks, aggregated_steps, messages);
   out.fsdp = MeasureFsdp(ranks, aggregated_steps);
   return out;
 }

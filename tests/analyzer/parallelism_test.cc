@@ -205,17 +205,43 @@ TEST(ParallelismTest, WithoutMessagesTheTrainersNumberingGivesTheReplicas) {
   EXPECT_EQ(pipe.stage_rows[1].other_idle_ns, 34 * kMs);
 }
 
-// On a GPU a pass's range is the CPU enqueueing kernels that run later: no bubble is
-// measured from it, and a warning says so.
-TEST(ParallelismTest, GpuRanksGetNoBubbleButAWarning) {
-  std::vector<TraceBuilder> ranks = {PipelineRank(0, {{true, 0, 0, 10}}, {}, 20), PipelineRank(1, {{true, 0, 11, 21}}, {}, 20)};
-  for (TraceBuilder& b : ranks) b.Kernel(b.GpuStream(0), "gemm", 0, 5 * kMs);
-  const Report r = Analyze(ranks);
+// On a GPU a pass's range is the CPU enqueueing kernels that run later: the bubble comes from
+// the kernels. 2 stages, 1 micro-batch; every pass is enqueued in [0, 4) ms; step [0, 100):
+//   rank 0 kernels: F0 [10,20)  B0 [50,70)      rank 1 kernels: F0 [25,35)  B0 [35,45)
+// The window is [10, 70) = 60 ms (the kernels' hull, not the ranges'); busy 30 and 20 ms.
+TEST(ParallelismTest, OnGpuRanksTheBubbleComesFromTheKernels) {
+  std::vector<TraceBuilder> ranks;
+  const int64_t kernels[2][2][2] = {{{10, 20}, {50, 70}}, {{25, 35}, {35, 45}}};
+  for (int rank = 0; rank < 2; ++rank) {
+    TraceBuilder b(rank, 2);
+    const trace::LaneId main = b.CpuThread("main");
+    const trace::LaneId stream = b.GpuStream(0);
+    b.Step(main, 0, 0, 100 * kMs, 4);
+    b.Mark(main, "rankscope", "workload", 0,
+           R"({"world_size":2,"batch":4,"accum":1,"steps":1,"parameters":100,"parallel":2,"stages":2,"micro_batches":1})");
+    const std::string args =
+        "{\"stage\":" + std::to_string(rank) + ",\"stages\":2,\"micro_batch\":0,\"micro_batches\":1}";
+    b.Range(main, "rankscope", 0, "forward", 0, 1 * kMs, args);
+    b.Range(main, "rankscope", 0, "backward", 2 * kMs, 3 * kMs, args);
+    for (const auto& kernel : kernels[rank]) b.Kernel(stream, "gemm", kernel[0] * kMs, kernel[1] * kMs);
+    ranks.push_back(std::move(b));
+  }
+  const Report r = Analyze(std::move(ranks));
   EXPECT_EQ(r.parallelism.strategy, "pipeline");
-  EXPECT_FALSE(r.parallelism.pipeline.has_value());
-  bool warned = false;
-  for (const std::string& warning : r.warnings) warned = warned || warning.find("CPU backend only") != std::string::npos;
-  EXPECT_TRUE(warned);
+  ASSERT_TRUE(r.parallelism.pipeline.has_value());
+  const PipelineFigures& pipe = *r.parallelism.pipeline;
+  EXPECT_DOUBLE_EQ(pipe.ideal_bubble_pct, 50.0);  // (S − 1) / (M + S − 1) = 1/2
+  ASSERT_EQ(pipe.stage_rows.size(), 2u);
+  EXPECT_EQ(pipe.window_ns, 60 * kMs);
+  EXPECT_EQ(pipe.stage_rows[0].window_ns, 60 * kMs);
+  EXPECT_EQ(pipe.stage_rows[0].busy_ns, 30 * kMs);
+  EXPECT_DOUBLE_EQ(pipe.stage_rows[0].bubble_pct, 50.0);
+  EXPECT_EQ(pipe.stage_rows[1].busy_ns, 20 * kMs);
+  EXPECT_DOUBLE_EQ(pipe.stage_rows[1].bubble_pct, 100.0 * 40 / 60);
+  // Balanced stages: the mean 25 ms x (M + S − 1) / M = 50 ms; with one micro-batch the
+  // slowest stage paces nothing after it.
+  EXPECT_EQ(pipe.balanced_window_ns, 50 * kMs);
+  EXPECT_EQ(pipe.imbalance_ns, 0);
 }
 
 // FSDP on 2 identical ranks, one step [0, 100): compute [0,30) and [50,80); layer 0's
