@@ -109,6 +109,28 @@ std::vector<std::string> MemorySources(const Report& report) {
   return sources;
 }
 
+std::vector<std::string> MemoryLines(const Report& report) {
+  std::vector<std::string> lines;
+  for (const std::string& source : MemorySources(report)) {
+    const analyzer::RankMemory* highest = nullptr;
+    int64_t lowest = 0;
+    for (const analyzer::RankMemory& rank : report.memory) {
+      if (rank.source != source) continue;
+      lowest = highest == nullptr ? rank.peak_bytes : std::min(lowest, rank.peak_bytes);
+      if (highest == nullptr || rank.peak_bytes > highest->peak_bytes) highest = &rank;
+    }
+    std::string line = fmt::format("memory · {}: peak {} on rank {} ({})", source,
+                                   format::FormatBytes(static_cast<double>(highest->peak_bytes)), highest->rank,
+                                   MemorySourceTitle(source));
+    if (lowest != highest->peak_bytes) {
+      line += fmt::format("; ranks' peaks {} to {}", format::FormatBytes(static_cast<double>(lowest)),
+                          format::FormatBytes(static_cast<double>(highest->peak_bytes)));
+    }
+    lines.push_back(std::move(line));
+  }
+  return lines;
+}
+
 std::vector<std::string> MemoryCategories(const Report& report, const std::string& source) {
   std::vector<std::string> categories;
   for (const analyzer::RankMemory& rank : report.memory) {

@@ -78,6 +78,9 @@ using analyzer::MemorySourceTitle;  // what a source's counters measure (memory_
 // One row per rank with counters of `source`: its peak, what each category held then, and
 // the median over aggregated steps of each step's peak; empty without such counters.
 Table MemoryTable(const analyzer::Report& report, const std::string& source);
+// "memory · <source>: peak X on rank R (what the source measures); ranks A to B": one line per
+// source, for summaries (the viewer's Run tab).
+std::vector<std::string> MemoryLines(const analyzer::Report& report);
 // The categories of every rank's counters of `source`, in first-seen order.
 std::vector<std::string> MemoryCategories(const analyzer::Report& report, const std::string& source);
 

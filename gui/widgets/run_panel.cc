@@ -18,6 +18,8 @@
 #include <cmath>
 #include <cstring>
 
+#include <fmt/format.h>
+
 #include "report/report_format.h"
 #include "report/report_writers.h"
 #include "gui/widgets/event_colors.h"
@@ -397,6 +399,13 @@ void RunPanel::Fill() {
   html += line_row(report::CollectiveSourceLine(*report), false);
   html += line_row(report::ClockLine(*report), false);
   html += line_row(report::StragglerLine(*report), !report->cross_rank.stragglers.empty());
+  html += line_row(report::StrategyLine(*report), false);
+  if (const auto& pipeline = report->parallelism.pipeline) {
+    html += row(tr("pipeline bubble"),
+                HtmlText(fmt::format("{} (ideal {}): {}", format::FormatPercent(pipeline->bubble_pct),
+                                     format::FormatPercent(pipeline->ideal_bubble_pct), pipeline->diagnosis)));
+  }
+  for (const std::string& line : report::MemoryLines(*report)) html += line_row(line, false);
   html += QStringLiteral("</table>");
   summary_->setText(html);
 

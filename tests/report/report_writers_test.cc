@@ -292,6 +292,16 @@ TEST(ReportWriters, MemoryAndParallelismSectionsAppearInEveryFormat) {
   EXPECT_NE(html.find("memory per rank at its peak, by category: the workload"), std::string::npos);
   EXPECT_NE(html.find("memory per rank at its peak, by category: CUDA allocations"), std::string::npos);
   EXPECT_NE(html.find("<h2>Parallelism</h2>"), std::string::npos);
+  // The summary lines: one per source, its highest peak and the range over ranks.
+  analyzer::RankMemory other = memory;
+  other.rank = 1;
+  other.peak_bytes = 2 << 20;
+  report.memory.insert(report.memory.begin() + 1, other);
+  EXPECT_EQ(MemoryLines(report),
+            (std::vector<std::string>{"memory · nvtx: peak 3.00 MiB on rank 0 (the workload's allocations (NVTX memory "
+                                      "marks)); ranks' peaks 2.00 MiB to 3.00 MiB",
+                                      "memory · cuda: peak 5.00 MiB on rank 0 (CUDA allocations (CUPTI memory "
+                                      "activity))"}));
 }
 
 }  // namespace

@@ -1037,6 +1037,25 @@ TEST(TimelineCounterTest, MemoryLaneDrawsTheTotalAndTellsItsCategories) {
   EXPECT_FALSE(view.eventAt(QPoint(x_at(6000), top + lane->height / 2)).has_value());
 }
 
+// The Run tab names the strategy and each memory source's peak, as the text report does.
+TEST(RunPanelTest, SummaryNamesTheStrategyAndTheMemoryPeaks) {
+  auto report = std::make_shared<analyzer::Report>();
+  report->parallelism.strategy = "fsdp";
+  report->parallelism.strategy_source = "workload mark";
+  analyzer::RankMemory memory;
+  memory.source = "cuda";
+  memory.peak_bytes = 3 << 20;
+  memory.at_peak = {{"device (gpu 0)", 3 << 20}};
+  report->memory.push_back(memory);
+  RunPanel panel;
+  panel.setReport(report);
+  const QString summary = panel.summaryText();
+  EXPECT_TRUE(summary.contains(QStringLiteral("parallelism"))) << summary.toStdString();
+  EXPECT_TRUE(summary.contains(QStringLiteral("fsdp (from the workload mark)"))) << summary.toStdString();
+  EXPECT_TRUE(summary.contains(QStringLiteral("memory · cuda"))) << summary.toStdString();
+  EXPECT_TRUE(summary.contains(QStringLiteral("peak 3.00 MiB on rank 0"))) << summary.toStdString();
+}
+
 TEST(ScalingPanelTest, FewerThanTwoRunsShowWhyInsteadOfAChart) {
   ScalingPanel panel;
   panel.setTable(WeakScalingTable());
