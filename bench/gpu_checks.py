@@ -199,14 +199,23 @@ def check_gemm(check):
     return verdict, last if verdict == "PASS" else why_failed(done)
 
 
+def profile_nccl_trainer(check, tmp, steps):
+    """The trainer on one GPU over NCCL under `rankscope profile`, into tmp/run: the run
+    directory, or the FAIL verdict when it failed."""
+    run_dir = os.path.join(tmp, "run")
+    try:
+        check.profile([check.program("rankscope-trainer"), "--steps", str(steps), "--backend", "nccl"], run_dir)
+    except RunFailed as error:
+        check.say(error.output)
+        return None, ("FAIL", f"the profiled trainer failed ({error})")
+    return run_dir, None
+
+
 def check_trainer(check, steps=50):
     with tempfile.TemporaryDirectory() as tmp:
-        run_dir = os.path.join(tmp, "run")
-        try:
-            check.profile([check.program("rankscope-trainer"), "--steps", str(steps), "--backend", "nccl"], run_dir)
-        except RunFailed as error:
-            check.say(error.output)
-            return "FAIL", f"the profiled trainer failed ({error})"
+        run_dir, failed = profile_nccl_trainer(check, tmp, steps)
+        if failed:
+            return failed
         rank_file = os.path.join(run_dir, "rank-0.sqlite")
         check.keep(rank_file, "rankscope-trainer-nccl-1rank-rank0.sqlite.gz")
         summary = rank_file_summary(rank_file)
@@ -247,12 +256,9 @@ def check_cuda_memory(check, steps=5):
     CUPTI's memory activity (MEMORY2), as the bytes live on a counter lane (kind 4)."""
     lane_name = "cuda memory: device (gpu 0)"
     with tempfile.TemporaryDirectory() as tmp:
-        run_dir = os.path.join(tmp, "run")
-        try:
-            check.profile([check.program("rankscope-trainer"), "--steps", str(steps), "--backend", "nccl"], run_dir)
-        except RunFailed as error:
-            check.say(error.output)
-            return "FAIL", f"the profiled trainer failed ({error})"
+        run_dir, failed = profile_nccl_trainer(check, tmp, steps)
+        if failed:
+            return failed
         db = sqlite3.connect(f"file:{os.path.join(run_dir, 'rank-0.sqlite')}?mode=ro", uri=True)
         meta = dict(db.execute("SELECT key, value FROM meta"))
         counters = db.execute("SELECT l.name, count(s.id), max(s.value) FROM lanes l LEFT JOIN counter_samples s "
