@@ -8,6 +8,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "gui/widgets/main_window.h"
 #include "gui/widgets/search_bar.h"
 #include "gui/widgets/timeline_view.h"
@@ -72,6 +74,20 @@ TEST_F(ViewerEndToEnd, TheScreenshotShowsEveryRanksRows) {
   }
   EXPECT_GE(painted_rows[0], 2) << "rank 0: compute and comm rows at least";
   EXPECT_GE(painted_rows[1], 2) << "rank 1: compute and comm rows at least";
+
+  // The trainer's memory counters are each rank's "memory · nvtx" lane: what it allocated
+  // (parameters, gradients, optimizer state, ...) held until the end.
+  for (const gui::RankTimeline& rank : view->model()->ranks()) {
+    ASSERT_EQ(rank.counters.size(), 1u) << "rank " << rank.rank;
+    const gui::CounterTrack& memory = rank.counters[0];
+    EXPECT_EQ(memory.label, "memory · nvtx");
+    EXPECT_GT(memory.peak, 0);
+    EXPECT_NE(std::find(memory.categories.begin(), memory.categories.end(), "parameters"), memory.categories.end());
+    EXPECT_EQ(memory.TotalAt(rank.last_ns), memory.total.back());
+  }
+  int lanes = 0;
+  for (const gui::LayoutEntry& entry : view->layout().entries()) lanes += entry.kind == gui::LayoutEntry::Kind::kCounter;
+  EXPECT_EQ(lanes, 2);
 }
 
 TEST_F(ViewerEndToEnd, BadScreenshotRequestsFailWithOneLineAndWriteNothing) {
