@@ -25,6 +25,13 @@ std::string WorldSizes(const ComparableSet& set) {
   return sizes.empty() ? "none" : sizes;
 }
 
+// "step_time_ns, throughput" of a run's metrics; "none" without any.
+std::string MetricNames(const ComparableRun& run) {
+  std::string names;
+  for (const ComparableMetric& metric : run.metrics) names += (names.empty() ? "" : ", ") + metric.name;
+  return names.empty() ? "none" : names;
+}
+
 std::string Optional(const std::optional<int64_t>& value) { return value ? std::to_string(*value) : "unknown"; }
 
 // How two runs of one world size differ as workloads; empty when they do not.
@@ -272,6 +279,17 @@ Result<Comparison> CompareWithBaseline(const ComparableSet& baseline, const Comp
       out.notes.push_back(
           fmt::format("{}: {} is on one side only, not compared", format::RanksText(size), info->name));
     }
+  }
+  // A baseline whose metrics are missing, null or renamed would check nothing and pass
+  // anything: every world size both sides measured must compare at least one metric.
+  for (const int size : sizes) {
+    if (std::any_of(out.rows.begin(), out.rows.end(), [&](const MetricComparison& row) { return row.world_size == size; })) {
+      continue;
+    }
+    return Inconsistent(fmt::format(
+        "nothing to compare at {}: the baseline has no metric that this run has among those checked (baseline: {}; "
+        "this run: {}); is the baseline a rankscope JSON report of the same version?",
+        format::RanksText(size), MetricNames(*RunOfSize(baseline, size)), MetricNames(*RunOfSize(current, size))));
   }
   std::stable_sort(out.rows.begin(), out.rows.end(),
                    [](const MetricComparison& a, const MetricComparison& b) { return a.world_size < b.world_size; });

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include "cli/scaling_command.h"
 #include "tests/cli/cli_test_util.h"
@@ -237,6 +238,38 @@ TEST(RankscopeCompare, BadInputsAreOneLineAndWriteNothing) {
     ExpectOneErrorLine(run, c.expected);
     EXPECT_EQ(Snapshot(base.dir.path()), before) << c.expected;
   }
+}
+
+// A baseline whose metrics were renamed, set to null or removed checks nothing: refused with
+// one line (exit 2) instead of "no regression: 0 checks", and nothing written.
+TEST(RankscopeCompare, ABaselineThatChecksNothingIsRefused) {
+  Baseline base;
+  const nlohmann::json original = nlohmann::json::parse(ReadFile(base.json));
+  ASSERT_TRUE(original.contains("runs"));
+  const std::vector<std::pair<std::string, std::function<void(nlohmann::json&)>>> edits = {
+      {"renamed", [](nlohmann::json& metric) { metric["name"] = "old_" + metric["name"].get<std::string>(); }},
+      {"null", [](nlohmann::json& metric) { metric["value"] = nullptr; metric.erase("samples"); }},
+  };
+  for (const auto& [what, edit] : edits) {
+    nlohmann::json edited = original;
+    for (nlohmann::json& run : edited["runs"]) {
+      for (nlohmann::json& metric : run["metrics"]) edit(metric);
+    }
+    const fs::path file = base.dir / (what + ".json");
+    std::ofstream(file) << edited.dump(1);
+    const auto before = Snapshot(base.dir.path());
+    const auto run = RunRankscope({"compare", "--baseline", file.string(), base.sweep.string(), "--junit",
+                                   (base.dir / "out.xml").string()});
+    EXPECT_EQ(run.exit_code, kExitUsage) << what << "\n" << run.out << run.err;
+    ExpectOneErrorLine(run, "nothing to compare at");
+    EXPECT_EQ(Snapshot(base.dir.path()), before) << what;
+  }
+  nlohmann::json emptied = original;
+  for (nlohmann::json& run : emptied["runs"]) run["metrics"] = nlohmann::json::array();
+  std::ofstream(base.dir / "emptied.json") << emptied.dump(1);
+  const auto run = RunRankscope({"compare", "--baseline", (base.dir / "emptied.json").string(), base.sweep.string()});
+  EXPECT_EQ(run.exit_code, kExitUsage) << run.out << run.err;
+  ExpectOneErrorLine(run, "the baseline has no metric that this run has");
 }
 
 TEST(RankscopeCompare, ASingleRunBaselineAgainstASweepNeedsForce) {

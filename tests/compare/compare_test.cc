@@ -261,6 +261,30 @@ TEST(Compare, AMetricNeitherSideHasIsAnError) {
   EXPECT_NE(comparison.status().message().find("efficiency"), std::string::npos);
 }
 
+// A baseline whose metrics are missing or renamed would check nothing, and a run 2x slower
+// would pass: refused, naming the world size and both sides' metrics.
+TEST(Compare, ABaselineWithNothingToCompareIsRefused) {
+  const std::vector<ComparableMetric> current = {Metric("throughput", 500, Samples(500, 0.01, 30)),
+                                                 Metric("step_time_ns", 100e6, Samples(100e6, 0.01, 30))};
+  for (const std::vector<ComparableMetric>& baseline :
+       {std::vector<ComparableMetric>{}, std::vector<ComparableMetric>{Metric("samples_per_second", 1000, {})}}) {
+    const Result<Comparison> comparison =
+        CompareWithBaseline(Set({MakeRun(2, baseline)}, "b"), Set({MakeRun(2, current)}, "c"), CompareOptions{});
+    ASSERT_FALSE(comparison.ok());
+    EXPECT_EQ(comparison.status().code(), StatusCode::kInconsistent);
+    const std::string message = comparison.status().message();
+    EXPECT_NE(message.find("nothing to compare at 2 ranks"), std::string::npos) << message;
+    EXPECT_NE(message.find("this run: throughput, step_time_ns"), std::string::npos) << message;
+    EXPECT_EQ(message.find('\n'), std::string::npos) << "one line";
+  }
+  // One world size of a sweep with nothing in common is enough to refuse the whole comparison.
+  const Result<Comparison> sweep = CompareWithBaseline(Set({MakeRun(2, current), MakeRun(4, {})}, "b"),
+                                                       Set({MakeRun(2, current), MakeRun(4, current)}, "c"),
+                                                       CompareOptions{});
+  ASSERT_FALSE(sweep.ok());
+  EXPECT_NE(sweep.status().message().find("at 4 ranks"), std::string::npos) << sweep.status().message();
+}
+
 TEST(Compare, EveryWorldSizeOfASweepIsChecked) {
   auto sweep = [](double slowdown) {
     std::vector<ComparableRun> runs;
