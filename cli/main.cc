@@ -25,6 +25,7 @@ std::vector<Subcommand> Subcommands(CLI::App& app) {
   subcommands.push_back(AddScaleSubcommand(app));
   subcommands.push_back(AddCompareSubcommand(app));
   subcommands.push_back(AddSweepSubcommand(app));
+  subcommands.push_back(AddAbSubcommand(app));
   subcommands.push_back(AddImportSubcommand(app));
   subcommands.push_back(AddExportSubcommand(app));
   return subcommands;

@@ -95,4 +95,16 @@ bool EmitReport(std::FILE* out, std::FILE* err, const std::string& path, const s
   return true;
 }
 
+bool WriteReportFiles(std::FILE* err, const std::vector<std::pair<std::string, std::string>>& files) {
+  for (const auto& [path, text] : files) {
+    if (path.empty()) continue;
+    if (Status written = WriteFileAtomically(path, text); !written.ok()) {
+      PrintError(err, written.message());
+      return false;
+    }
+    PrintNote(err, fmt::format("wrote {}", path));
+  }
+  return true;
+}
+
 }  // namespace rankscope::cli

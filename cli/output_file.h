@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "base/status.h"
 
@@ -23,5 +25,9 @@ Status WriteFileAtomically(const std::filesystem::path& path, const std::string&
 // "wrote the <what> to <path>" note on `err`. False, with the error printed, when writing failed.
 bool EmitReport(std::FILE* out, std::FILE* err, const std::string& path, const std::string& text,
                 std::string_view what);
+
+// (path, text) pairs written atomically, each with a "wrote <path>" note; empty paths are
+// skipped. False, with the error printed, at the first that fails.
+bool WriteReportFiles(std::FILE* err, const std::vector<std::pair<std::string, std::string>>& files);
 
 }  // namespace rankscope::cli

@@ -126,20 +126,14 @@ int RunCompare(const CompareRequest& request, std::FILE* out, std::FILE* err) {
     return kExitUsage;
   }
   PrintText(out, report::ComparisonToText(*comparison));
-  for (const auto& [path, text] :
-       {std::pair{request.junit, report::ComparisonToJUnit(*comparison)},
-        std::pair{request.markdown, report::ComparisonToMarkdown(*comparison)}}) {
-    if (path.empty()) continue;
-    if (Status written = WriteFileAtomically(path, text); !written.ok()) {
-      PrintError(err, written.message());
-      return kExitUsage;
-    }
-    PrintNote(err, fmt::format("wrote {}", path));
+  if (!WriteReportFiles(err, {{request.junit, report::ComparisonToJUnit(*comparison)},
+                              {request.markdown, report::ComparisonToMarkdown(*comparison)}})) {
+    return kExitUsage;
   }
   return comparison->Regressed() ? kExitRegression : 0;
 }
 
-Result<std::vector<int>> ParseSweepSizes(std::string_view text) {
+Result<std::vector<int>> ParseWorldSizes(std::string_view text, size_t at_least) {
   std::vector<int> sizes;
   size_t at = 0;
   while (at <= text.size()) {
@@ -154,13 +148,15 @@ Result<std::vector<int>> ParseSweepSizes(std::string_view text) {
     sizes.push_back(*size);
     at = comma + 1;
   }
-  if (sizes.size() < 2) {
+  if (sizes.size() < at_least) {
     return InvalidArgument(
         fmt::format("--ranks {}: a sweep needs two or more world sizes, e.g. --ranks 1,2,4", Printable(text)));
   }
   std::sort(sizes.begin(), sizes.end());
   return sizes;
 }
+
+Result<std::vector<int>> ParseSweepSizes(std::string_view text) { return ParseWorldSizes(text, 2); }
 
 int RunSweep(const SweepRequest& request, const ProfileContext& context, std::FILE* out) {
   std::FILE* err = context.messages;

@@ -48,8 +48,9 @@ struct CompareRequest {
 // Prints the comparison table; returns 0, kExitRegression or kExitUsage.
 int RunCompare(const CompareRequest& request, std::FILE* out, std::FILE* err);
 
-// "1,2,4" → {1, 2, 4}: two or more distinct sizes from 1 to kMaxLocalRanks, kept in
-// ascending order.
+// "1,2,4" → {1, 2, 4}: at least `at_least` distinct sizes from 1 to kMaxLocalRanks, in
+// ascending order. ParseSweepSizes: two or more.
+Result<std::vector<int>> ParseWorldSizes(std::string_view text, size_t at_least);
 Result<std::vector<int>> ParseSweepSizes(std::string_view text);
 
 struct SweepRequest {

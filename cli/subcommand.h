@@ -54,6 +54,7 @@ Subcommand AddAnalyzeSubcommand(CLI::App& parent);
 Subcommand AddScaleSubcommand(CLI::App& parent);
 Subcommand AddCompareSubcommand(CLI::App& parent);
 Subcommand AddSweepSubcommand(CLI::App& parent);
+Subcommand AddAbSubcommand(CLI::App& parent);
 Subcommand AddImportSubcommand(CLI::App& parent);
 Subcommand AddExportSubcommand(CLI::App& parent);
 
