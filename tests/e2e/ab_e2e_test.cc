@@ -1,0 +1,98 @@
+// End to end: `rankscope ab` runs the real trainer under the real collector as A and B in
+// alternating pairs at 1 and 2 CPU ranks, the way a CI job gates a commit: a planted slowdown
+// (--extra-step-delay-ms) is a regression with a JUnit failure; the early stop, the budget,
+// a failing B run and bad options each end as documented.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "tests/e2e/e2e_process.h"
+#include "tests/temp_dir.h"
+
+namespace rankscope {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::ProcessResult;
+using testing::ReadFile;
+using testing::RunProcess;
+using testing::TempDir;
+
+// Short steps (a few milliseconds): the pairs are quick, and a 20 ms delay per step is many
+// times the noise.
+const std::string kTrainer = std::string(TRAINER_BINARY) + " --steps 12 --width 128 --depth 2 --threads 1 --quiet";
+
+ProcessResult Ab(const fs::path& dir, const std::string& b, const std::vector<std::string>& extra) {
+  std::vector<std::string> argv = {RANKSCOPE_CLI, "ab", "--a", kTrainer, "--b", b, "-o", dir.string()};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  return RunProcess(argv);
+}
+
+TEST(AbEndToEnd, APlantedSlowdownRegressesAndStopsOnceDecided) {
+  TempDir dir;
+  const fs::path junit = dir / "ab.xml", markdown = dir / "ab.md";
+  const ProcessResult run = Ab(dir / "runs", kTrainer + " --extra-step-delay-ms 20",
+                               {"--ranks", "1,2", "--pairs", "20", "--metric", "step_time_ns", "--junit",
+                                junit.string(), "--markdown", markdown.string()});
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+  // Every verdict is decided after the first 6 pairs: no more are run.
+  EXPECT_NE(run.out.find("6 pairs: every verdict was decided"), std::string::npos) << run.out;
+  EXPECT_TRUE(fs::exists(dir / "runs" / "pair-5" / "b" / "n2"));
+  EXPECT_FALSE(fs::exists(dir / "runs" / "pair-6"));
+  EXPECT_NE(run.out.find("regressed"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("regression: B is worse than A"), std::string::npos) << run.out;
+  // The trainer's own output went to the log, not between the verdicts.
+  EXPECT_EQ(run.out.find("rankscope-trainer:"), std::string::npos) << run.out;
+  EXPECT_TRUE(fs::exists(dir / "runs" / "ab.log"));
+  const std::string xml = ReadFile(junit);
+  EXPECT_NE(xml.find("<testcase classname=\"rankscope.ab.n2\" name=\"step_time_ns\">"), std::string::npos) << xml;
+  EXPECT_NE(xml.find("type=\"regression\""), std::string::npos) << xml;
+  EXPECT_NE(ReadFile(markdown).find("## rankscope ab: regression"), std::string::npos);
+}
+
+TEST(AbEndToEnd, TheBudgetEndsThePairsEarly) {
+  TempDir dir;
+  const ProcessResult run = Ab(dir / "runs", kTrainer, {"--ranks", "1", "--pairs", "500", "--budget", "2s"});
+  EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
+  EXPECT_NE(run.out.find("another would pass the --budget of 2s"), std::string::npos) << run.out;
+  EXPECT_FALSE(fs::exists(dir / "runs" / "pair-499"));
+}
+
+TEST(AbEndToEnd, AFailingBRunStopsWithOneLineNamingIt) {
+  TempDir dir;
+  const ProcessResult run = Ab(dir / "runs", kTrainer + " --fault-rank 1 --fault-step 2", {"--ranks", "2"});
+  EXPECT_EQ(run.exit_code, 2) << run.out << run.err;
+  EXPECT_NE(run.err.find("rankscope: error: B's 2-rank run of pair 1 failed"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("ab.log"), std::string::npos) << run.err;
+}
+
+TEST(AbEndToEnd, BadOptionsAreOneLineAndRunNothing) {
+  TempDir dir;
+  const struct {
+    std::vector<std::string> extra;
+    std::string b, expected;
+  } cases[] = {
+      {{"--pairs", "0"}, kTrainer, "--pairs 0"},
+      {{"--budget", "soon"}, kTrainer, "--budget 'soon'"},
+      {{"--ranks", "1,1"}, kTrainer, "listed twice"},
+      {{"--tolerance", "lots"}, kTrainer, "--tolerance"},
+      {{"--metric", "speed"}, kTrainer, "unknown metric 'speed'"},
+      {{}, kTrainer + " 'unbalanced", "--b"},
+      {{}, kTrainer + " $(rm -rf /)", "command substitution"},
+      {{"--junit", (dir / "missing" / "x.xml").string()}, kTrainer, "--junit"},
+  };
+  for (const auto& c : cases) {
+    const ProcessResult run = Ab(dir / "runs", c.b, c.extra);
+    EXPECT_EQ(run.exit_code, 2) << c.expected << "\n" << run.out << run.err;
+    EXPECT_NE(run.err.find("rankscope: error: "), std::string::npos) << run.err;
+    EXPECT_NE(run.err.find(c.expected), std::string::npos) << c.expected << ": " << run.err;
+    EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
+    EXPECT_FALSE(fs::exists(dir / "runs" / "pair-0")) << c.expected;
+  }
+}
+
+}  // namespace
+}  // namespace rankscope
