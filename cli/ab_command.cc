@@ -233,7 +233,7 @@ int RunAb(const AbRequest& request, const ProfileContext& context, std::FILE* ou
   std::fclose(log);
 
   report::AbSummary summary{request.a, request.b, stop_reason,
-                            std::chrono::duration<double>(Clock::now() - started).count(), rows};
+                            std::chrono::duration<double>(Clock::now() - started).count(), options.confidence, rows};
   PrintText(out, report::AbToText(summary));
   if (!WriteReportFiles(err, {{request.junit, report::AbToJUnit(summary)},
                               {request.markdown, report::AbToMarkdown(summary)}})) {

@@ -18,7 +18,7 @@ struct AbRequest {
   std::string a, b;            // command lines, split into words as a shell would (no expansion of $(...))
   std::string sizes = "1";     // --ranks: one or more world sizes
   int pairs = 10;              // --pairs: at most this many pairs per world size
-  int min_pairs = 6;           // the first pair count at which an early stop may happen
+  int min_pairs = 8;           // the first pair count at which an early stop may happen (a 99% interval needs 8)
   std::optional<std::string> budget;  // --budget: "90s", "30m", "1h"; no new pair would end past it
   std::optional<std::string> output_dir;
   std::string trace_list{kDefaultTraceList};

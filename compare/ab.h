@@ -44,7 +44,9 @@ struct AbRow {
 
 struct AbOptions {
   double tolerance = 0.02;
-  double confidence = 0.95;
+  // 99%, as compare's alpha of 0.01: `rankscope ab` looks again after every pair, and each
+  // look is a chance of a false alarm.
+  double confidence = 0.99;
   // When given, exactly these metrics with their tolerances; else MetricInfo::gated_by_default.
   std::vector<MetricTolerance> metrics;
 };

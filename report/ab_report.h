@@ -13,6 +13,7 @@ struct AbSummary {
   std::string a, b;     // the two command lines
   std::string stopped;  // why the pairs ended: "8 pairs, as --pairs asked"
   double seconds = 0;
+  double confidence = 0.99;  // of the intervals
   std::vector<compare::AbRow> rows;
 };
 

@@ -38,10 +38,11 @@ TEST(AbEndToEnd, APlantedSlowdownRegressesAndStopsOnceDecided) {
                                {"--ranks", "1,2", "--pairs", "20", "--metric", "step_time_ns", "--junit",
                                 junit.string(), "--markdown", markdown.string()});
   EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
-  // Every verdict is decided after the first 6 pairs: no more are run.
-  EXPECT_NE(run.out.find("6 pairs: every verdict was decided"), std::string::npos) << run.out;
-  EXPECT_TRUE(fs::exists(dir / "runs" / "pair-5" / "b" / "n2"));
-  EXPECT_FALSE(fs::exists(dir / "runs" / "pair-6"));
+  // Every verdict is decided after the first 8 pairs (the fewest a 99% interval needs): no
+  // more are run.
+  EXPECT_NE(run.out.find("8 pairs: every verdict was decided"), std::string::npos) << run.out;
+  EXPECT_TRUE(fs::exists(dir / "runs" / "pair-7" / "b" / "n2"));
+  EXPECT_FALSE(fs::exists(dir / "runs" / "pair-8"));
   EXPECT_NE(run.out.find("regressed"), std::string::npos) << run.out;
   EXPECT_NE(run.out.find("regression: B is worse than A"), std::string::npos) << run.out;
   // The trainer's own output went to the log, not between the verdicts.
