@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -93,6 +95,35 @@ TEST(AbEndToEnd, BadOptionsAreOneLineAndRunNothing) {
     EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
     EXPECT_FALSE(fs::exists(dir / "runs" / "pair-0")) << c.expected;
   }
+}
+
+// samples/ci/ab-gate.sh as a CI job runs it, with this build as both the base and the head,
+// a short workload at 1 rank: B's planted delay fails the job with its reports; a missing
+// base build is refused with one line.
+TEST(AbEndToEnd, TheSampleCiGateCatchesAPlantedSlowdown) {
+  TempDir dir;
+  const std::string build = fs::path(RANKSCOPE_CLI).parent_path().parent_path().string();
+  const std::string script = std::string(RANKSCOPE_SOURCE_DIR) + "/samples/ci/ab-gate.sh";
+  std::map<std::string, std::string> env = testing::EndToEndEnvironment();
+  env["RANKSCOPE_ARTIFACTS"] = (dir / "ci").string();
+  env["RANKSCOPE_AB_WORKLOAD"] = "--steps 12 --width 128 --depth 2 --threads 1 --quiet";
+  env["RANKSCOPE_AB_RANKS"] = "1";
+  env["RANKSCOPE_AB_PAIRS"] = "8";
+  env["RANKSCOPE_TRAINER_ARGS"] = "--extra-step-delay-ms 20";
+  testing::ChildProcess gate({"/bin/bash", script, build, build}, env,
+                             testing::ProcessOptions{.timeout = std::chrono::seconds(400)});
+  const ProcessResult run = gate.Wait();
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+  EXPECT_NE(run.out.find("regression: B is worse than A"), std::string::npos) << run.out;
+  EXPECT_NE(ReadFile(dir / "ci" / "ab.md").find("## rankscope ab: regression"), std::string::npos);
+  EXPECT_NE(ReadFile(dir / "ci" / "ab.xml").find("type=\"regression\""), std::string::npos);
+
+  testing::ChildProcess missing({"/bin/bash", script, (dir / "no-build").string(), build}, env,
+                                testing::ProcessOptions{.timeout = std::chrono::seconds(60)});
+  const ProcessResult refused = missing.Wait();
+  EXPECT_EQ(refused.exit_code, 2) << refused.out << refused.err;
+  EXPECT_NE(refused.err.find("ab-gate: "), std::string::npos) << refused.err;
+  EXPECT_EQ(std::count(refused.err.begin(), refused.err.end(), '\n'), 1) << refused.err;
 }
 
 }  // namespace
