@@ -93,6 +93,9 @@ int RunAb(const AbRequest& request, const ProfileContext& context, std::FILE* ou
     budget_s = *parsed;
   }
   compare::AbOptions options;
+  // Overall 99%, as compare's alpha of 0.01, shared out over the looks this run may take.
+  const compare::AbLooks looks = compare::PlanLooks(0.99, request.pairs);
+  options.confidence = looks.per_look_confidence;
   Result<double> tolerance = compare::ParseTolerance(request.tolerance);
   if (!tolerance.ok()) return refuse(InvalidArgument("--tolerance " + tolerance.status().message()));
   options.tolerance = *tolerance;
@@ -225,7 +228,7 @@ int RunAb(const AbRequest& request, const ProfileContext& context, std::FILE* ou
       return refuse(judged.status());
     }
     rows = std::move(*judged);
-    if (pairs_done >= request.min_pairs && pairs_done < request.pairs && compare::AllDecided(rows)) {
+    if (pairs_done >= looks.first_look && pairs_done < request.pairs && compare::AllDecided(rows)) {
       stop_reason = fmt::format("{} pairs: every verdict was decided", pairs_done);
       break;
     }

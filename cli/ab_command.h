@@ -18,7 +18,6 @@ struct AbRequest {
   std::string a, b;            // command lines, split into words as a shell would (no expansion of $(...))
   std::string sizes = "1";     // --ranks: one or more world sizes
   int pairs = 10;              // --pairs: at most this many pairs per world size
-  int min_pairs = 8;           // the first pair count at which an early stop may happen (a 99% interval needs 8)
   std::optional<std::string> budget;  // --budget: "90s", "30m", "1h"; no new pair would end past it
   std::optional<std::string> output_dir;
   std::string trace_list{kDefaultTraceList};
@@ -37,7 +36,8 @@ Result<std::vector<std::string>> SplitCommandLine(std::string_view text);
 
 // Runs the pairs (A B, then B A, ...: each pair's runs of every world size back to back) into
 // DIR/pair-<k>/{a,b}/n<N>, the runs' own messages going to DIR/ab.log; stops early once
-// every verdict is decided (after min_pairs), or when the budget would be passed; prints
+// every verdict is decided (from compare::PlanLooks's first look on: the chance of a false
+// alarm over all looks stays under 1%), or when the budget would be passed; prints
 // the verdict table. Returns 0 (nothing regressed), kExitRegression (1), or kExitUsage (2)
 // for bad options and failing runs (one line naming the side and the world size).
 int RunAb(const AbRequest& request, const ProfileContext& context, std::FILE* out);

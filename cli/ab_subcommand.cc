@@ -44,8 +44,9 @@ Subcommand AddAbSubcommand(CLI::App& parent) {
   AddAnalysisOptions(*app, flags->analysis);
   app->footer(
       "Pairs alternate their order (A B, B A, ...), so drift of a shared machine weighs on both sides.\n"
-      "Per metric and world size: the typical ratio B/A with its 99% interval and a verdict (regressed,\n"
-      "improved, unchanged, can't tell); it stops early once every verdict is decided (after 8 pairs).\n"
+      "Per metric and world size: the typical ratio B/A with its interval and a verdict (regressed,\n"
+      "improved, unchanged, can't tell). It may stop early once every verdict is decided; each look's\n"
+      "interval is widened so that over all looks a false alarm stays under 1%.\n"
       "Exit code 0: no regression; 1: a regression; 2: bad options or a failing run.");
 
   return MakeSubcommand(app, false, [flags](const CommandTail&) {

@@ -118,6 +118,24 @@ Result<std::vector<AbRow>> JudgePairs(const std::vector<PairedMetric>& paired, c
   return rows;
 }
 
+AbLooks PlanLooks(double confidence, int max_pairs) {
+  const double alpha = 1 - confidence;
+  AbLooks plan;
+  plan.first_look = std::max(max_pairs, 1);
+  plan.per_look_confidence = confidence;
+  for (int first = 1; first <= max_pairs; ++first) {
+    const int looks = max_pairs - first + 1;
+    const double look_alpha = alpha / looks;
+    if (std::ldexp(2.0, -first) <= look_alpha) {
+      plan.first_look = first;
+      plan.looks = looks;
+      plan.per_look_confidence = 1 - look_alpha;
+      break;
+    }
+  }
+  return plan;
+}
+
 bool AllDecided(const std::vector<AbRow>& rows) {
   return std::none_of(rows.begin(), rows.end(), [](const AbRow& row) { return row.verdict == AbVerdict::kCannotTell; });
 }

@@ -44,8 +44,7 @@ struct AbRow {
 
 struct AbOptions {
   double tolerance = 0.02;
-  // 99%, as compare's alpha of 0.01: `rankscope ab` looks again after every pair, and each
-  // look is a chance of a false alarm.
+  // Of each interval; `rankscope ab` sets it per look (PlanLooks), from an overall 99%.
   double confidence = 0.99;
   // When given, exactly these metrics with their tolerances; else MetricInfo::gated_by_default.
   std::vector<MetricTolerance> metrics;
@@ -58,6 +57,19 @@ Result<std::vector<MetricTolerance>> AbMetrics(const AbOptions& options);
 // One row per PairedMetric whose metric is checked. Values that are not positive and finite
 // leave their pair out (a ratio needs both). Errors: a and b of different lengths.
 Result<std::vector<AbRow>> JudgePairs(const std::vector<PairedMetric>& paired, const AbOptions& options);
+
+// A run that looks at its pairs after each one, from `first_look` pairs up to `max_pairs`,
+// has that many chances of a false alarm. Each look's intervals get confidence
+// 1 − (1 − confidence)/looks (Bonferroni), so that over every look the chance of calling an
+// unchanged metric regressed stays at most 1 − confidence. `first_look` is the fewest pairs
+// with which such an interval exists (2/2^n <= the look's 1 − confidence), so no look is
+// wasted; with too few pairs for any, the last pair is the one look.
+struct AbLooks {
+  int first_look = 1;
+  int looks = 1;
+  double per_look_confidence = 0.99;
+};
+AbLooks PlanLooks(double confidence, int max_pairs);
 
 // True when no row is kCannotTell: more pairs would not change the gate's answer.
 bool AllDecided(const std::vector<AbRow>& rows);

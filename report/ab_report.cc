@@ -17,7 +17,7 @@ std::string Change(double ratio) { return fmt::format("{:+.1f}%", 100.0 * (ratio
 
 Table AbTable(const AbSummary& summary) {
   Table table;
-  table.header = {"ranks", "metric", "pairs", "B/A", fmt::format("{:g}% interval", 100 * summary.confidence), "p",
+  table.header = {"ranks", "metric", "pairs", "B/A", fmt::format("{:.4g}% interval", 100 * summary.confidence), "p",
                   "verdict"};
   table.numeric = {true, false, true, true, true, true, false};
   for (const AbRow& row : summary.rows) {

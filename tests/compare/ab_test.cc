@@ -113,5 +113,23 @@ TEST(AbVerdicts, BadOptionsAndShapesAreErrors) {
   EXPECT_STREQ(AbVerdictName(AbVerdict::kCannotTell), "can't tell");
 }
 
+// 20 pairs at 99% overall: a look at 8 pairs would need 1%/13 per look, which 2/2^8 misses;
+// the first look that can reach its share is at 11 pairs (10 looks of 0.1%: 2/2^11 <= 0.001).
+TEST(AbLooks, TheFalseAlarmChanceIsSharedOutOverTheLooks) {
+  const AbLooks twenty = PlanLooks(0.99, 20);
+  EXPECT_EQ(twenty.first_look, 11);
+  EXPECT_EQ(twenty.looks, 10);
+  EXPECT_DOUBLE_EQ(twenty.per_look_confidence, 1 - 0.01 / 10);
+  // One look at most: the whole 1% on it, from 8 pairs (2/2^8 <= 1%).
+  const AbLooks eight = PlanLooks(0.99, 8);
+  EXPECT_EQ(eight.first_look, 8);
+  EXPECT_EQ(eight.looks, 1);
+  EXPECT_DOUBLE_EQ(eight.per_look_confidence, 0.99);
+  // Too few pairs for any 99% interval: one look at the end, which will say it cannot tell.
+  const AbLooks five = PlanLooks(0.99, 5);
+  EXPECT_EQ(five.first_look, 5);
+  EXPECT_EQ(five.looks, 1);
+}
+
 }  // namespace
 }  // namespace rankscope::compare
