@@ -572,7 +572,17 @@ void ExpectDeadPeerIsNamed(ChildExit how) {
   int child_status = 0;
   ASSERT_EQ(waitpid(child, &child_status, 0), child);
   ASSERT_FALSE(reduced.ok());
-  EXPECT_EQ(reduced.message().rfind("all-reduce failed: rank 1 is gone (", 0), 0u) << reduced.message();
+  if (how == ChildExit::kBeforeCollective) {
+    EXPECT_EQ(reduced.message().rfind("all-reduce failed: rank 1 is gone (", 0), 0u) << reduced.message();
+  } else {
+    // Killed in the middle of a transfer, the peer is seen either by its closed connection or,
+    // when Gloo's pending send outlives it on a loaded machine, by the collective's timeout
+    // (CI41 under ASan, two tests at a time): both name rank 1, and neither hangs.
+    const std::string& message = reduced.message();
+    EXPECT_TRUE(message.rfind("all-reduce failed: rank 1 is gone (", 0) == 0 ||
+                message.rfind("all-reduce timed out after 10s: rank 1 did not respond (", 0) == 0)
+        << message;
+  }
   EXPECT_LT(elapsed, kDoesNotHang);
   if (how == ChildExit::kBeforeCollective) {
     EXPECT_TRUE(WIFEXITED(child_status) && WEXITSTATUS(child_status) == 0) << child_status;
