@@ -228,7 +228,7 @@ int RunAb(const AbRequest& request, const ProfileContext& context, std::FILE* ou
       return refuse(judged.status());
     }
     rows = std::move(*judged);
-    if (pairs_done >= looks.first_look && pairs_done < request.pairs && compare::AllDecided(rows)) {
+    if (looks.IsLook(pairs_done) && pairs_done < request.pairs && compare::AllDecided(rows)) {
       stop_reason = fmt::format("{} pairs: every verdict was decided", pairs_done);
       break;
     }

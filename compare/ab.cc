@@ -118,17 +118,21 @@ Result<std::vector<AbRow>> JudgePairs(const std::vector<PairedMetric>& paired, c
   return rows;
 }
 
+bool AbLooks::IsLook(int pairs) const { return std::find(at.begin(), at.end(), pairs) != at.end(); }
+
 AbLooks PlanLooks(double confidence, int max_pairs) {
   const double alpha = 1 - confidence;
+  const int last = std::max(max_pairs, 1);
   AbLooks plan;
-  plan.first_look = std::max(max_pairs, 1);
+  plan.at = {last};
   plan.per_look_confidence = confidence;
-  for (int first = 1; first <= max_pairs; ++first) {
-    const int looks = max_pairs - first + 1;
-    const double look_alpha = alpha / looks;
+  for (int first = 1; first <= last; ++first) {
+    std::vector<int> at;
+    for (int pairs = first; pairs < last; pairs = std::max(pairs + 1, (3 * pairs + 1) / 2)) at.push_back(pairs);
+    at.push_back(last);
+    const double look_alpha = alpha / static_cast<double>(at.size());
     if (std::ldexp(2.0, -first) <= look_alpha) {
-      plan.first_look = first;
-      plan.looks = looks;
+      plan.at = std::move(at);
       plan.per_look_confidence = 1 - look_alpha;
       break;
     }

@@ -58,16 +58,17 @@ Result<std::vector<MetricTolerance>> AbMetrics(const AbOptions& options);
 // leave their pair out (a ratio needs both). Errors: a and b of different lengths.
 Result<std::vector<AbRow>> JudgePairs(const std::vector<PairedMetric>& paired, const AbOptions& options);
 
-// A run that looks at its pairs after each one, from `first_look` pairs up to `max_pairs`,
-// has that many chances of a false alarm. Each look's intervals get confidence
+// A run that may stop early looks at its pairs more than once, and each look is a chance of a
+// false alarm. Looks come at pair counts growing by half each time (f, then ⌈1.5·previous⌉) up
+// to `max_pairs`, which is always one; each look's intervals get confidence
 // 1 − (1 − confidence)/looks (Bonferroni), so that over every look the chance of calling an
-// unchanged metric regressed stays at most 1 − confidence. `first_look` is the fewest pairs
-// with which such an interval exists (2/2^n <= the look's 1 − confidence), so no look is
-// wasted; with too few pairs for any, the last pair is the one look.
+// unchanged metric regressed stays at most 1 − confidence. The first look `f` is the fewest
+// pairs with which such an interval exists (2/2^f <= the look's 1 − confidence), so no look
+// is wasted; with too few pairs for any, the last pair is the one look.
 struct AbLooks {
-  int first_look = 1;
-  int looks = 1;
+  std::vector<int> at;  // pair counts, ascending, the last = max_pairs
   double per_look_confidence = 0.99;
+  bool IsLook(int pairs) const;
 };
 AbLooks PlanLooks(double confidence, int max_pairs);
 

@@ -113,22 +113,22 @@ TEST(AbVerdicts, BadOptionsAndShapesAreErrors) {
   EXPECT_STREQ(AbVerdictName(AbVerdict::kCannotTell), "can't tell");
 }
 
-// 20 pairs at 99% overall: a look at 8 pairs would need 1%/13 per look, which 2/2^8 misses;
-// the first look that can reach its share is at 11 pairs (10 looks of 0.1%: 2/2^11 <= 0.001).
-TEST(AbLooks, TheFalseAlarmChanceIsSharedOutOverTheLooks) {
+// 20 pairs at 99% overall. First looks at 8 (8, 12, 18, 20: 1%/4 each) or 9 (9, 13, 19, 20)
+// miss their share (2/2^8 and 2/2^9 > 0.25%); at 10 (10, 15, 20: 1%/3 each) 2/2^10 <= 0.33%.
+TEST(AbLooks, TheFalseAlarmChanceIsSharedOutOverGrowingLooks) {
   const AbLooks twenty = PlanLooks(0.99, 20);
-  EXPECT_EQ(twenty.first_look, 11);
-  EXPECT_EQ(twenty.looks, 10);
-  EXPECT_DOUBLE_EQ(twenty.per_look_confidence, 1 - 0.01 / 10);
+  EXPECT_EQ(twenty.at, (std::vector<int>{10, 15, 20}));
+  EXPECT_DOUBLE_EQ(twenty.per_look_confidence, 1 - 0.01 / 3);
+  EXPECT_TRUE(twenty.IsLook(15));
+  EXPECT_FALSE(twenty.IsLook(14));
+  // 40 pairs: 10, 15, 23, 35, 40 at 1%/5 each.
+  EXPECT_EQ(PlanLooks(0.99, 40).at, (std::vector<int>{10, 15, 23, 35, 40}));
   // One look at most: the whole 1% on it, from 8 pairs (2/2^8 <= 1%).
   const AbLooks eight = PlanLooks(0.99, 8);
-  EXPECT_EQ(eight.first_look, 8);
-  EXPECT_EQ(eight.looks, 1);
+  EXPECT_EQ(eight.at, std::vector<int>{8});
   EXPECT_DOUBLE_EQ(eight.per_look_confidence, 0.99);
   // Too few pairs for any 99% interval: one look at the end, which will say it cannot tell.
-  const AbLooks five = PlanLooks(0.99, 5);
-  EXPECT_EQ(five.first_look, 5);
-  EXPECT_EQ(five.looks, 1);
+  EXPECT_EQ(PlanLooks(0.99, 5).at, std::vector<int>{5});
 }
 
 }  // namespace

@@ -40,11 +40,11 @@ TEST(AbEndToEnd, APlantedSlowdownRegressesAndStopsOnceDecided) {
                                {"--ranks", "1,2", "--pairs", "20", "--metric", "step_time_ns", "--junit",
                                 junit.string(), "--markdown", markdown.string()});
   EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
-  // Every verdict is decided at the first look, after 11 pairs (with up to 20, the fewest
-  // whose interval reaches its share of the 1% false-alarm chance): no more are run.
-  EXPECT_NE(run.out.find("11 pairs: every verdict was decided"), std::string::npos) << run.out;
-  EXPECT_TRUE(fs::exists(dir / "runs" / "pair-10" / "b" / "n2"));
-  EXPECT_FALSE(fs::exists(dir / "runs" / "pair-11"));
+  // Every verdict is decided at the first look, after 10 pairs (with up to 20 the looks are
+  // at 10, 15 and 20, each at 1 − 1%/3): no more are run.
+  EXPECT_NE(run.out.find("10 pairs: every verdict was decided"), std::string::npos) << run.out;
+  EXPECT_TRUE(fs::exists(dir / "runs" / "pair-9" / "b" / "n2"));
+  EXPECT_FALSE(fs::exists(dir / "runs" / "pair-10"));
   EXPECT_NE(run.out.find("regressed"), std::string::npos) << run.out;
   EXPECT_NE(run.out.find("regression: B is worse than A"), std::string::npos) << run.out;
   // The trainer's own output went to the log, not between the verdicts.
