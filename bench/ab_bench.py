@@ -95,7 +95,7 @@ def main():
     trainer = find_program(args.build_dir, "rankscope-trainer")
     step_ms = step_time_ms(trainer)
     print(f"trainer step time {step_ms:.2f} ms (median, without the collector); up to {args.pairs} pairs per case")
-    print(f"{'machine':<7} {'change':>6} {'delay':>8} {'pairs':>5} {'seconds':>8} {'B/A':>7} {'99% interval':>18}  verdict")
+    print(f"{'machine':<7} {'change':>6} {'delay':>8} {'pairs':>5} {'seconds':>8} {'B/A':>7} {'interval':>18}  verdict")
     misses = []
     for machine in ("quiet", "loaded"):
         if args.only and machine != args.only:
