@@ -103,6 +103,7 @@ Status Validate(const TrainerOptions& o) {
     return InvalidArgument("--checkpoint-every needs --checkpoint PATH");
   }
   if (o.extra_step_delay_ms < 0) return InvalidArgument("--extra-step-delay-ms must not be negative");
+  if (o.extra_step_work_ms < 0) return InvalidArgument("--extra-step-work-ms must not be negative");
   if (o.backend == Backend::kGloo && o.precision == Precision::kBf16) {
     return InvalidArgument("--precision bf16 needs the GPU backend (the CPU kernels are fp32)");
   }
@@ -221,6 +222,9 @@ Result<CommandLine> ParseCommandLine(const std::vector<std::string>& args) {
   app.add_option("--fault-step", o.fault_step)->group("");
   app.add_option("--extra-step-delay-ms", o.extra_step_delay_ms,
                  "Sleep this long in every step (a planted slowdown for regression checks)")->group(ddp);
+  app.add_option("--extra-step-work-ms", o.extra_step_work_ms,
+                 "Spin this much CPU time in every step (a planted slowdown that a busy machine does not hide)")
+      ->group(ddp);
 
   std::string slow_rank;
   app.add_option("--slow-rank", slow_rank, "R:MS: rank R sleeps MS milliseconds before every forward pass "

@@ -68,6 +68,10 @@ struct TrainerOptions {
   int fault_step = -1;
   // A deliberate slowdown for regression tests: sleep this long in every step.
   double extra_step_delay_ms = 0.0;
+  // The same as CPU work: spin until this thread has used this much CPU time. A sleep costs
+  // little on a busy machine (the other processes use the time, the sleeper gets it back
+  // after); work costs its share there as it would.
+  double extra_step_work_ms = 0.0;
   // A straggler for the analyzer's tests: rank slow_rank sleeps slow_rank_ms before each
   // step's forward pass, so the others wait for it at every all-reduce.
   int slow_rank = -1;

@@ -1,6 +1,7 @@
 #include "trainer/training_loop.h"
 
 #include <signal.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -109,6 +110,19 @@ Status CheckOutputPath(const std::string& path, const char* option) {
     return InvalidArgument(fmt::format("{} {}: cannot write in {}: {}", option, path, directory, std::strerror(errno)));
   }
   return Status::Ok();
+}
+
+int64_t ThreadCpuNs() {
+  timespec now{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+  return static_cast<int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
+}
+
+// Busy until this thread has used `ms` of CPU time (--extra-step-work-ms).
+void SpinCpuTime(double ms) {
+  const int64_t until = ThreadCpuNs() + static_cast<int64_t>(ms * 1e6);
+  while (ThreadCpuNs() < until) {
+  }
 }
 
 double Median(std::vector<double> values) {
@@ -413,6 +427,7 @@ Result<TrainingSummary> RunTraining(const TrainerOptions& options, const World& 
       if (options.extra_step_delay_ms > 0) {
         std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(options.extra_step_delay_ms));
       }
+      if (options.extra_step_work_ms > 0) SpinCpuTime(options.extra_step_work_ms);
       Result<LossStats> loss = device.TakeLoss();
       if (!loss.ok()) return loss.status().WithContext(rank_context(step));
       StepRecord record;

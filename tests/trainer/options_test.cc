@@ -66,7 +66,7 @@ TEST(ParseCommandLineTest, EveryOptionReachesItsField) {
        "--no-overlap", "--backend", "gloo", "--precision", "fp32", "--rdzv", "file:/tmp/rdzv", "--timeout", "5",
        "--threads", "2", "--checkpoint", "/tmp/c.ckpt", "--checkpoint-every", "2", "--resume", "/tmp/r.ckpt",
        "--metrics-out", "m{rank}.json", "--log-every", "0", "--quiet", "--fault-rank", "1", "--fault-step", "3",
-       "--extra-step-delay-ms", "2.5"});
+       "--extra-step-delay-ms", "2.5", "--extra-step-work-ms", "1.5"});
   ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
   EXPECT_FALSE(parsed->exit_now);
   const TrainerOptions& o = parsed->options;
@@ -104,6 +104,7 @@ TEST(ParseCommandLineTest, EveryOptionReachesItsField) {
   EXPECT_EQ(o.fault_rank, 1);
   EXPECT_EQ(o.fault_step, 3);
   EXPECT_DOUBLE_EQ(o.extra_step_delay_ms, 2.5);
+  EXPECT_DOUBLE_EQ(o.extra_step_work_ms, 1.5);
 }
 
 TEST(ParseCommandLineTest, PipelineOptionsNeedAPipelineAndSayWhatIsWrong) {
@@ -264,6 +265,7 @@ TEST(ParseCommandLineTest, EveryErrorIsOneLineNamingTheOption) {
       {{"--checkpoint-every", "5"}, "--checkpoint-every"},
       {{"--checkpoint-every", "-1", "--checkpoint", "c"}, "--checkpoint-every"},
       {{"--extra-step-delay-ms", "-1"}, "--extra-step-delay-ms"},
+      {{"--extra-step-work-ms", "-1"}, "--extra-step-work-ms"},
       {{"--lr", "fast"}, "--lr"},
       {{"--bogus"}, "--bogus"},
       {{"--batch"}, "--batch"},
