@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """How many pairs `rankscope ab` needs to catch a step-time regression on this machine.
 
-For planted slowdowns of 1%, 3% and 10% of the trainer's step time (--extra-step-delay-ms),
+For planted slowdowns of 1%, 3% and 10% of the trainer's step time, as CPU work
+(--extra-step-work-ms: a sleep would cost less on the loaded machine, whose hog uses the time),
 and for none (A against itself), runs `rankscope ab --metric step_time_ns` with up to
 --pairs pairs, on a quiet machine and then with a CPU hog started mid-run (one busy process
-per core, from the first run's end). Prints, per case, the pairs run, the seconds, the ratio
+per core, each pinned to its core, from 2 s on). Prints, per case, the pairs run, the seconds, the ratio
 B/A with its interval and the verdict. Exits 1 on a miss: a false alarm (A against itself
 regressed, quiet or loaded), or a 10% slowdown not caught within --pairs pairs.
 
@@ -30,12 +31,15 @@ CHANGES_PCT = (0, 1, 3, 10)
 
 
 def step_time_ms(trainer):
-    """The trainer's own median step time, from one run without the collector."""
-    done = subprocess.run([trainer, *WORKLOAD], capture_output=True, text=True, timeout=300)
-    found = re.search(r"step time median ([0-9.]+) ms", done.stderr + done.stdout)
-    if done.returncode != 0 or not found:
-        sys.exit(f"ab_bench: the trainer failed or printed no step time: {done.stderr.strip()[-300:]}")
-    return float(found.group(1))
+    """The trainer's own median step time, the fastest of three runs without the collector."""
+    times = []
+    for _ in range(3):
+        done = subprocess.run([trainer, *WORKLOAD], capture_output=True, text=True, timeout=300)
+        found = re.search(r"step time median ([0-9.]+) ms", done.stderr + done.stdout)
+        if done.returncode != 0 or not found:
+            sys.exit(f"ab_bench: the trainer failed or printed no step time: {done.stderr.strip()[-300:]}")
+        times.append(float(found.group(1)))
+    return min(times)
 
 
 def spin():
@@ -44,7 +48,10 @@ def spin():
 
 
 class Hog:
-    """One busy process per core, from `start_after` seconds on, until stopped."""
+    """One busy process per core, each pinned to its core, from `start_after` seconds on, until
+    stopped. Unpinned, two could share a core and leave another free for a while: whatever
+    runs there runs twice as fast as elsewhere, for seconds, a bimodal noise; pinned, every
+    other process shares a core with one busy one all the time."""
 
     def __init__(self, start_after):
         self.start_after = start_after
@@ -53,9 +60,10 @@ class Hog:
     def __enter__(self):
         def start():
             time.sleep(self.start_after)
-            for _ in range(os.cpu_count() or 1):
+            for cpu in sorted(os.sched_getaffinity(0)):
                 p = multiprocessing.Process(target=spin, daemon=True)
                 p.start()
+                os.sched_setaffinity(p.pid, {cpu})
                 self.processes.append(p)
         self.thread = threading.Thread(target=start, daemon=True)
         self.thread.start()
@@ -70,7 +78,7 @@ class Hog:
 
 def run_ab(rankscope, trainer, delay_ms, pairs, out_dir):
     a = shlex.join([trainer, *WORKLOAD])
-    b = shlex.join([trainer, *WORKLOAD, "--extra-step-delay-ms", f"{delay_ms:.3f}"]) if delay_ms > 0 else a
+    b = shlex.join([trainer, *WORKLOAD, "--extra-step-work-ms", f"{delay_ms:.3f}"]) if delay_ms > 0 else a
     started = time.monotonic()
     done = subprocess.run([rankscope, "ab", "--a", a, "--b", b, "--ranks", "1", "--pairs", str(pairs),
                            "--metric", "step_time_ns", "-o", out_dir], capture_output=True, text=True, timeout=3600)
@@ -95,7 +103,7 @@ def main():
     trainer = find_program(args.build_dir, "rankscope-trainer")
     step_ms = step_time_ms(trainer)
     print(f"trainer step time {step_ms:.2f} ms (median, without the collector); up to {args.pairs} pairs per case")
-    print(f"{'machine':<7} {'change':>6} {'delay':>8} {'pairs':>5} {'seconds':>8} {'B/A':>7} {'interval':>18}  verdict")
+    print(f"{'machine':<7} {'change':>6} {'work':>8} {'pairs':>5} {'seconds':>8} {'B/A':>7} {'interval':>18}  verdict")
     misses = []
     for machine in ("quiet", "loaded"):
         if args.only and machine != args.only:
