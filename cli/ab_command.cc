@@ -14,6 +14,7 @@
 #include "base/text.h"
 #include "cli/messages.h"
 #include "cli/output_file.h"
+#include "cli/profile_command.h"
 #include "cli/scaling_command.h"
 #include "compare/ab.h"
 #include "compare/run_set.h"
@@ -85,6 +86,14 @@ int RunAb(const AbRequest& request, const ProfileContext& context, std::FILE* ou
   if (!a.ok()) return refuse(Status(a.status().code(), "--a " + a.status().message()));
   Result<std::vector<std::string>> b = SplitCommandLine(request.b);
   if (!b.ok()) return refuse(Status(b.status().code(), "--b " + b.status().message()));
+  // A program that is not there fails here, not at the first pair's run.
+  const std::optional<std::string> path_variable = GetVariable(context.environment, "PATH");
+  for (const auto& [option, words] : {std::pair{"--a", &*a}, std::pair{"--b", &*b}}) {
+    Result<std::filesystem::path> program = ResolveCommand(words->front(), path_variable);
+    if (!program.ok()) {
+      return refuse(Status(program.status().code(), fmt::format("{}: {}", option, program.status().message())));
+    }
+  }
   if (request.pairs < 1) return refuse(InvalidArgument(fmt::format("--pairs {}: at least 1", request.pairs)));
   std::optional<double> budget_s;
   if (request.budget) {

@@ -86,6 +86,8 @@ TEST(AbEndToEnd, BadOptionsAreOneLineAndRunNothing) {
       {{}, kTrainer + " 'unbalanced", "--b"},
       {{}, kTrainer + " $(rm -rf /)", "command substitution"},
       {{"--junit", (dir / "missing" / "x.xml").string()}, kTrainer, "--junit"},
+      {{}, "no-such-program-here --steps 3", "--b: cannot run 'no-such-program-here': command not found"},
+      {{}, "/nonexistent/trainer", "--b: cannot run '/nonexistent/trainer': command not found"},
   };
   for (const auto& c : cases) {
     const ProcessResult run = Ab(dir / "runs", c.b, c.extra);
