@@ -8,12 +8,14 @@
 
 #include "analyzer/analyze_stages.h"
 #include "analyzer/cross_rank.h"
+#include "analyzer/cross_rank_stages.h"
 #include "analyzer/parallelism.h"
 #include "analyzer/hang.h"
 #include "analyzer/memory.h"
 #include "analyzer/metrics.h"
 #include "analyzer/parallel_internal.h"
 #include "analyzer/rank_scan.h"
+#include "analyzer/step_graph.h"
 #include "trace/run_dir.h"
 
 namespace rankscope::analyzer {
@@ -110,16 +112,17 @@ using RankEndRead = std::optional<Result<RankEnd>>;
 
 template <typename Source>
 Result<RankActivity> ScanRank(const Source& source, const AnalyzeOptions& options, RankEndRead* end) {
-  RankScanner scanner(ScanOptions{options.classify, options.step_names});
+  RankScanner scanner(ScanOptions{options.classify, options.step_names, options.critical_path});
+  const trace::StreamOptions stream{.host_calls = options.critical_path};
   if constexpr (std::is_same_v<Source, trace::RankTrace>) {
-    RS_RETURN_IF_ERROR(FeedRankTrace(source, scanner));
+    RS_RETURN_IF_ERROR(FeedRankTrace(source, scanner, stream));
   } else {
     RS_ASSIGN_OR_RETURN(std::unique_ptr<trace::TraceReader> reader, trace::TraceReader::Open(source));
     // Before the stream, not after: the end state lives until the report is built, and
     // allocated after the scan's large buffers it would sit above them in this thread's
     // malloc arena and keep their memory from being reused (8 bytes more per event at peak).
     *end = ReadRankEnd(*reader);
-    RS_RETURN_IF_ERROR(reader->Stream(scanner));
+    RS_RETURN_IF_ERROR(reader->Stream(scanner, stream));
   }
   return scanner.Finish();
 }
@@ -308,6 +311,35 @@ CrossRankResult MeasureAcrossRanks(const std::vector<RankResult>& ranks, const S
                       &rank.activity.steps, &rank.activity.collective_kinds, &rank.activity.collectives});
   }
   return AnalyzeCrossRank(inputs, steps.aggregated_numbers, steps.median_step_ns);
+}
+
+// Each aggregated step's critical path (§10) over the measured ranks, on the clocks §4 aligned.
+CriticalPathSummary MeasurePaths(const std::vector<RankResult>& ranks, const StepsAcrossRanks& steps,
+                                 const ClockAlignment& clock, size_t top) {
+  std::vector<RankCollectives> collectives;
+  std::vector<RankPathInput> inputs;
+  for (const RankResult& rank : ranks) {
+    if (rank.devices.empty()) continue;
+    const RankActivity& a = rank.activity;
+    collectives.push_back({a.rank, a.meta.host, a.collective_source, &a.steps, &a.collective_kinds, &a.collectives});
+    RankPathInput input{a.rank, &a.path, &a.steps, &a.collectives, 0};
+    for (const HostClock& host : clock.hosts) {
+      if (std::find(host.ranks.begin(), host.ranks.end(), a.rank) != host.ranks.end()) input.clock_offset_ns = host.offset_ns;
+    }
+    inputs.push_back(input);
+  }
+  // Each record's instance, from §4's matching.
+  const CollectiveMatch match = MatchCollectives(collectives);
+  InstanceIds ids(inputs.size());
+  for (size_t r = 0; r < inputs.size(); ++r) ids[r].assign(inputs[r].collectives->size(), -1);
+  for (size_t i = 0; i < match.matched.size(); ++i) {
+    for (const CollectiveArrival& arrival : match.matched[i].arrivals) {
+      const std::vector<CollectiveRecord>& records = *inputs[arrival.rank_index].collectives;
+      const auto index = static_cast<size_t>(arrival.record - records.data());
+      if (index < records.size()) ids[arrival.rank_index][index] = static_cast<int64_t>(i);
+    }
+  }
+  return MeasureCriticalPaths(inputs, ids, steps.aggregated_numbers, top);
 }
 
 Parallelism MeasureParallelism(const std::vector<RankResult>& ranks, const ClockAlignment& clock,
@@ -512,6 +544,8 @@ Result<Report> BuildReport(std::vector<RankResult> ranks, RunInfo run, std::vect
 
   CrossRankResult cross = MeasureAcrossRanks(ranks, steps);
   warnings.insert(warnings.end(), cross.warnings.begin(), cross.warnings.end());
+  // Before the device rows move out: the measured ranks are those with devices.
+  if (options.critical_path) report.critical_path = MeasurePaths(ranks, steps, cross.cross_rank.clock, options.top);
   report.workload = MakeWorkload(ranks, run.world_size);  // before the device rows move out
   report.ranks = DeviceReportsWithWaits(ranks, cross);
   report.cross_rank = std::move(cross.cross_rank);
@@ -592,7 +626,7 @@ Result<Report> AnalyzeTraces(const std::vector<trace::RankTrace>& traces, const 
 
 struct StreamedRunAnalysis::Rank {
   Rank(std::filesystem::path from, const AnalyzeOptions& options)
-      : source(std::move(from)), scanner(ScanOptions{options.classify, options.step_names}) {}
+      : source(std::move(from)), scanner(ScanOptions{options.classify, options.step_names, options.critical_path}) {}
   std::filesystem::path source;
   RankScanner scanner;
 };

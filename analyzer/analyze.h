@@ -57,6 +57,9 @@ struct AnalyzeOptions {
   std::optional<int64_t> last_step;
   int threads = 0;                      // ranks read at once; 0 = one per hardware thread
   size_t top = 10;                      // entries in Report::top_activities
+  // Also each aggregated step's critical path, blame and what-ifs (Report::critical_path,
+  // docs/metrics.md §10): keeps every event of every rank until the report is built.
+  bool critical_path = false;
   std::string tool_version;
   // Called on the calling thread after each rank is read: (ranks done, ranks in all).
   std::function<void(int, int)> progress;

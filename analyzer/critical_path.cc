@@ -326,10 +326,8 @@ WhatIf RemoveStragglers(const StepGraph& graph) {
   std::vector<int64_t> totals;
   for (const auto& [rank, total] : own) totals.push_back(total);
   std::sort(totals.begin(), totals.end());
-  const size_t mid = totals.size() / 2;
-  const double median = totals.size() % 2
-                            ? static_cast<double>(totals[mid])
-                            : (static_cast<double>(totals[mid - 1]) + static_cast<double>(totals[mid])) / 2;
+  // The median rank: the lower middle one, a rank that exists (of two ranks, the faster).
+  const auto median = static_cast<double>(totals[(totals.size() - 1) / 2]);
   for (uint32_t i = 0; i < graph.nodes.size(); ++i) {
     const WorkNode& node = graph.nodes[i];
     const int64_t total = own[node.rank];

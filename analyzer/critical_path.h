@@ -116,7 +116,8 @@ Result<int64_t> ProjectStepTime(const StepGraph& graph, const WhatIf& change);
 
 // The what-ifs of docs/metrics.md §10, as changes for one graph.
 // Every rank whose own time in the step (its non-waiting work and host gaps) exceeds the
-// median rank's gets its work and gaps scaled down to the median.
+// median rank's (the lower middle one: of two ranks, the faster) gets its work and gaps
+// scaled down to it.
 WhatIf RemoveStragglers(const StepGraph& graph);
 // Collective and message transfers cost nothing: communication fully overlapped.
 WhatIf OverlapCommunication(const StepGraph& graph);

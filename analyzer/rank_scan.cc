@@ -166,9 +166,34 @@ class RankScanner::Impl {
   std::vector<PipelinePass> passes_;
   // Per args string: ranges of one collective often share their args.
   std::unordered_map<trace::StringId, CommRangeArgs> comm_args_;
+  // With ScanOptions::path_events; names as the file's ids until Finish.
+  std::vector<PathEvent> path_events_;
+  std::vector<size_t> deferred_path_events_;  // per deferred range: its path event
+  void AddPathEvent(PathEvent::Kind kind, const trace::SpanRow& row, int8_t activity_class) {
+    path_events_.push_back(
+        {kind, activity_class, row.lane, row.name, row.start_ns, row.end_ns, row.correlation_id});
+  }
+  RankPathEvents TakePathEvents(const std::vector<std::optional<ActivityClass>>& deferred_classes);
   int64_t events_ = 0;
   int64_t invalid_events_ = 0;
 };
+
+RankPathEvents RankScanner::Impl::TakePathEvents(const std::vector<std::optional<ActivityClass>>& deferred_classes) {
+  RankPathEvents out;
+  for (size_t i = 0; i < deferred_path_events_.size() && i < deferred_classes.size(); ++i) {
+    if (deferred_classes[i]) path_events_[deferred_path_events_[i]].activity_class = static_cast<int8_t>(*deferred_classes[i]);
+  }
+  // Only the names the events use, renumbered.
+  std::unordered_map<uint32_t, uint32_t> renumbered;
+  for (PathEvent& event : path_events_) {
+    auto [it, added] = renumbered.try_emplace(event.name, static_cast<uint32_t>(out.names.size()));
+    if (added) out.names.push_back(Str(event.name));
+    event.name = it->second;
+  }
+  out.events = std::move(path_events_);
+  std::vector<size_t>().swap(deferred_path_events_);
+  return out;
+}
 
 Status RankScanner::Impl::OnHeader(trace::StreamHeader header) {
   if (have_header_) return InternalError("rank stream sent its header twice");
@@ -317,6 +342,7 @@ Status RankScanner::Impl::OnSpans(trace::SpanTable table, std::span<const trace:
       each_valid_row([&](const trace::SpanRow& row, int64_t duration) {
         const auto activity_class = static_cast<int8_t>(classifier_.DeviceRowClass(table, row));
         device_lanes_[row.lane].by_class[static_cast<size_t>(activity_class)].Add({row.start_ns, row.end_ns});
+        if (options_.path_events) AddPathEvent(PathEvent::Kind::kKernel, row, activity_class);
         CountName(row.name, activity_class, duration);
         if (activity_class == static_cast<int8_t>(ActivityClass::kComm) && kernels_are_collectives) {
           AddCommRecord(kernel_records_, row, 0);
@@ -329,6 +355,9 @@ Status RankScanner::Impl::OnSpans(trace::SpanTable table, std::span<const trace:
       NameTotal& total = table == trace::SpanTable::kMemcpys ? memcpy_total_ : memset_total_;
       each_valid_row([&](const trace::SpanRow& row, int64_t duration) {
         classifier_.DeviceRowClass(table, row);  // device activity: the CPU-side rule is off
+        if (options_.path_events) {
+          AddPathEvent(PathEvent::Kind::kCopy, row, static_cast<int8_t>(ActivityClass::kMemory));
+        }
         device_lanes_[row.lane].by_class[static_cast<size_t>(ActivityClass::kMemory)].Add(
             {row.start_ns, row.end_ns});
         ++total.count;
@@ -346,6 +375,11 @@ Status RankScanner::Impl::OnSpans(trace::SpanTable table, std::span<const trace:
         }
         if (row.args != trace::kEmptyString) AddPipelinePass(row);
         const RangeVerdict verdict = classifier_.ClassifyRange(row);
+        if (options_.path_events) {
+          if (verdict.deferred) deferred_path_events_.push_back(path_events_.size());
+          AddPathEvent(PathEvent::Kind::kRange, row,
+                       verdict.activity_class ? static_cast<int8_t>(*verdict.activity_class) : -1);
+        }
         if (verdict.deferred) {
           deferred_ranges_.push_back({row.lane, row.name, row.args, row.start_ns, row.end_ns});
         } else if (verdict.activity_class) {
@@ -355,7 +389,12 @@ Status RankScanner::Impl::OnSpans(trace::SpanTable table, std::span<const trace:
       break;
     case trace::SpanTable::kApiCalls:
     case trace::SpanTable::kSyncs:
-      each_valid_row([](const trace::SpanRow&, int64_t) {});  // host calls are never device time
+      // Host calls are never device time; the critical path keeps them.
+      each_valid_row([&](const trace::SpanRow& row, int64_t) {
+        if (options_.path_events) {
+          AddPathEvent(table == trace::SpanTable::kSyncs ? PathEvent::Kind::kSync : PathEvent::Kind::kApiCall, row, -1);
+        }
+      });
       break;
   }
   return Status::Ok();
@@ -521,6 +560,7 @@ Result<RankActivity> RankScanner::Impl::Finish() {
     AddRange(row, *deferred_classes[i]);
   }
   std::vector<DeferredRange>().swap(deferred_ranges_);
+  if (options_.path_events) activity.path = TakePathEvents(deferred_classes);
 
   // Merge each lane, then unite the lanes of each device.
   std::map<int, std::array<IntervalSet, kClassCount>> per_device;

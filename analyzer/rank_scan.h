@@ -22,6 +22,26 @@ namespace rankscope::analyzer {
 struct ScanOptions {
   ClassifyOptions classify;
   std::vector<std::string> step_names;  // compared without case; ProfilerStep#N always counts
+  // Keep every event for the critical path (RankActivity::path); the stream must carry host
+  // calls (trace::StreamOptions::host_calls) for launches and syncs.
+  bool path_events = false;
+};
+
+// One event as the critical path needs it (critical_path.h, step_graph.h): 40 bytes.
+struct PathEvent {
+  enum class Kind : uint8_t { kKernel, kCopy, kRange, kApiCall, kSync };
+  Kind kind = Kind::kRange;
+  int8_t activity_class = -1;  // ActivityClass; -1: none (an annotation, a host call)
+  uint32_t lane = 0;
+  uint32_t name = 0;           // into RankPathEvents::names
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+  uint64_t correlation_id = 0;  // launches and their kernels and copies
+};
+
+struct RankPathEvents {
+  std::vector<PathEvent> events;  // in no particular order
+  std::vector<std::string> names;
 };
 
 struct StepRange {
@@ -101,6 +121,7 @@ struct RankActivity {
   std::vector<PipelinePass> passes;           // sorted by start
   std::vector<MemorySeries> memory;           // by source (memory_series.h)
   std::vector<ActivitySummary> activities;    // every name with device time
+  RankPathEvents path;                        // with ScanOptions::path_events only
   std::optional<WorkloadMark> workload;
   int64_t events = 0;
   int64_t invalid_events = 0;

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "analyzer/classify.h"
@@ -431,6 +432,40 @@ struct Parallelism {
   std::optional<FsdpFigures> fsdp;
 };
 
+// What set the step time (docs/metrics.md §10), over the aggregated steps whose graph could
+// be built. Per-step figures are medians over those steps; contributions are means per step.
+struct PathContribution {
+  std::string category;  // PathCategoryName: "compute", "communication transfer", "host gap", ...
+  int rank = 0;
+  std::string name;      // the node's (a gap's: the node it preceded)
+  int64_t ns_per_step = 0;
+  double share = 0;      // of the path's length, over all steps
+};
+struct PathWaitSummary {
+  int waiting_rank = 0;
+  int late_rank = 0;
+  std::string collective;
+  std::string late_doing;  // empty: the late rank was in a gap
+  int64_t ns_per_step = 0;
+  int64_t steps = 0;       // steps whose path has this wait
+};
+struct WhatIfSummary {
+  std::string label;
+  int64_t projected_step_ns = 0;  // median over steps
+  double gain = 0;                // 1 − median(projected / measured): the share of the step saved
+};
+struct CriticalPathSummary {
+  int64_t steps = 0;               // steps measured
+  int64_t measured_step_ns = 0;    // median of (latest rank's end − earliest rank's start)
+  int64_t path_ns = 0;             // median path length
+  int64_t max_mismatch_ns = 0;     // max |path − measured| over the steps (0 by construction)
+  std::vector<std::pair<std::string, double>> categories;  // share per category, largest first
+  std::vector<PathContribution> top;                       // largest first
+  std::vector<PathWaitSummary> waits;                      // largest first
+  std::vector<WhatIfSummary> what_ifs;
+  std::vector<std::string> notes;  // what the graph could not follow
+};
+
 struct Report {
   int version = kReportVersion;
   std::string tool_version;
@@ -447,6 +482,8 @@ struct Report {
   std::vector<std::string> warnings;         // what is missing or doubtful, one line each
   // Filled when the run did not finish (a hang, a mismatch, killed ranks, open work).
   std::optional<HangReport> did_not_finish;
+  // With AnalyzeOptions::critical_path.
+  std::optional<CriticalPathSummary> critical_path;
 };
 
 }  // namespace rankscope::analyzer

@@ -101,6 +101,7 @@ Result<analyzer::AnalyzeOptions> MakeAnalyzeOptions(const AnalyzeRequest& reques
   options.classify.comm_patterns = request.comm_patterns;
   options.classify.compute_patterns = request.compute_patterns;
   options.step_names.insert(options.step_names.end(), request.step_names.begin(), request.step_names.end());
+  options.critical_path = request.critical_path;
   return options;
 }
 

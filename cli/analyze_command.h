@@ -30,6 +30,7 @@ struct AnalyzeRequest {
   std::vector<std::string> compute_patterns;
   std::vector<std::string> step_names;  // extra step range names
   int threads = 0;
+  bool critical_path = false;           // --critical-path
 };
 
 Result<ReportFormat> ParseReportFormat(const std::string& text);

@@ -27,6 +27,9 @@ Subcommand AddAnalyzeSubcommand(CLI::App& parent) {
       ->capture_default_str();
   app->add_option("--out", request.out, "Write the report to FILE instead of standard output")->type_name("FILE");
   AddAnalysisOptions(*app, *flags);
+  app->add_flag("--critical-path", request.critical_path,
+                "Also follow each step's critical path across ranks: what set the step time, who waited for "
+                "whom, and what-if projections (keeps every event in memory)");
   app->footer(
       "Exit status: 0 with a complete report; 1 when the report was written but ranks were missing or had\n"
       "no device activity (each named on stderr); 2 on bad options or an unusable run.");

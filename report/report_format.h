@@ -78,6 +78,12 @@ using analyzer::MemorySourceTitle;  // what a source's counters measure (memory_
 // One row per rank with counters of `source`: its peak, what each category held then, and
 // the median over aggregated steps of each step's peak; empty without such counters.
 Table MemoryTable(const analyzer::Report& report, const std::string& source);
+// The critical path (Report::critical_path, docs/metrics.md §10): its headline (empty without
+// one), its largest contributors, the waits on it, and the what-if projections.
+std::string CriticalPathLine(const analyzer::Report& report);
+Table CriticalPathTable(const analyzer::Report& report);
+Table PathWaitTable(const analyzer::Report& report);
+Table WhatIfTable(const analyzer::Report& report);
 // "memory · <source>: peak X on rank R (what the source measures); ranks A to B": one line per
 // source, for summaries (the viewer's Run tab).
 std::vector<std::string> MemoryLines(const analyzer::Report& report);

@@ -485,6 +485,12 @@ std::string ReportToHtml(const Report& report) {
     }
   }
   AppendMemoryCharts(report, out);
+  if (const std::string path = CriticalPathLine(report); !path.empty()) {
+    out += "<h2>Critical path</h2>\n<p>" + format::HtmlEscape(path) + "</p>\n";
+    for (const Table& table : {CriticalPathTable(report), PathWaitTable(report), WhatIfTable(report)}) {
+      if (!table.rows.empty()) AppendTable(table, out);
+    }
+  }
   out += "<h2>Stragglers</h2>\n<p>" + format::HtmlEscape(StragglerLine(report)) + "</p>\n";
   if (const std::string clock = ClockLine(report); !clock.empty()) {
     out += "<p>" + format::HtmlEscape(clock) + "</p>\n";

@@ -589,6 +589,30 @@ void WriteDevice(const DeviceReport& device, size_t rows_after, JsonWriter& json
   json.EndObject();
 }
 
+Json CriticalPathToJson(const analyzer::CriticalPathSummary& path) {
+  Json categories = Json::object();
+  for (const auto& [category, share] : path.categories) categories[category] = share;
+  Json top = Json::array();
+  for (const analyzer::PathContribution& c : path.top) {
+    top.push_back({{"category", c.category}, {"rank", c.rank}, {"name", c.name}, {"ns_per_step", c.ns_per_step},
+                   {"share", c.share}});
+  }
+  Json waits = Json::array();
+  for (const analyzer::PathWaitSummary& w : path.waits) {
+    waits.push_back({{"waiting_rank", w.waiting_rank}, {"late_rank", w.late_rank}, {"collective", w.collective},
+                     {"late_doing", w.late_doing}, {"ns_per_step", w.ns_per_step}, {"steps", w.steps}});
+  }
+  Json what_ifs = Json::array();
+  for (const analyzer::WhatIfSummary& w : path.what_ifs) {
+    what_ifs.push_back({{"label", w.label}, {"projected_step_ns", w.projected_step_ns}, {"gain", w.gain}});
+  }
+  return {{"steps", path.steps},           {"measured_step_ns", path.measured_step_ns},
+          {"path_ns", path.path_ns},       {"max_mismatch_ns", path.max_mismatch_ns},
+          {"categories", categories},      {"top", top},
+          {"waits", waits},                {"what_ifs", what_ifs},
+          {"notes", StringArray(path.notes)}};
+}
+
 Json ParallelismToJson(const analyzer::Parallelism& parallelism) {
   Json object = Json::object();
   object["strategy"] = parallelism.strategy;
@@ -705,6 +729,8 @@ std::string ReportToJson(const Report& report) {
   json.ValueMember("warnings", StringArray(report.warnings));
   // Only for a run that did not finish, so the reports of finished runs keep their keys.
   if (report.did_not_finish) json.ValueMember("did_not_finish", HangReportToJsonValue(*report.did_not_finish));
+  // Only with --critical-path.
+  if (report.critical_path) json.ValueMember("critical_path", CriticalPathToJson(*report.critical_path));
   // What `rankscope compare` and `scale` read back: the report doubles as a baseline.
   json.ValueMember("comparable", ComparableRunToJson(MakeComparable(report)));
   json.EndObject();

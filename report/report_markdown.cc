@@ -108,6 +108,14 @@ std::string ReportToMarkdown(const Report& report) {
     AppendTable(MemoryTable(report, memory_source), out);
   }
 
+  if (const std::string path = CriticalPathLine(report); !path.empty()) {
+    AppendSection("Critical path", out);
+    out += format::MarkdownEscape(path) + "\n";
+    for (const Table& table : {CriticalPathTable(report), PathWaitTable(report), WhatIfTable(report)}) {
+      if (!table.rows.empty()) AppendTable(table, out);
+    }
+  }
+
   AppendSection("Stragglers", out);
   out += format::MarkdownEscape(StragglerLine(report)) + "\n";
   if (const std::string clock = ClockLine(report); !clock.empty()) {

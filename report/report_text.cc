@@ -134,6 +134,13 @@ std::string ReportToText(const Report& report) {
     out += fmt::format("\nmemory: {} (bytes held, by category)\n", MemorySourceTitle(source));
     AppendTable(MemoryTable(report, source), out);
   }
+  if (const std::string path = CriticalPathLine(report); !path.empty()) {
+    out += '\n';
+    AppendWrapped(path, "  ", out);
+    for (const Table& table : {CriticalPathTable(report), PathWaitTable(report), WhatIfTable(report)}) {
+      if (!table.rows.empty()) AppendTable(table, out);
+    }
+  }
   out += '\n';
   if (const std::string clock = ClockLine(report); !clock.empty()) AppendWrapped(clock, "  ", out);
   AppendWrapped(StragglerLine(report), "  ", out);

@@ -109,10 +109,10 @@ TEST(CriticalPathTest, WhatIfsReEvaluateTheChain) {
   const StepGraph& graph = b.graph();
   // Unchanged, the projection is the measured step: 45.
   EXPECT_EQ(Project(graph, WhatIf{}), 45);
-  // Stragglers: own time rank 0 = 10 + 5 = 15, rank 1 = 25 + 4 = 29; median 22; rank 1 × 22/29:
-  // forward 18.97 → 19, optimizer 3.03 → 3. The last arrival is 19; each transfer stays 15
-  // (40 − 25): ends at 34; rank 0's optimizer 34-39.
-  EXPECT_EQ(Project(graph, RemoveStragglers(graph)), 39);
+  // Stragglers: own time rank 0 = 10 + 5 = 15, rank 1 = 25 + 4 = 29; the median rank of two is
+  // the faster, 15; rank 1 × 15/29: forward 12.93 → 13, optimizer 2.07 → 2. The last arrival
+  // is 13; each transfer stays 15 (40 − 25): ends at 28; rank 0's optimizer 28-33.
+  EXPECT_EQ(Project(graph, RemoveStragglers(graph)), 33);
   // Fully overlapped: transfers 0, the all-reduce ends at the last arrival 25: 25 + 5 = 30.
   EXPECT_EQ(Project(graph, OverlapCommunication(graph)), 30);
   // Every forward 2× faster: rank 0's 10 → 5, rank 1's 25 → 12.5 → 13; last arrival

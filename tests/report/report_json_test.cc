@@ -200,5 +200,28 @@ TEST(ReportJsonTest, EmptyReport) {
   EXPECT_TRUE(report["cross_rank"]["clock"]["residual_ns"].is_null());
 }
 
+TEST(ReportJsonTest, CriticalPathOnlyWhenMeasured) {
+  EXPECT_FALSE(Parse(ReportToJson(testing::SampleReport())).contains("critical_path"));
+  analyzer::Report with = testing::SampleReport();
+  analyzer::CriticalPathSummary path;
+  path.steps = 3;
+  path.measured_step_ns = path.path_ns = 1000;
+  path.categories = {{"compute", 0.75}, {"host gap", 0.25}};
+  path.top = {{"compute", 2, "gemm", 750, 0.75}};
+  path.waits = {{0, 2, "allreduce", "gemm", 300, 3}};
+  path.what_ifs = {{"communication fully overlapped", 900, 0.1}};
+  with.critical_path = path;
+  const json report = Parse(ReportToJson(with));
+  const json& cp = report["critical_path"];
+  EXPECT_EQ(cp["steps"], 3);
+  EXPECT_EQ(cp["path_ns"], 1000);
+  EXPECT_EQ(cp["categories"]["compute"], 0.75);
+  EXPECT_EQ(cp["top"][0]["name"], "gemm");
+  EXPECT_EQ(cp["top"][0]["rank"], 2);
+  EXPECT_EQ(cp["waits"][0]["late_rank"], 2);
+  EXPECT_EQ(cp["what_ifs"][0]["projected_step_ns"], 900);
+  EXPECT_EQ(cp["what_ifs"][0]["gain"], 0.1);
+}
+
 }  // namespace
 }  // namespace rankscope::report

@@ -304,5 +304,36 @@ TEST(ReportWriters, MemoryAndParallelismSectionsAppearInEveryFormat) {
                                       "activity))"}));
 }
 
+Report WithCriticalPath() {
+  Report report = testing::SampleReport();
+  analyzer::CriticalPathSummary path;
+  path.steps = 4;
+  path.measured_step_ns = 20 * kMs;
+  path.path_ns = 20 * kMs;
+  path.categories = {{"compute", 0.6}, {"communication transfer", 0.3}, {"host gap", 0.1}};
+  path.top = {{"compute", 1, "gemm", 12 * kMs, 0.6}, {"host gap", 1, "gemm", 2 * kMs, 0.1}};
+  path.waits = {{0, 1, "allreduce", "gemm", 5 * kMs, 4}};
+  path.what_ifs = {{"every rank as fast as the median rank", 15 * kMs, 0.25}};
+  report.critical_path = path;
+  return report;
+}
+
+TEST(ReportCriticalPathTest, EveryWriterShowsThePathItsWaitsAndWhatIfs) {
+  const Report report = WithCriticalPath();
+  const std::string text = ReportToText(report);
+  EXPECT_NE(text.find("critical path (median of 4 step(s)): 20.0 ms"), std::string::npos) << text;
+  EXPECT_NE(text.find("compute 60.0%, communication transfer 30.0%, host gap 10.0%"), std::string::npos) << text;
+  EXPECT_NE(text.find("before gemm"), std::string::npos) << text;  // a gap is named by what it preceded
+  EXPECT_NE(text.find("every rank as fast as the median rank"), std::string::npos) << text;
+  const std::string markdown = ReportToMarkdown(report);
+  EXPECT_NE(markdown.find("## Critical path"), std::string::npos) << markdown;
+  EXPECT_NE(markdown.find("| allreduce |"), std::string::npos) << markdown;
+  const std::string html = ReportToHtml(report);
+  EXPECT_NE(html.find("<h2>Critical path</h2>"), std::string::npos);
+  // Without the option, no section at all.
+  EXPECT_EQ(ReportToText(testing::SampleReport()).find("critical path"), std::string::npos);
+  EXPECT_EQ(ReportToMarkdown(testing::SampleReport()).find("Critical path"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace rankscope::report

@@ -1,0 +1,315 @@
+#include "analyzer/step_graph.h"
+
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <tuple>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "analyzer/classify.h"
+#include "analyzer/metrics.h"
+
+namespace rankscope::analyzer {
+namespace {
+
+constexpr int8_t kCompute = static_cast<int8_t>(ActivityClass::kCompute);
+constexpr int8_t kComm = static_cast<int8_t>(ActivityClass::kComm);
+constexpr int8_t kMemory = static_cast<int8_t>(ActivityClass::kMemory);
+
+bool OnDevice(const PathEvent& event) {
+  return event.kind == PathEvent::Kind::kKernel || event.kind == PathEvent::Kind::kCopy;
+}
+
+PathCategory CategoryOf(const PathEvent& event) {
+  if (event.kind == PathEvent::Kind::kApiCall || event.kind == PathEvent::Kind::kSync) return PathCategory::kHost;
+  switch (event.activity_class) {
+    case kCompute: return PathCategory::kCompute;
+    case kComm: return PathCategory::kCommTransfer;
+    case kMemory: return PathCategory::kMemcpy;
+    default: return PathCategory::kHost;
+  }
+}
+
+// The instance of the rank's collective record that overlaps [start, end) the most; -1: none.
+class RecordFinder {
+ public:
+  RecordFinder(const std::vector<CollectiveRecord>* records, const std::vector<int64_t>* ids)
+      : records_(records), ids_(ids) {
+    if (records_ == nullptr) return;
+    for (const CollectiveRecord& r : *records_) longest_ = std::max(longest_, r.end_ns - r.start_ns);
+  }
+  int64_t InstanceOf(int64_t start, int64_t end) const {
+    if (records_ == nullptr || ids_ == nullptr || records_->empty()) return -1;
+    const std::vector<CollectiveRecord>& records = *records_;
+    auto it = std::lower_bound(records.begin(), records.end(), start - longest_,
+                               [](const CollectiveRecord& r, int64_t t) { return r.start_ns < t; });
+    int64_t best = -1, best_overlap = 0;
+    for (; it != records.end() && it->start_ns < end; ++it) {
+      const int64_t overlap = std::min(end, it->end_ns) - std::max(start, it->start_ns);
+      const size_t index = static_cast<size_t>(it - records.begin());
+      if (overlap > best_overlap && index < ids_->size()) {
+        best_overlap = overlap;
+        best = (*ids_)[index];
+      }
+    }
+    return best;
+  }
+
+ private:
+  const std::vector<CollectiveRecord>* records_;
+  const std::vector<int64_t>* ids_;
+  int64_t longest_ = 0;
+};
+
+class GraphBuilder {
+ public:
+  explicit GraphBuilder(int64_t step) {
+    graph_.step = step;
+    graph_.start_ns = std::numeric_limits<int64_t>::max();
+    graph_.end_ns = std::numeric_limits<int64_t>::min();
+  }
+
+  void AddRank(const RankPathInput& rank, const std::vector<int64_t>* instance_ids);
+  StepGraph Take() {
+    if (graph_.nodes.empty() && graph_.start_ns > graph_.end_ns) graph_.start_ns = graph_.end_ns = 0;
+    return std::move(graph_);
+  }
+
+ private:
+  int32_t Name(const std::string& name) {
+    auto [it, added] = names_.try_emplace(name, static_cast<int32_t>(graph_.names.size()));
+    if (added) graph_.names.push_back(name);
+    return it->second;
+  }
+  void Depend(uint32_t from, uint32_t to, DependencyKind kind) { graph_.dependencies.push_back({from, to, kind}); }
+
+  StepGraph graph_;
+  std::unordered_map<std::string, int32_t> names_;
+};
+
+void GraphBuilder::AddRank(const RankPathInput& rank, const std::vector<int64_t>* instance_ids) {
+  const StepRange* window = nullptr;
+  for (const StepRange& s : *rank.steps) {
+    if (s.number == graph_.step) window = &s;
+  }
+  if (window == nullptr || rank.events == nullptr) return;
+  const int64_t offset = rank.clock_offset_ns;
+  graph_.start_ns = std::min(graph_.start_ns, window->start_ns + offset);
+  graph_.end_ns = std::max(graph_.end_ns, window->end_ns + offset);
+
+  // The step's events: those that start in its window.
+  std::vector<const PathEvent*> events;
+  for (const PathEvent& e : rank.events->events) {
+    if (e.start_ns >= window->start_ns && e.start_ns < window->end_ns && e.end_ns >= e.start_ns) events.push_back(&e);
+  }
+  // Per lane by (start, longest first): on a CPU lane only the innermost ranges are nodes (an
+  // enclosing range's own time is the gaps between its children).
+  std::sort(events.begin(), events.end(), [](const PathEvent* a, const PathEvent* b) {
+    return std::tie(a->lane, a->start_ns, b->end_ns) < std::tie(b->lane, b->start_ns, a->end_ns);
+  });
+  const RecordFinder records(rank.collectives, instance_ids);
+  std::vector<uint32_t> nodes;         // this rank's, in lane then time order
+  std::vector<uint64_t> correlations;  // per node
+  std::unordered_map<uint64_t, uint32_t> launches;  // correlation → its call's node
+  std::set<int64_t> instances_seen;
+  for (size_t i = 0; i < events.size(); ++i) {
+    const PathEvent& e = *events[i];
+    const bool device = OnDevice(e);
+    if (!device && i + 1 < events.size() && events[i + 1]->lane == e.lane && events[i + 1]->start_ns < e.end_ns) {
+      continue;  // it holds another: not innermost
+    }
+    WorkNode node;
+    node.rank = rank.rank;
+    node.lane = static_cast<int32_t>(e.lane);
+    node.device = device;
+    node.category = CategoryOf(e);
+    node.start_ns = e.start_ns + offset;
+    node.end_ns = e.end_ns + offset;
+    node.name = e.name < rank.events->names.size() ? Name(rank.events->names[e.name]) : -1;
+    node.waits = e.kind == PathEvent::Kind::kSync;
+    if (node.category == PathCategory::kCommTransfer) {
+      const int64_t instance = records.InstanceOf(e.start_ns, e.end_ns);
+      // One member per rank and instance: a second node of it (a nested call) is only comm.
+      if (instance >= 0 && instances_seen.insert(instance).second) node.instance = instance;
+    }
+    const auto id = static_cast<uint32_t>(graph_.nodes.size());
+    graph_.nodes.push_back(node);
+    nodes.push_back(id);
+    correlations.push_back(e.correlation_id);
+    if (e.kind == PathEvent::Kind::kApiCall && e.correlation_id != 0) launches.emplace(e.correlation_id, id);
+  }
+  // Program order per lane (nodes are in lane, then time order).
+  for (size_t i = 1; i < nodes.size(); ++i) {
+    if (graph_.nodes[nodes[i]].lane == graph_.nodes[nodes[i - 1]].lane) {
+      Depend(nodes[i - 1], nodes[i], DependencyKind::kProgramOrder);
+    }
+  }
+  // Launch → kernel or copy, by correlation id.
+  std::vector<uint32_t> device_by_end, host_by_end;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const uint32_t id = nodes[i];
+    (graph_.nodes[id].device ? device_by_end : host_by_end).push_back(id);
+    if (correlations[i] == 0 || !graph_.nodes[id].device) continue;
+    if (auto it = launches.find(correlations[i]); it != launches.end()) Depend(it->second, id, DependencyKind::kLaunch);
+  }
+  auto by_end = [&](uint32_t a, uint32_t b) { return graph_.nodes[a].end_ns < graph_.nodes[b].end_ns; };
+  std::sort(device_by_end.begin(), device_by_end.end(), by_end);
+  std::sort(host_by_end.begin(), host_by_end.end(), by_end);
+  // The latest-ending node of `sorted` with end in (after, until], not on `lane`; -1: none.
+  auto latest_in = [&](const std::vector<uint32_t>& sorted, int64_t after, int64_t until, int32_t lane) -> int64_t {
+    auto it = std::upper_bound(sorted.begin(), sorted.end(), until,
+                               [&](int64_t t, uint32_t id) { return t < graph_.nodes[id].end_ns; });
+    while (it != sorted.begin()) {
+      --it;
+      const WorkNode& candidate = graph_.nodes[*it];
+      if (candidate.end_ns <= after) return -1;
+      if (candidate.lane != lane) return *it;
+    }
+    return -1;
+  };
+  // Syncs wait for the device work that ended last before they returned; a CPU lane that
+  // resumes after a gap waited for the other lane's work that ended last within the gap.
+  const int64_t window_start = window->start_ns + offset;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const uint32_t id = nodes[i];
+    const WorkNode& node = graph_.nodes[id];
+    if (node.device) continue;
+    if (node.waits) {
+      const int64_t work = latest_in(device_by_end, node.start_ns, node.end_ns, node.lane);
+      if (work >= 0) Depend(static_cast<uint32_t>(work), id, DependencyKind::kSync);
+      continue;
+    }
+    const bool first_on_lane = i == 0 || graph_.nodes[nodes[i - 1]].lane != node.lane;
+    const int64_t free_since = first_on_lane ? window_start : graph_.nodes[nodes[i - 1]].end_ns;
+    if (free_since >= node.start_ns) continue;
+    const int64_t other = latest_in(host_by_end, free_since, node.start_ns, node.lane);
+    if (other >= 0) Depend(static_cast<uint32_t>(other), id, DependencyKind::kSync);
+  }
+}
+
+struct StepResult {
+  int64_t measured_ns = 0;
+  int64_t path_ns = 0;
+  std::vector<int64_t> projected_ns;  // per what-if, in the order of `what_if_labels`
+};
+
+double Median(std::vector<double> values) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const size_t mid = values.size() / 2;
+  return values.size() % 2 ? values[mid] : (values[mid - 1] + values[mid]) / 2;
+}
+
+}  // namespace
+
+StepGraph BuildStepGraph(const std::vector<RankPathInput>& ranks, const InstanceIds& instances, int64_t step) {
+  GraphBuilder builder(step);
+  for (size_t r = 0; r < ranks.size(); ++r) builder.AddRank(ranks[r], r < instances.size() ? &instances[r] : nullptr);
+  return builder.Take();
+}
+
+CriticalPathSummary MeasureCriticalPaths(const std::vector<RankPathInput>& ranks, const InstanceIds& instances,
+                                         const std::set<int64_t>& steps, size_t top) {
+  CriticalPathSummary summary;
+  using ContributionKey = std::tuple<PathCategory, int, std::string>;
+  std::map<ContributionKey, int64_t> contributions;
+  using WaitKey = std::tuple<int, int, std::string, std::string>;
+  std::map<WaitKey, std::pair<int64_t, int64_t>> waits;  // ns, steps
+  std::vector<std::string> labels;
+  std::vector<std::vector<double>> projected, ratios;
+  std::vector<double> measured, lengths;
+  int64_t total_ns = 0;
+  auto name_of = [](const StepGraph& g, int32_t id) {
+    return id >= 0 && static_cast<size_t>(id) < g.names.size() ? g.names[static_cast<size_t>(id)] : std::string();
+  };
+  for (int64_t step : steps) {
+    const StepGraph graph = BuildStepGraph(ranks, instances, step);
+    if (graph.nodes.empty()) continue;
+    Result<CriticalPath> path = FindCriticalPath(graph);
+    if (!path.ok()) {
+      summary.notes.push_back(fmt::format("step {}: {}", step, path.status().message()));
+      continue;
+    }
+    ++summary.steps;
+    const int64_t measured_ns = graph.end_ns - graph.start_ns;
+    // The step's tail after its last event (the step range closing) is host time on the rank
+    // whose step ended last.
+    int64_t path_end = path->end_ns;
+    if (graph.end_ns > path_end && !path->segments.empty()) {
+      int tail_rank = path->segments.back().rank;
+      for (const RankPathInput& rank : ranks) {
+        for (const StepRange& s : *rank.steps) {
+          if (s.number == step && s.end_ns + rank.clock_offset_ns == graph.end_ns) tail_rank = rank.rank;
+        }
+      }
+      contributions[{PathCategory::kHostGap, tail_rank, "(step end)"}] += graph.end_ns - path_end;
+      path_end = graph.end_ns;
+    }
+    const int64_t length = path_end - path->start_ns;
+    summary.max_mismatch_ns = std::max(summary.max_mismatch_ns, std::abs(length - measured_ns));
+    measured.push_back(static_cast<double>(measured_ns));
+    lengths.push_back(static_cast<double>(length));
+    total_ns += length;
+    for (const PathSegment& s : path->segments) {
+      contributions[{s.category, s.rank, name_of(graph, s.name)}] += s.end_ns - s.start_ns;
+    }
+    for (const CrossRankWait& w : path->waits) {
+      auto& [ns, count] = waits[{w.waiting_rank, w.late_rank, name_of(graph, w.collective), name_of(graph, w.late_doing)}];
+      ns += w.wait_ns;
+      ++count;
+    }
+    // What-ifs: the default set, plus the largest compute contributor of this step 2× faster.
+    std::vector<WhatIf> changes = {RemoveStragglers(graph), OverlapCommunication(graph),
+                                   FasterCommunication(graph, 2)};
+    for (size_t c = 0; c < changes.size(); ++c) {
+      if (labels.size() <= c) {
+        labels.push_back(changes[c].label);
+        projected.emplace_back();
+        ratios.emplace_back();
+      }
+      Result<int64_t> p = ProjectStepTime(graph, changes[c]);
+      if (!p.ok()) continue;
+      // The tail (after the last event) is kept as it was.
+      const int64_t with_tail = *p + (graph.end_ns - path->end_ns > 0 ? graph.end_ns - path->end_ns : 0);
+      projected[c].push_back(static_cast<double>(with_tail));
+      ratios[c].push_back(measured_ns > 0 ? static_cast<double>(with_tail) / static_cast<double>(measured_ns) : 1.0);
+    }
+  }
+  if (summary.steps == 0) return summary;
+  summary.measured_step_ns = static_cast<int64_t>(Median(measured));
+  summary.path_ns = static_cast<int64_t>(Median(lengths));
+  const double steps_d = static_cast<double>(summary.steps);
+  std::map<PathCategory, int64_t> per_category;
+  for (const auto& [key, ns] : contributions) {
+    const auto& [category, rank, name] = key;
+    per_category[category] += ns;
+    summary.top.push_back({PathCategoryName(category), rank, name, static_cast<int64_t>(static_cast<double>(ns) / steps_d),
+                           total_ns > 0 ? static_cast<double>(ns) / static_cast<double>(total_ns) : 0});
+  }
+  std::stable_sort(summary.top.begin(), summary.top.end(),
+                   [](const PathContribution& a, const PathContribution& b) { return a.ns_per_step > b.ns_per_step; });
+  if (summary.top.size() > top) summary.top.resize(top);
+  for (const auto& [category, ns] : per_category) {
+    summary.categories.emplace_back(PathCategoryName(category),
+                                    total_ns > 0 ? static_cast<double>(ns) / static_cast<double>(total_ns) : 0);
+  }
+  std::stable_sort(summary.categories.begin(), summary.categories.end(),
+                   [](const auto& a, const auto& b) { return a.second > b.second; });
+  for (const auto& [key, value] : waits) {
+    const auto& [waiting, late, collective, doing] = key;
+    summary.waits.push_back({waiting, late, collective, doing, static_cast<int64_t>(static_cast<double>(value.first) / steps_d),
+                             value.second});
+  }
+  std::stable_sort(summary.waits.begin(), summary.waits.end(),
+                   [](const PathWaitSummary& a, const PathWaitSummary& b) { return a.ns_per_step > b.ns_per_step; });
+  if (summary.waits.size() > top) summary.waits.resize(top);
+  for (size_t c = 0; c < labels.size(); ++c) {
+    if (projected[c].empty()) continue;
+    summary.what_ifs.push_back({labels[c], static_cast<int64_t>(Median(projected[c])), 1.0 - Median(ratios[c])});
+  }
+  return summary;
+}
+
+}  // namespace rankscope::analyzer

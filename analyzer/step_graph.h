@@ -1,0 +1,36 @@
+// A run's steps as dependency graphs (critical_path.h) built from the ranks' events, and the
+// critical path measured over the aggregated steps (docs/metrics.md §10 "From a run's
+// events"). Internal to analyzer/: AnalyzeRun calls it with AnalyzeOptions::critical_path.
+// Costs: O(E log E) per rank for its E events, then linear per step.
+#pragma once
+
+#include <cstdint>
+#include <set>
+#include <vector>
+
+#include "analyzer/critical_path.h"
+#include "analyzer/rank_scan.h"
+#include "analyzer/report.h"
+
+namespace rankscope::analyzer {
+
+struct RankPathInput {
+  int rank = 0;
+  const RankPathEvents* events = nullptr;
+  const std::vector<StepRange>* steps = nullptr;
+  const std::vector<CollectiveRecord>* collectives = nullptr;
+  int64_t clock_offset_ns = 0;  // added to the rank's times (§4 clock alignment)
+};
+
+// Which collective instance each of a rank's records belongs to: per input rank, per record
+// (in `collectives` order), an instance id ≥ 0 or -1 (unmatched).
+using InstanceIds = std::vector<std::vector<int64_t>>;
+
+// The graph of step number `step` over the ranks that have it.
+StepGraph BuildStepGraph(const std::vector<RankPathInput>& ranks, const InstanceIds& instances, int64_t step);
+
+// The critical path of every step in `steps` (the aggregated ones), blamed and projected.
+CriticalPathSummary MeasureCriticalPaths(const std::vector<RankPathInput>& ranks, const InstanceIds& instances,
+                                         const std::set<int64_t>& steps, size_t top);
+
+}  // namespace rankscope::analyzer
