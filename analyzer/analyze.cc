@@ -315,7 +315,7 @@ CrossRankResult MeasureAcrossRanks(const std::vector<RankResult>& ranks, const S
 
 // Each aggregated step's critical path (§10) over the measured ranks, on the clocks §4 aligned.
 CriticalPathSummary MeasurePaths(const std::vector<RankResult>& ranks, const StepsAcrossRanks& steps,
-                                 const ClockAlignment& clock, size_t top) {
+                                 const ClockAlignment& clock, const AnalyzeOptions& options) {
   std::vector<RankCollectives> collectives;
   std::vector<RankPathInput> inputs;
   for (const RankResult& rank : ranks) {
@@ -339,7 +339,9 @@ CriticalPathSummary MeasurePaths(const std::vector<RankResult>& ranks, const Ste
       if (index < records.size()) ids[arrival.rank_index][index] = static_cast<int64_t>(i);
     }
   }
-  return MeasureCriticalPaths(inputs, ids, steps.aggregated_numbers, top);
+  std::vector<std::pair<std::string, double>> faster;
+  for (const AnalyzeOptions::FasterWorkWhatIf& w : options.what_ifs) faster.emplace_back(w.text, w.factor);
+  return MeasureCriticalPaths(inputs, ids, steps.aggregated_numbers, options.top, faster);
 }
 
 Parallelism MeasureParallelism(const std::vector<RankResult>& ranks, const ClockAlignment& clock,
@@ -545,7 +547,7 @@ Result<Report> BuildReport(std::vector<RankResult> ranks, RunInfo run, std::vect
   CrossRankResult cross = MeasureAcrossRanks(ranks, steps);
   warnings.insert(warnings.end(), cross.warnings.begin(), cross.warnings.end());
   // Before the device rows move out: the measured ranks are those with devices.
-  if (options.critical_path) report.critical_path = MeasurePaths(ranks, steps, cross.cross_rank.clock, options.top);
+  if (options.critical_path) report.critical_path = MeasurePaths(ranks, steps, cross.cross_rank.clock, options);
   report.workload = MakeWorkload(ranks, run.world_size);  // before the device rows move out
   report.ranks = DeviceReportsWithWaits(ranks, cross);
   report.cross_rank = std::move(cross.cross_rank);

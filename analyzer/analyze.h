@@ -60,6 +60,12 @@ struct AnalyzeOptions {
   // Also each aggregated step's critical path, blame and what-ifs (Report::critical_path,
   // docs/metrics.md §10): keeps every event of every rank until the report is built.
   bool critical_path = false;
+  // Extra what-ifs for it: work whose name contains `text` (any case) `factor`× faster.
+  struct FasterWorkWhatIf {
+    std::string text;
+    double factor = 2;
+  };
+  std::vector<FasterWorkWhatIf> what_ifs;
   std::string tool_version;
   // Called on the calling thread after each rank is read: (ranks done, ranks in all).
   std::function<void(int, int)> progress;

@@ -10,8 +10,6 @@
 #include <string_view>
 
 namespace rankscope::analyzer {
-namespace {
-
 bool ContainsIgnoringCase(std::string_view text, std::string_view pattern) {
   if (pattern.empty()) return false;
   auto lower = [](char c) { return static_cast<char>(std::tolower(static_cast<unsigned char>(c))); };
@@ -19,6 +17,8 @@ bool ContainsIgnoringCase(std::string_view text, std::string_view pattern) {
                                  [&](char a, char b) { return lower(a) == lower(b); });
   return found != text.end();
 }
+
+namespace {
 
 bool MatchesAny(std::string_view name, const std::vector<std::string>& patterns) {
   return std::any_of(patterns.begin(), patterns.end(),

@@ -11,6 +11,8 @@
 
 namespace rankscope::analyzer {
 
+// Whether `pattern` (not empty) occurs in `text`, ignoring ASCII case.
+bool ContainsIgnoringCase(std::string_view text, std::string_view pattern);
 // The class a user pattern gives `name` (comm patterns win); nullopt when none matches.
 std::optional<ActivityClass> UserPatternClass(std::string_view name, const ClassifyOptions& options);
 

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "analyzer/classify.h"
+#include "analyzer/classify_internal.h"
 #include "analyzer/metrics.h"
 
 namespace rankscope::analyzer {
@@ -211,7 +212,8 @@ StepGraph BuildStepGraph(const std::vector<RankPathInput>& ranks, const Instance
 }
 
 CriticalPathSummary MeasureCriticalPaths(const std::vector<RankPathInput>& ranks, const InstanceIds& instances,
-                                         const std::set<int64_t>& steps, size_t top) {
+                                         const std::set<int64_t>& steps, size_t top,
+                                         const std::vector<std::pair<std::string, double>>& faster) {
   CriticalPathSummary summary;
   using ContributionKey = std::tuple<PathCategory, int, std::string>;
   std::map<ContributionKey, int64_t> contributions;
@@ -260,9 +262,14 @@ CriticalPathSummary MeasureCriticalPaths(const std::vector<RankPathInput>& ranks
       ns += w.wait_ns;
       ++count;
     }
-    // What-ifs: the default set, plus the largest compute contributor of this step 2× faster.
+    // What-ifs: the default set, then the caller's.
     std::vector<WhatIf> changes = {RemoveStragglers(graph), OverlapCommunication(graph),
                                    FasterCommunication(graph, 2)};
+    for (const auto& [text, factor] : faster) {
+      changes.push_back(FasterWork(graph, fmt::format("work named '{}' {:g}× faster", text, factor),
+                                   [&text](const std::string& name) { return ContainsIgnoringCase(name, text); },
+                                   factor));
+    }
     for (size_t c = 0; c < changes.size(); ++c) {
       if (labels.size() <= c) {
         labels.push_back(changes[c].label);

@@ -30,7 +30,9 @@ using InstanceIds = std::vector<std::vector<int64_t>>;
 StepGraph BuildStepGraph(const std::vector<RankPathInput>& ranks, const InstanceIds& instances, int64_t step);
 
 // The critical path of every step in `steps` (the aggregated ones), blamed and projected.
+// `faster`: extra what-ifs, work whose name contains the text (any case) that many times faster.
 CriticalPathSummary MeasureCriticalPaths(const std::vector<RankPathInput>& ranks, const InstanceIds& instances,
-                                         const std::set<int64_t>& steps, size_t top);
+                                         const std::set<int64_t>& steps, size_t top,
+                                         const std::vector<std::pair<std::string, double>>& faster = {});
 
 }  // namespace rankscope::analyzer

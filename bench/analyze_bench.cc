@@ -677,10 +677,11 @@ Status RunSqlite(const fs::path& dir, int threads) {
   return Status::Ok();
 }
 
-Status RunAnalyze(const fs::path& dir, int threads) {
+Status RunAnalyze(const fs::path& dir, int threads, bool critical_path) {
   RS_ASSIGN_OR_RETURN(std::vector<fs::path> files, RankFiles(dir));
   RS_ASSIGN_OR_RETURN(uint64_t events, CountEvents(files));
   analyzer::AnalyzeOptions options;
+  options.critical_path = critical_path;
   options.threads = ResolveThreads(threads);
   options.tool_version = "analyze_bench";
   int progress_reported = 0;
@@ -703,14 +704,15 @@ Status RunAnalyze(const fs::path& dir, int threads) {
   const Clock::time_point t1 = Clock::now();
   const double cpu1 = ProcessCpuSeconds();
   auto seconds = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); };
-  PrintResult("analyze", events, seconds(t0, t1), cpu1 - cpu0, options.threads, rss_before,
+  PrintResult(critical_path ? "path" : "analyze", events, seconds(t0, t1), cpu1 - cpu0, options.threads, rss_before,
               fmt::format(", \"analyze_s\": {:.4f}, \"json_s\": {:.4f}, \"workers_cpu_s\": {:.4f}, "
                           "\"serial_cpu_s\": {:.4f}, \"json_cpu_s\": {:.4f}, \"peak_rss_before_json_kib\": {}, "
                           "\"progress_reported\": {}, \"report_events\": {}, \"ranks\": {}, \"steps\": {}, "
-                          "\"matched_collectives\": {}, \"json_bytes\": {}",
+                          "\"matched_collectives\": {}, \"json_bytes\": {}, \"path_steps\": {}",
                           seconds(t0, analyzed), seconds(analyzed, t1), analyzed_cpu - cpu0 - serial_cpu, serial_cpu,
                           cpu1 - analyzed_cpu, peak_analyzed / 1024, progress_reported, report->run.events,
-                          report->summary.ranks, report->steps.steps_found, report->cross_rank.matched, json.size()));
+                          report->summary.ranks, report->steps.steps_found, report->cross_rank.matched, json.size(),
+                          report->critical_path ? report->critical_path->steps : -1));
   return Status::Ok();
 }
 
@@ -738,6 +740,8 @@ int Main(int argc, char** argv) {
     add_dir(command);
     command->add_option("--threads", threads, "threads (0: one per core)")->check(CLI::Range(0, 1024));
   }
+  bool critical_path = false;
+  analyze->add_flag("--critical-path", critical_path, "also each step's critical path (docs/metrics.md §10)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
@@ -753,7 +757,7 @@ int Main(int argc, char** argv) {
     status = RunSqlite(dir, static_cast<int>(threads));
   } else {
     mode = "analyze";
-    status = RunAnalyze(dir, static_cast<int>(threads));
+    status = RunAnalyze(dir, static_cast<int>(threads), critical_path);
   }
   if (!status.ok()) {
     fmt::print(stderr, "analyze_bench {}: {}\n", mode, status.message());

@@ -8,7 +8,8 @@ report (analyze_bench analyze), so each peak RSS belongs to one mode. Prints med
 ratio analyzer / bare SQLite and the analyzer's peak memory per event.
 
 Targets: load plus every metric at >= 11M events/s and >= 0.75 of the bare SQLite loop measured
-beside it, >= 8.6M events/s with the JSON report, and <= 40 bytes of peak memory per event.
+beside it, >= 8.6M events/s with the JSON report, and <= 40 bytes of peak memory per event;
+with --critical-path (every step's graph and path), at most 30% more time than without.
 Exits 1 when a target is missed. --smoke runs a tiny run once and checks only that everything
 works.
 """
@@ -24,6 +25,7 @@ TARGET_EVENTS_PER_S = 11_000_000
 TARGET_RATIO_TO_SQLITE = 0.75
 TARGET_WITH_JSON_EVENTS_PER_S = 8_600_000
 TARGET_BYTES_PER_EVENT = 40
+TARGET_PATH_OVER_ANALYZE = 1.30  # analyze --critical-path, load + metrics + the graphs (issue 28)
 
 
 def run(cmd):
@@ -34,7 +36,8 @@ def run(cmd):
 
 
 def measure(binary, mode, run_dir, threads):
-    cmd = [binary, mode, run_dir]
+    # "path": the analyzer with --critical-path.
+    cmd = [binary, "analyze", run_dir, "--critical-path"] if mode == "path" else [binary, mode, run_dir]
     if threads:
         cmd += ["--threads", str(threads)]
     lines = [line for line in run(cmd).splitlines() if line.startswith("{")]
@@ -86,7 +89,7 @@ def bench(args, binary, run_dir) -> int:
     if args.smoke and "reusing" not in run(generate):
         raise RuntimeError("a second generate did not reuse the run")
 
-    results = {"sqlite": [], "analyze": []}
+    results = {"sqlite": [], "analyze": [], "path": []}
     for _ in range(args.runs):
         for mode in results:
             results[mode].append(measure(binary, mode, run_dir, args.threads))
@@ -111,8 +114,11 @@ def bench(args, binary, run_dir) -> int:
         return ", ".join(format(r[key] / scale, fmt) for r in results[mode])
 
     # The issue's figure is load plus every metric (analyze_s); the JSON report is shown apart.
-    for r in results["analyze"]:
+    for r in results["analyze"] + results["path"]:
         r["metrics_events_per_s"] = r["events"] / r["analyze_s"]
+    for r in results["path"]:
+        if r["path_steps"] <= 0:
+            raise RuntimeError(f"--critical-path measured {r['path_steps']} steps")
     sqlite_rate, analyze_rate = med("sqlite", "events_per_s"), med("analyze", "metrics_events_per_s")
     with_json_rate = med("analyze", "events_per_s")
     bytes_per_event = med("analyze", "bytes_per_event")
@@ -131,8 +137,14 @@ def bench(args, binary, run_dir) -> int:
     print(f"  analyzer peak memory          {bytes_per_event:7.1f} bytes/event   "
           f"(runs: {runs('analyze', 'bytes_per_event', 1, '.1f')}; peak RSS {med('analyze', 'peak_rss_kib') / 1024:.0f} "
           f"MiB, {med('analyze', 'rss_before_kib') / 1024:.0f} MiB before)")
+    path_s, plain_s = med("path", "analyze_s"), med("analyze", "analyze_s")
+    print(f"  with --critical-path          {med('path', 'metrics_events_per_s') / 1e6:7.2f}M events/s   "
+          f"(runs: {runs('path', 'metrics_events_per_s', 1e6, '.2f')}; {path_s:.2f} s, {path_s / plain_s - 1:+.0%} on "
+          f"analyze; {med('path', 'path_steps'):.0f} steps; peak {med('path', 'bytes_per_event'):.1f} bytes/event)")
     if not args.smoke:
         for what, passed, target in (
+                ("critical path", path_s <= TARGET_PATH_OVER_ANALYZE * plain_s,
+                 f"<= {TARGET_PATH_OVER_ANALYZE - 1:.0%} on top of analyze"),
                 ("throughput", analyze_rate >= TARGET_EVENTS_PER_S, f">= {TARGET_EVENTS_PER_S / 1e6:g}M events/s"),
                 ("vs bare SQLite", analyze_rate >= TARGET_RATIO_TO_SQLITE * sqlite_rate,
                  f">= {TARGET_RATIO_TO_SQLITE:g} of the bare loop"),

@@ -5,6 +5,8 @@
 
 #include <cerrno>
 #include <charconv>
+#include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -101,7 +103,25 @@ Result<analyzer::AnalyzeOptions> MakeAnalyzeOptions(const AnalyzeRequest& reques
   options.classify.comm_patterns = request.comm_patterns;
   options.classify.compute_patterns = request.compute_patterns;
   options.step_names.insert(options.step_names.end(), request.step_names.begin(), request.step_names.end());
-  options.critical_path = request.critical_path;
+  options.critical_path = request.critical_path || !request.what_ifs.empty();
+  for (const std::string& what_if : request.what_ifs) {
+    const size_t eq = what_if.rfind('=');
+    const std::string text = eq == std::string::npos ? std::string() : what_if.substr(0, eq);
+    double factor = 0;
+    if (eq != std::string::npos) {
+      const std::string number = what_if.substr(eq + 1);
+      const char* begin = number.c_str();
+      char* end = nullptr;
+      factor = std::strtod(begin, &end);
+      if (number.empty() || end != begin + number.size()) factor = 0;
+    }
+    if (text.empty() || !(factor > 0) || !std::isfinite(factor)) {
+      return InvalidArgument(fmt::format("--what-if {}: expected NAME=FACTOR, work whose name contains NAME "
+                                         "FACTOR times faster (e.g. gemm=2)",
+                                         Printable(what_if)));
+    }
+    options.what_ifs.push_back({text, factor});
+  }
   return options;
 }
 

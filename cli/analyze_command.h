@@ -31,6 +31,7 @@ struct AnalyzeRequest {
   std::vector<std::string> step_names;  // extra step range names
   int threads = 0;
   bool critical_path = false;           // --critical-path
+  std::vector<std::string> what_ifs;    // --what-if TEXT=FACTOR (implies --critical-path)
 };
 
 Result<ReportFormat> ParseReportFormat(const std::string& text);

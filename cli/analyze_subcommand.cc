@@ -30,6 +30,10 @@ Subcommand AddAnalyzeSubcommand(CLI::App& parent) {
   app->add_flag("--critical-path", request.critical_path,
                 "Also follow each step's critical path across ranks: what set the step time, who waited for "
                 "whom, and what-if projections (keeps every event in memory)");
+  app->add_option("--what-if", request.what_ifs,
+                  "With the critical path, also project work whose name contains NAME (any case) FACTOR times "
+                  "faster; repeatable; implies --critical-path")
+      ->type_name("NAME=FACTOR");
   app->footer(
       "Exit status: 0 with a complete report; 1 when the report was written but ranks were missing or had\n"
       "no device activity (each named on stderr); 2 on bad options or an unusable run.");

@@ -56,6 +56,26 @@ TEST(MakeAnalyzeOptions, StepsWithoutSkipMeansExactlyThoseSteps) {
   EXPECT_FALSE(MakeAnalyzeOptions(request).ok());
 }
 
+TEST(MakeAnalyzeOptions, WhatIfsImplyTheCriticalPathAndRefuseBadForms) {
+  AnalyzeRequest request;
+  EXPECT_FALSE(MakeAnalyzeOptions(request)->critical_path);
+  request.what_ifs = {"gemm=2", "a=b=1.5"};
+  const Result<analyzer::AnalyzeOptions> options = MakeAnalyzeOptions(request);
+  ASSERT_TRUE(options.ok()) << options.status().message();
+  EXPECT_TRUE(options->critical_path);
+  ASSERT_EQ(options->what_ifs.size(), 2u);
+  EXPECT_EQ(options->what_ifs[0].text, "gemm");
+  EXPECT_EQ(options->what_ifs[0].factor, 2);
+  EXPECT_EQ(options->what_ifs[1].text, "a=b");  // the last '=' splits
+  EXPECT_EQ(options->what_ifs[1].factor, 1.5);
+  for (const char* bad : {"gemm", "=2", "gemm=", "gemm=0", "gemm=-1", "gemm=2x", "gemm=nan", "gemm=inf"}) {
+    request.what_ifs = {bad};
+    const Result<analyzer::AnalyzeOptions> refused = MakeAnalyzeOptions(request);
+    ASSERT_FALSE(refused.ok()) << bad;
+    EXPECT_NE(refused.status().message().find("--what-if"), std::string::npos) << refused.status().message();
+  }
+}
+
 TEST(MakeAnalyzeOptions, PatternsReachTheClassifier) {
   AnalyzeRequest request;
   request.comm_patterns = {"deep_ep"};
