@@ -454,6 +454,22 @@ struct WhatIfSummary {
   int64_t projected_step_ns = 0;  // median over steps
   double gain = 0;                // 1 − median(projected / measured): the share of the step saved
 };
+// One step's path as the viewer draws it: segments on the aligned clock (the viewer's common
+// clock once the model has the report's clock alignment).
+struct StepPathSegment {
+  int rank = 0;
+  uint32_t lane = 0;      // the rank's trace lane id
+  bool work = true;       // false: a gap (host gap, launch gap, idle)
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+};
+struct StepPath {
+  int64_t step = 0;
+  int64_t start_ns = 0;  // the step's aligned span: earliest rank's start
+  int64_t end_ns = 0;    // latest rank's end
+  std::vector<StepPathSegment> segments;  // in time order
+};
+
 struct CriticalPathSummary {
   int64_t steps = 0;               // steps measured
   int64_t measured_step_ns = 0;    // median of (latest rank's end − earliest rank's start)
@@ -464,6 +480,7 @@ struct CriticalPathSummary {
   std::vector<PathWaitSummary> waits;                      // largest first
   std::vector<WhatIfSummary> what_ifs;
   std::vector<std::string> notes;  // what the graph could not follow
+  std::vector<StepPath> paths;     // per measured step, by start (the viewer's; not in JSON)
 };
 
 struct Report {

@@ -254,9 +254,14 @@ CriticalPathSummary MeasureCriticalPaths(const std::vector<RankPathInput>& ranks
     measured.push_back(static_cast<double>(measured_ns));
     lengths.push_back(static_cast<double>(length));
     total_ns += length;
+    StepPath drawn{step, graph.start_ns, graph.end_ns, {}};
     for (const PathSegment& s : path->segments) {
       contributions[{s.category, s.rank, name_of(graph, s.name)}] += s.end_ns - s.start_ns;
+      const bool gap = s.category == PathCategory::kHostGap || s.category == PathCategory::kLaunchGap ||
+                       s.category == PathCategory::kIdle;
+      drawn.segments.push_back({s.rank, static_cast<uint32_t>(s.lane), !gap, s.start_ns, s.end_ns});
     }
+    summary.paths.push_back(std::move(drawn));
     for (const CrossRankWait& w : path->waits) {
       auto& [ns, count] = waits[{w.waiting_rank, w.late_rank, name_of(graph, w.collective), name_of(graph, w.late_doing)}];
       ns += w.wait_ns;

@@ -179,10 +179,22 @@ LoadedRun LoadModel(const QString& path, std::atomic<int>* done, std::atomic<int
   return loaded;
 }
 
+// Runs of at most this many events get the critical path with their analysis: it keeps
+// every event (40 bytes each) while it runs, beside the timeline's own copy.
+constexpr size_t kCriticalPathEventLimit = 4'000'000;
+
+bool WantsCriticalPath(const TimelineModel& model) {
+  size_t events = 0;
+  for (const RankTimeline& rank : model.ranks()) events += rank.events;
+  return events <= kCriticalPathEventLimit;
+}
+
 // A rankscope run's analysis, from its files (another tool's trace has its own already).
-RunAnalysis Analyze(const RunSource& source) {
+RunAnalysis Analyze(const RunSource& source, bool critical_path) {
   RunAnalysis analysis;
-  auto report = analyzer::AnalyzeRun(source.run, ViewerAnalyzeOptions());
+  analyzer::AnalyzeOptions options = ViewerAnalyzeOptions();
+  options.critical_path = critical_path;
+  auto report = analyzer::AnalyzeRun(source.run, options);
   if (report.ok()) {
     analysis.report = std::make_shared<const analyzer::Report>(std::move(report).value());
   } else {
@@ -409,8 +421,12 @@ void MainWindow::ConnectSignals() {
   connect(timeline_, &TimelineView::eventSelected, this, [this](const EventRef& ref) {
     details_->setEvent(currentModel(), ref);
     tabs_->setCurrentWidget(details_);
+    ShowPathOfStepAt(ref);
   });
-  connect(timeline_, &TimelineView::selectionCleared, this, [this] { details_->clear(); });
+  connect(timeline_, &TimelineView::selectionCleared, this, [this] {
+    details_->clear();
+    timeline_->setPathMarks({});
+  });
   connect(timeline_, &TimelineView::rangeSelected, this, [this](qint64 t0, qint64 t1) {
     if (current_ < 0) return;
     range_panel_->setRange(runs_[current_]->model, t0, t1);
@@ -510,7 +526,7 @@ bool MainWindow::openRunBlocking(const QString& path) {
   }
   runs_[index]->analyzing = true;
   ++pending_analyses_;
-  ApplyAnalysis(id, Analyze(*runs_[index]->source));
+  ApplyAnalysis(id, Analyze(*runs_[index]->source, WantsCriticalPath(*runs_[index]->model)));
   return true;
 }
 
@@ -561,7 +577,9 @@ void MainWindow::StartAnalysis(uint64_t id) {
     ApplyAnalysis(id, watcher->future().result());
   });
   // The analysis holds the source too: the run may be closed while it works.
-  watcher->setFuture(QtConcurrent::run([source = run->source] { return Analyze(*source); }));
+  const bool critical_path = WantsCriticalPath(*run->model);
+  watcher->setFuture(
+      QtConcurrent::run([source = run->source, critical_path] { return Analyze(*source, critical_path); }));
 }
 
 void MainWindow::ApplyAnalysis(uint64_t id, RunAnalysis analysis) {
@@ -686,6 +704,18 @@ void MainWindow::SaveViewState() {
   Run& run = *runs_[current_];
   run.saved_range = std::make_pair(timeline_->view().start_ns(), timeline_->view().end_ns());
   run.saved_scroll = timeline_->verticalOffset();
+}
+
+void MainWindow::ShowPathOfStepAt(const EventRef& ref) {
+  const TimelineModel* model = currentModel();
+  const analyzer::Report* report = current_ >= 0 ? runs_[current_]->report.get() : nullptr;
+  if (!model || !report || !report->critical_path || !model->Contains(ref)) {
+    timeline_->setPathMarks({});
+    return;
+  }
+  const std::vector<analyzer::StepPath>& paths = report->critical_path->paths;
+  const std::optional<size_t> step = PathAt(paths, model->DisplayStart(ref));
+  timeline_->setPathMarks(step ? PathMarks(*model, paths[*step]) : std::vector<PathMark>{});
 }
 
 void MainWindow::ShowRun(int index) {

@@ -156,6 +156,8 @@ class MainWindow : public QMainWindow {
   void AddRecentFile(const QString& path);
   void RebuildRecentMenu();
   void ShowRun(int index);
+  // Draws the critical path of the step that holds the event (when the analysis has paths).
+  void ShowPathOfStepAt(const EventRef& ref);
   void SaveViewState();
   void UpdateScalingTab();
   // Shows `text` before the status text for `ms` milliseconds.

@@ -406,6 +406,9 @@ void RunPanel::Fill() {
                                      format::FormatPercent(pipeline->ideal_bubble_pct), pipeline->diagnosis)));
   }
   for (const std::string& line : report::MemoryLines(*report)) html += line_row(line, false);
+  if (const std::string path = report::CriticalPathLine(*report); !path.empty()) {
+    html += line_row(path + " (select an event to see its step's path)", false);
+  }
   html += QStringLiteral("</table>");
   summary_->setText(html);
 

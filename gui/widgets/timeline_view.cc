@@ -50,6 +50,7 @@ const QColor kMatchOutline(0xff, 0x1e, 0xc8);
 const QColor kRangeFill(0x33, 0x66, 0xcc, 0x30);
 const QColor kRangeEdge(0x33, 0x66, 0xcc);
 const QColor kFlowColor(0x20, 0x20, 0x20);
+const QColor kPathColor(0xff, 0x8c, 0x00);  // the critical path: orange, unlike any class color
 
 // Pixel columns [left, right) covering [x0, x1), at least one column.
 std::pair<int, int> PixelSpan(double x0, double x1) {
@@ -123,6 +124,7 @@ void TimelineView::setModel(const TimelineModel* model) {
   model_ = model;
   ++model_version_;
   name_hashes_.clear();
+  path_marks_.clear();
   if (model_) {
     for (const RankTimeline& rank : model_->ranks()) {
       std::vector<uint32_t>& hashes = name_hashes_.emplace_back();
@@ -663,6 +665,7 @@ void TimelineView::paintEvent(QPaintEvent*) {
   PaintRows(p, ticks);
   PaintRange(p);
   PaintMatches(p);
+  PaintPath(p);
   PaintSelection(p);
   PaintFlow(p);
   PaintLabels(p);
@@ -940,6 +943,47 @@ void TimelineView::PaintMatches(QPainter& p) {
       it = next;
     }
     flush();
+  }
+  p.restore();
+}
+
+void TimelineView::setPathMarks(std::vector<PathMark> marks) {
+  path_marks_ = std::move(marks);
+  update();
+}
+
+void TimelineView::PaintPath(QPainter& p) {
+  if (path_marks_.empty() || !model_) return;
+  const int left = timeAreaLeft();
+  const int right = left + timeAreaWidth();
+  p.save();
+  p.setClipRect(QRect(left, kAxisPx, right - left, RowsAreaHeight()));
+  std::optional<QPoint> previous_end;  // where the last mark ended: joined to the next one
+  for (const PathMark& mark : path_marks_) {
+    if (mark.rank >= model_->ranks().size() || mark.track >= model_->ranks()[mark.rank].tracks.size()) continue;
+    const LayoutEntry* entry = layout_.RowEntry(mark.rank, mark.track, 0);
+    if (!entry) {  // a collapsed rank
+      previous_end.reset();
+      continue;
+    }
+    const int y = contentToWidgetY(entry->y);
+    const int h = std::max(3, entry->height - 1);
+    auto [x0, x1] = PixelSpan(timeToX(mark.start_ns), timeToX(mark.end_ns));
+    x0 = std::max(x0, left - 3);
+    x1 = std::min(x1, right + 3);
+    if (previous_end && previous_end->y() != y + h / 2) {
+      p.setPen(QPen(kPathColor, 1, Qt::DotLine));
+      p.drawLine(*previous_end, QPoint(x0, y + h / 2));
+    }
+    if (mark.work) {
+      p.setBrush(Qt::NoBrush);
+      p.setPen(QPen(kPathColor, 2));
+      p.drawRect(QRect(x0, y + 1, std::max(2, x1 - x0), h - 2));
+    } else {
+      p.setPen(QPen(kPathColor, 2, Qt::DashLine));
+      p.drawLine(x0, y + h / 2, std::max(x0 + 1, x1), y + h / 2);
+    }
+    previous_end = QPoint(std::max(x0 + 1, x1), y + h / 2);
   }
   p.restore();
 }

@@ -24,6 +24,7 @@
 
 #include "gui/core/lane_layout.h"
 #include "gui/core/lod.h"
+#include "gui/core/path_marks.h"
 #include "gui/core/time_view.h"
 #include "gui/core/search.h"
 #include "gui/widgets/event_colors.h"
@@ -116,6 +117,10 @@ class TimelineView : public QWidget {
   // outlines in the time area, adjacent matches of a row merged into one outline per run of
   // pixels, so dense matches stay outlines and the lane labels stay clear.
   void setSearchMatches(std::shared_ptr<const SearchMatches> matches);
+  // A step's critical path to draw over the tracks (path_marks.h); empty clears. Work is
+  // outlined on its track's first row, gaps dashed, and each move to another track joined.
+  void setPathMarks(std::vector<PathMark> marks);
+  const std::vector<PathMark>& pathMarks() const { return path_marks_; }
   const SearchMatches* searchMatches() const { return matches_.get(); }
 
   double timeToX(int64_t time_ns) const;  // widget x
@@ -260,6 +265,7 @@ class TimelineView : public QWidget {
   void PaintLabels(QPainter& p);
   void PaintRows(QPainter& p, const std::vector<Tick>& ticks);
   void PaintMatches(QPainter& p);
+  void PaintPath(QPainter& p);
   void PaintSelection(QPainter& p);
   void PaintFlow(QPainter& p);
   void PaintRange(QPainter& p);
@@ -286,6 +292,7 @@ class TimelineView : public QWidget {
   std::vector<int> stragglers_;
   std::vector<int> culprits_;
   std::shared_ptr<const SearchMatches> matches_;
+  std::vector<PathMark> path_marks_;
 
   std::optional<EventRef> selected_;
   std::optional<EventRef> flow_peer_;

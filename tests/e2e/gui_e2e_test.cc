@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "gui/widgets/main_window.h"
 #include "gui/widgets/search_bar.h"
@@ -88,6 +89,56 @@ TEST_F(ViewerEndToEnd, TheScreenshotShowsEveryRanksRows) {
   int lanes = 0;
   for (const gui::LayoutEntry& entry : view->layout().entries()) lanes += entry.kind == gui::LayoutEntry::Kind::kCounter;
   EXPECT_EQ(lanes, 2);
+}
+
+// The analysis behind the Run tab follows each step's critical path (a small run); selecting
+// an event shows its step's path over the tracks; clearing the selection hides it.
+TEST_F(ViewerEndToEnd, SelectingAnEventShowsItsStepsCriticalPath) {
+  gui::MainWindow window;
+  window.setShowErrorDialogs(false);
+  window.setRecordRecentFiles(false);
+  window.resize(1400, 800);
+  window.show();
+  ASSERT_TRUE(window.openRunBlocking(QString::fromStdString(Run().string())));
+  ASSERT_TRUE(window.waitUntilIdle());
+  gui::TimelineView* view = window.timelineView();
+  const gui::TimelineModel* model = view->model();
+  const analyzer::Report* report = window.currentReport();
+  ASSERT_NE(report, nullptr);
+  ASSERT_TRUE(report->critical_path.has_value());
+  ASSERT_GE(report->critical_path->paths.size(), 2u);
+  // An event of rank 0 that starts in the middle of the second measured step.
+  const analyzer::StepPath& step = report->critical_path->paths[1];
+  const int64_t middle = (step.start_ns + step.end_ns) / 2;
+  std::optional<gui::EventRef> picked;
+  const gui::RankTimeline& rank = model->ranks()[0];
+  for (uint32_t t = 0; t < rank.tracks.size() && !picked; ++t) {
+    for (uint32_t r = 0; r < rank.tracks[t].rows.size() && !picked; ++r) {
+      for (uint32_t i = 0; i < rank.tracks[t].rows[r].size(); ++i) {
+        const gui::EventRef candidate{0, t, r, i};
+        if (model->DisplayStart(candidate) >= middle && model->DisplayStart(candidate) < step.end_ns) {
+          picked = candidate;
+          break;
+        }
+      }
+    }
+  }
+  ASSERT_TRUE(picked.has_value());
+  const gui::EventRef ref = *picked;
+  view->selectEvent(ref);
+  const std::vector<gui::PathMark>& marks = view->pathMarks();
+  ASSERT_FALSE(marks.empty());
+  bool work = false;
+  for (const gui::PathMark& mark : marks) work |= mark.work;
+  EXPECT_TRUE(work);
+  // The step that holds the event holds the path.
+  const int64_t at = model->DisplayStart(ref);
+  EXPECT_LE(marks.front().start_ns, at);
+  EXPECT_GE(marks.back().end_ns, at);
+  // The marks tile the step: each starts where the previous ended.
+  for (size_t i = 1; i < marks.size(); ++i) EXPECT_EQ(marks[i].start_ns, marks[i - 1].end_ns) << i;
+  view->clearSelection();
+  EXPECT_TRUE(view->pathMarks().empty());
 }
 
 TEST_F(ViewerEndToEnd, BadScreenshotRequestsFailWithOneLineAndWriteNothing) {

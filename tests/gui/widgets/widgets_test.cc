@@ -992,6 +992,40 @@ TEST(TimelineColorsTest, KernelsAreColoredByNameStablyAndByClassOnRequest) {
   EXPECT_EQ(pixel_of(by_class, 1, 0), EventClassColor(EventClass::kCompute));
 }
 
+// A step's critical path is outlined in orange over its work, dashed over its gaps, on the
+// first row of each segment's track; nothing is drawn once it is cleared.
+TEST(TimelinePathTest, MarksAreDrawnOverTheirTracksAndCleared) {
+  testing::RankBuilder builder(0, "host");
+  const uint32_t compute = builder.AddTrack(trace::LaneKind::kCpuThread, -1, "compute");
+  const uint32_t comm = builder.AddTrack(trace::LaneKind::kCpuThread, -1, "comm");
+  builder.AddRow(compute, {{0, 4000, "matmul", EventClass::kCompute, EventSource::kNvtxRange, 0}});
+  builder.AddRow(comm, {{5000, 10000, "allreduce", EventClass::kComm, EventSource::kNvtxRange, 0}});
+  const TimelineModel model("path", {builder.Build()});
+  TimelineView view;
+  view.resize(900, 300);
+  view.setModel(&model);
+  view.fitAll();
+  const QColor orange(0xff, 0x8c, 0x00);
+  auto orange_pixels = [&](uint32_t track, int64_t t0, int64_t t1) {
+    const QImage image = view.grab().toImage();
+    const LayoutEntry* entry = view.layout().RowEntry(0, track, 0);
+    int count = 0;
+    for (int y = view.contentToWidgetY(entry->y); y < view.contentToWidgetY(entry->y + entry->height); ++y) {
+      for (int x = static_cast<int>(view.timeToX(t0)); x < static_cast<int>(view.timeToX(t1)); ++x) {
+        count += image.pixelColor(x, y) == orange ? 1 : 0;
+      }
+    }
+    return count;
+  };
+  EXPECT_EQ(orange_pixels(compute, 0, 4000), 0);
+  view.setPathMarks({{0, compute, true, 0, 4000}, {0, comm, false, 4000, 5000}, {0, comm, true, 5000, 10000}});
+  EXPECT_GT(orange_pixels(compute, 0, 4000), 20);      // the outline of matmul
+  EXPECT_GT(orange_pixels(comm, 4000, 5000), 5);       // the dashed gap
+  EXPECT_GT(orange_pixels(comm, 5000, 10000), 20);     // the outline of allreduce
+  view.setPathMarks({});
+  EXPECT_EQ(orange_pixels(comm, 5000, 10000), 0);
+}
+
 // A memory counter is a lane under its rank's tracks: a filled step area as high as the total
 // (full height at the counter's peak, nothing before its first change), a label with the
 // peak, and a tooltip with the total and each category at the pointer.
