@@ -119,7 +119,11 @@ Result<CriticalPath> FindCriticalPath(const StepGraph& graph) {
   }
   path.end_ns = graph.nodes[current].end_ns;
   int64_t t = path.end_ns;
-  std::vector<bool> visited(graph.nodes.size(), false);
+  // Each node is left twice at most: through its end (its time is on the path) and through
+  // its start (to what released it). A launch releases its work at the call's start, so the
+  // walk reaches the call at its start and goes straight on to the call's own release.
+  std::vector<bool> passed_end(graph.nodes.size(), false), passed_start(graph.nodes.size(), false);
+  bool at_start = false;
   std::vector<PathSegment> reversed;
   std::vector<CrossRankWait> waits;
   std::vector<size_t> wait_segment;  // per wait: reversed.size() when it was recorded
@@ -127,43 +131,56 @@ Result<CriticalPath> FindCriticalPath(const StepGraph& graph) {
     start = std::max(start, graph.start_ns);
     if (end > start) reversed.push_back({on.rank, on.lane, category, name, start, end});
   };
+  auto to_step_start = [&](const WorkNode& on) {
+    add(on, on.device ? PathCategory::kIdle : PathCategory::kHostGap, on.name, graph.start_ns, std::min(t, on.start_ns));
+  };
 
   while (true) {
-    visited[current] = true;
     const WorkNode* node = &graph.nodes[current];
-    if (node->instance >= 0) {
-      // Its transfer is on the path; before that, the last member's way to arriving.
-      const uint32_t last = index.last_member.at(node->instance);
-      const int64_t arrived = graph.nodes[last].start_ns;
-      add(*node, PathCategory::kCommTransfer, node->name, arrived, t);
-      if (last != current && arrived > node->start_ns) {
-        waits.push_back({node->rank, graph.nodes[last].rank, node->name, -1, arrived - node->start_ns});
-        wait_segment.push_back(reversed.size());
+    if (!at_start) {
+      if (passed_end[current]) {  // inconsistent times: a cycle
+        to_step_start(*node);
+        break;
       }
-      current = last;
-      node = &graph.nodes[current];
-      visited[current] = true;
-      t = node->start_ns;
-    } else if (node->waits) {
-      int64_t synced = 0;
-      const int64_t sync = LatestRelease(index, current, /*ends=*/true, &synced);
-      if (sync >= 0 && synced > node->start_ns && synced < t && !visited[graph.dependencies[sync].from]) {
-        // It blocked until that work ended: the path goes there; its return is host work.
-        add(*node, PathCategory::kHost, node->name, synced, t);
-        current = graph.dependencies[sync].from;
-        t = synced;
-        continue;
+      passed_end[current] = true;
+      if (node->instance >= 0) {
+        // Its transfer is on the path; before that, the last member's way to arriving.
+        const uint32_t last = index.last_member.at(node->instance);
+        const int64_t arrived = graph.nodes[last].start_ns;
+        add(*node, PathCategory::kCommTransfer, node->name, arrived, t);
+        if (last != current && arrived > node->start_ns) {
+          waits.push_back({node->rank, graph.nodes[last].rank, node->name, -1, arrived - node->start_ns});
+          wait_segment.push_back(reversed.size());
+        }
+        current = last;
+        node = &graph.nodes[current];
+        passed_end[current] = true;
+        t = std::min(t, node->start_ns);
+      } else if (node->waits) {
+        int64_t synced = 0;
+        const int64_t sync = LatestRelease(index, current, /*ends=*/true, &synced);
+        if (sync >= 0 && synced > node->start_ns && synced < t && !passed_end[graph.dependencies[sync].from]) {
+          // It blocked until that work ended: the path goes there; its return is host work.
+          add(*node, PathCategory::kHost, node->name, synced, t);
+          current = graph.dependencies[sync].from;
+          t = synced;
+          continue;
+        }
+        add(*node, PathCategory::kHost, node->name, node->start_ns, t);
+      } else {
+        add(*node, node->category, node->name, node->start_ns, t);
       }
-      add(*node, PathCategory::kHost, node->name, node->start_ns, t);
-    } else {
-      add(*node, node->category, node->name, node->start_ns, t);
     }
     // What let it start, and the gap in between.
+    if (passed_start[current]) {
+      to_step_start(*node);
+      break;
+    }
+    passed_start[current] = true;
     int64_t released = 0;
     const int64_t by = LatestRelease(index, current, /*ends=*/false, &released);
-    if (by < 0 || visited[graph.dependencies[by].from]) {
-      add(*node, node->device ? PathCategory::kIdle : PathCategory::kHostGap, node->name, graph.start_ns,
-          node->start_ns);
+    if (by < 0) {
+      to_step_start(*node);
       break;
     }
     released = std::min(released, node->start_ns);
@@ -174,6 +191,7 @@ Result<CriticalPath> FindCriticalPath(const StepGraph& graph) {
     add(*node, gap, node->name, released, node->start_ns);
     current = d.from;
     t = released;
+    at_start = d.kind == DependencyKind::kLaunch;
     if (t <= graph.start_ns) break;
   }
 
@@ -207,25 +225,32 @@ Result<int64_t> ProjectStepTime(const StepGraph& graph, const WhatIf& change) {
   auto gap_scale = [&](uint32_t i) { return change.gap_scale.empty() ? 1.0 : change.gap_scale[i]; };
   auto scaled = [](int64_t ns, double scale) { return static_cast<int64_t>(static_cast<double>(ns) * scale + 0.5); };
 
-  // Dependencies first (Kahn's order). Whatever needs a member's end needs every member's
-  // start: members lead to one extra vertex per instance, and their consumers follow it.
+  // Dependencies first (Kahn's order), over each node's start (vertex i) and end (n + i): a
+  // launch needs its call's start, anything else its source's end; a waiting node's sync
+  // dependencies bound its end. Whatever needs a member's end needs every member's start:
+  // members' starts lead to one extra vertex per instance, which leads to the members' ends.
   std::unordered_map<int64_t, uint32_t> instance_vertex;
   for (const auto& [instance, members] : index.members) {
-    instance_vertex.emplace(instance, static_cast<uint32_t>(n + instance_vertex.size()));
+    instance_vertex.emplace(instance, static_cast<uint32_t>(2 * n + instance_vertex.size()));
   }
-  const size_t vertices = n + instance_vertex.size();
+  const size_t vertices = 2 * n + instance_vertex.size();
   std::vector<std::vector<uint32_t>> next(vertices);
   std::vector<uint32_t> waiting_for(vertices, 0);
-  auto link = [&](uint32_t from, uint32_t to) {
-    next[from].push_back(to);
+  auto link = [&](size_t from, size_t to) {
+    next[from].push_back(static_cast<uint32_t>(to));
     ++waiting_for[to];
   };
   for (const Dependency& d : graph.dependencies) {
-    const WorkNode& from = graph.nodes[d.from];
-    link(from.instance >= 0 && d.kind != DependencyKind::kLaunch ? instance_vertex.at(from.instance) : d.from, d.to);
+    const size_t from = d.kind == DependencyKind::kLaunch ? d.from : n + d.from;
+    link(from, index.BoundsStart(d.to, d) ? d.to : n + d.to);
   }
   for (uint32_t i = 0; i < n; ++i) {
-    if (graph.nodes[i].instance >= 0) link(i, instance_vertex.at(graph.nodes[i].instance));
+    link(i, n + i);
+    if (graph.nodes[i].instance >= 0) {
+      const uint32_t vertex = instance_vertex.at(graph.nodes[i].instance);
+      link(i, vertex);
+      link(vertex, n + i);
+    }
   }
   std::vector<uint32_t> order, ready_vertices;
   order.reserve(vertices);
@@ -244,54 +269,48 @@ Result<int64_t> ProjectStepTime(const StepGraph& graph, const WhatIf& change) {
     return InvalidArgument(fmt::format("step {}: its dependencies form a cycle", graph.step));
   }
   std::vector<int64_t> start(n, 0), end(n, 0);
-  std::vector<bool> ended(n, false);
-  // A member's end: its scaled transfer after the last member's new start (all started: the
-  // order put its instance's vertex first).
-  auto end_of = [&](uint32_t i) -> int64_t {
-    if (ended[i]) return end[i];
-    const WorkNode& node = graph.nodes[i];
-    int64_t last = std::numeric_limits<int64_t>::min();
-    for (uint32_t m : index.members.at(node.instance)) last = std::max(last, start[m]);
-    end[i] = last + scaled(TransferOf(index, node), duration_scale(i));
-    ended[i] = true;
-    return end[i];
-  };
   auto release_of = [&](const Dependency& d) -> int64_t {
-    return d.kind == DependencyKind::kLaunch ? start[d.from] : end_of(d.from);
+    return d.kind == DependencyKind::kLaunch ? start[d.from] : end[d.from];
   };
 
   int64_t latest = graph.start_ns;
-  for (uint32_t i : order) {
-    if (i >= n) continue;  // an instance's vertex: its members' ends are computed when needed
+  for (uint32_t v : order) {
+    if (v >= 2 * n) continue;  // an instance's vertex: every member has started
+    const uint32_t i = v < n ? v : static_cast<uint32_t>(v - n);
     const WorkNode& node = graph.nodes[i];
-    // Work that began before the step's start keeps its time.
-    int64_t was_ready = std::min(graph.start_ns, node.start_ns), ready = was_ready;
-    int64_t was_synced = node.start_ns, synced = std::numeric_limits<int64_t>::min();
-    for (uint32_t di : index.DependenciesOf(i)) {
-      const Dependency& d = graph.dependencies[di];
-      if (index.BoundsStart(i, d)) {
+    if (v < n) {
+      // Its start: its start dependencies' new release plus its slack, scaled. Work that began
+      // before the step's start keeps its time.
+      int64_t was_ready = std::min(graph.start_ns, node.start_ns), ready = was_ready;
+      for (uint32_t di : index.DependenciesOf(i)) {
+        const Dependency& d = graph.dependencies[di];
+        if (!index.BoundsStart(i, d)) continue;
         was_ready = std::max(was_ready, std::min(ReleaseOf(graph, d), node.start_ns));
         ready = std::max(ready, release_of(d));
-      } else {
+      }
+      start[i] = ready + scaled(node.start_ns - std::min(was_ready, node.start_ns), gap_scale(i));
+      continue;
+    }
+    if (node.instance >= 0) {
+      // Its scaled transfer after the last member's new start.
+      int64_t last = std::numeric_limits<int64_t>::min();
+      for (uint32_t m : index.members.at(node.instance)) last = std::max(last, start[m]);
+      end[i] = last + scaled(TransferOf(index, node), duration_scale(i));
+    } else if (node.waits) {
+      // It blocks until its sync dependencies end, then returns as long as it did.
+      int64_t was_synced = node.start_ns, synced = std::numeric_limits<int64_t>::min();
+      for (uint32_t di : index.DependenciesOf(i)) {
+        const Dependency& d = graph.dependencies[di];
+        if (index.BoundsStart(i, d)) continue;
         was_synced = std::max(was_synced, std::min(ReleaseOf(graph, d), node.end_ns));
         synced = std::max(synced, release_of(d));
       }
-    }
-    was_ready = std::min(was_ready, node.start_ns);
-    start[i] = ready + scaled(node.start_ns - was_ready, gap_scale(i));
-    if (node.instance >= 0) {
-      continue;  // its end waits for every member's start (end_of)
-    }
-    if (node.waits) {
-      // It blocks until its sync dependencies end, then returns as long as it did.
       end[i] = std::max(start[i], synced) + scaled(node.end_ns - was_synced, duration_scale(i));
-      ended[i] = true;
     } else {
       end[i] = start[i] + scaled(node.end_ns - node.start_ns, duration_scale(i));
-      ended[i] = true;
     }
+    latest = std::max(latest, end[i]);
   }
-  for (uint32_t i = 0; i < n; ++i) latest = std::max(latest, end_of(i));
   return latest - graph.start_ns;
 }
 

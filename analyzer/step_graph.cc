@@ -147,13 +147,22 @@ void GraphBuilder::AddRank(const RankPathInput& rank, const std::vector<int64_t>
       Depend(nodes[i - 1], nodes[i], DependencyKind::kProgramOrder);
     }
   }
-  // Launch → kernel or copy, by correlation id.
+  // Launch → kernel or copy, by correlation id. A call that returned after its work ended
+  // (a synchronous copy) waited for it: its work is also its sync dependency.
   std::vector<uint32_t> device_by_end, host_by_end;
   for (size_t i = 0; i < nodes.size(); ++i) {
     const uint32_t id = nodes[i];
     (graph_.nodes[id].device ? device_by_end : host_by_end).push_back(id);
     if (correlations[i] == 0 || !graph_.nodes[id].device) continue;
-    if (auto it = launches.find(correlations[i]); it != launches.end()) Depend(it->second, id, DependencyKind::kLaunch);
+    const auto it = launches.find(correlations[i]);
+    if (it == launches.end()) continue;
+    Depend(it->second, id, DependencyKind::kLaunch);
+    WorkNode& call = graph_.nodes[it->second];
+    const WorkNode& work = graph_.nodes[id];
+    if (work.end_ns <= call.end_ns && work.end_ns > call.start_ns && !call.waits) {
+      call.waits = true;
+      Depend(id, it->second, DependencyKind::kSync);
+    }
   }
   auto by_end = [&](uint32_t a, uint32_t b) { return graph_.nodes[a].end_ns < graph_.nodes[b].end_ns; };
   std::sort(device_by_end.begin(), device_by_end.end(), by_end);
@@ -229,6 +238,22 @@ CriticalPathSummary MeasureCriticalPaths(const std::vector<RankPathInput>& ranks
   for (int64_t step : steps) {
     const StepGraph graph = BuildStepGraph(ranks, instances, step);
     if (graph.nodes.empty()) continue;
+    // Ranks whose windows of this step do not overlap on the aligned clock (clocks §4 could
+    // not align, or steps numbered apart) give no one step to follow.
+    int64_t longest = 0;
+    for (const RankPathInput& rank : ranks) {
+      for (const StepRange& s : *rank.steps) {
+        if (s.number == step) longest = std::max(longest, s.end_ns - s.start_ns);
+      }
+    }
+    if (graph.end_ns - graph.start_ns > 2 * longest) {
+      if (summary.notes.size() < 5) {
+        summary.notes.push_back(fmt::format("step {}: the ranks' windows span {} ns on the aligned clock, more than "
+                                            "twice the longest one ({} ns); left out",
+                                            step, graph.end_ns - graph.start_ns, longest));
+      }
+      continue;
+    }
     Result<CriticalPath> path = FindCriticalPath(graph);
     if (!path.ok()) {
       summary.notes.push_back(fmt::format("step {}: {}", step, path.status().message()));

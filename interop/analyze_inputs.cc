@@ -204,7 +204,8 @@ Result<AnalyzedInputs> AnalyzeInputs(const std::vector<fs::path>& inputs, const 
                       StreamInputs(
                           files, options.threads,
                           [&analysis](const fs::path& source) -> trace::SpanVisitor& { return analysis.AddRank(source); },
-                          trace::StreamOptions{}, nullptr));
+                          // The critical path follows launches and syncs: it needs the host calls.
+                          trace::StreamOptions{.host_calls = options.critical_path}, nullptr));
   RS_ASSIGN_OR_RETURN(analyzed.report, analysis.Finish(Display(inputs)));
   return analyzed;
 }

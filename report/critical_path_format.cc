@@ -13,7 +13,8 @@ std::string CriticalPathLine(const Report& report) {
   const analyzer::CriticalPathSummary& path = *report.critical_path;
   if (path.steps == 0) {
     return "critical path: no aggregated step had events to follow (the graph needs each rank's events "
-           "inside its step ranges)";
+           "inside its step ranges, on windows that overlap across ranks)" +
+           (path.notes.empty() ? std::string() : "; " + path.notes.front());
   }
   std::string shares;
   for (const auto& [category, share] : path.categories) {

@@ -162,6 +162,32 @@ TEST(StepGraphTest, GpuLaunchesAndASyncFollowCorrelationAndTheLastKernel) {
   EXPECT_EQ(path->length_ns(), 40);
 }
 
+// A synchronous copy: the call returns after its copy ended, so it waited for it; the launch
+// (call start → copy) and the wait (copy end → call end) are not a cycle.
+TEST(StepGraphTest, ASynchronousCopyIsWaitedForByItsCall) {
+  FakeRank rank;
+  rank.steps = {{0, 0, 40, 0}};
+  rank.Add(PathEvent::Kind::kApiCall, 1, "cudaMemcpy", 0, 30, -1, 5);
+  rank.Add(PathEvent::Kind::kCopy, 3, "", 10, 28, static_cast<int8_t>(ActivityClass::kMemory), 5);
+  rank.Add(PathEvent::Kind::kRange, 1, "loss", 31, 35, kComputeClass);
+  std::vector<FakeRank> ranks = {rank};
+  InstanceIds ids;
+  const StepGraph graph = BuildStepGraph(Inputs(ranks, &ids), ids, 0);
+  ASSERT_EQ(graph.nodes.size(), 3u);
+  Result<CriticalPath> path = FindCriticalPath(graph);
+  ASSERT_TRUE(path.ok()) << path.status().message();
+  // loss 31-35, the host gap 30-31, the call's return 28-30, the copy 10-28, its launch gap 0-10.
+  ASSERT_EQ(path->segments.size(), 5u);
+  EXPECT_EQ(path->segments[0].category, PathCategory::kLaunchGap);
+  EXPECT_EQ(path->segments[1].category, PathCategory::kMemcpy);
+  EXPECT_EQ(path->segments[2].category, PathCategory::kHost);
+  EXPECT_EQ(path->length_ns(), 35);
+  EXPECT_EQ(*ProjectStepTime(graph, WhatIf{}), 35);
+  // The copy 2× faster: 10-19; the call returns 2 later (21), the gap (1) and loss (4): 26.
+  EXPECT_EQ(*ProjectStepTime(graph, FasterWork(graph, "copies", [](const std::string& n) { return n.empty(); }, 2)),
+            26);
+}
+
 TEST(StepGraphTest, RanksWithoutTheStepOrEventsGiveNoGraph) {
   std::vector<FakeRank> ranks = TwoCpuRanks();
   InstanceIds ids;

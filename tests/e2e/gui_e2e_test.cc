@@ -36,6 +36,15 @@ class ViewerEndToEnd : public ::testing::Test {
   }
   static void TearDownTestSuite() { delete dir_; }
   static std::filesystem::path Run() { return dir_->path() / "run"; }
+  // Shows `window` at 1400x800 with the run opened and analyzed.
+  static void OpenRun(gui::MainWindow& window) {
+    window.setShowErrorDialogs(false);
+    window.setRecordRecentFiles(false);
+    window.resize(1400, 800);
+    window.show();
+    ASSERT_TRUE(window.openRunBlocking(QString::fromStdString(Run().string())));
+    ASSERT_TRUE(window.waitUntilIdle());
+  }
   static TempDir* dir_;
 };
 TempDir* ViewerEndToEnd::dir_ = nullptr;
@@ -51,12 +60,7 @@ TEST_F(ViewerEndToEnd, TheScreenshotShowsEveryRanksRows) {
 
   // The same window in this process tells where each rank's rows are in that picture.
   gui::MainWindow window;
-  window.setShowErrorDialogs(false);
-  window.setRecordRecentFiles(false);
-  window.resize(1400, 800);
-  window.show();
-  ASSERT_TRUE(window.openRunBlocking(QString::fromStdString(Run().string())));
-  ASSERT_TRUE(window.waitUntilIdle());
+  ASSERT_NO_FATAL_FAILURE(OpenRun(window));
   const gui::TimelineView* view = window.timelineView();
   ASSERT_EQ(view->model()->ranks().size(), 2u);
   const QImage mine = window.grab().toImage();
@@ -95,12 +99,7 @@ TEST_F(ViewerEndToEnd, TheScreenshotShowsEveryRanksRows) {
 // an event shows its step's path over the tracks; clearing the selection hides it.
 TEST_F(ViewerEndToEnd, SelectingAnEventShowsItsStepsCriticalPath) {
   gui::MainWindow window;
-  window.setShowErrorDialogs(false);
-  window.setRecordRecentFiles(false);
-  window.resize(1400, 800);
-  window.show();
-  ASSERT_TRUE(window.openRunBlocking(QString::fromStdString(Run().string())));
-  ASSERT_TRUE(window.waitUntilIdle());
+  ASSERT_NO_FATAL_FAILURE(OpenRun(window));
   gui::TimelineView* view = window.timelineView();
   const gui::TimelineModel* model = view->model();
   const analyzer::Report* report = window.currentReport();
