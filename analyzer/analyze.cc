@@ -322,7 +322,7 @@ CriticalPathSummary MeasurePaths(const std::vector<RankResult>& ranks, const Ste
     if (rank.devices.empty()) continue;
     const RankActivity& a = rank.activity;
     collectives.push_back({a.rank, a.meta.host, a.collective_source, &a.steps, &a.collective_kinds, &a.collectives});
-    RankPathInput input{a.rank, &a.path, &a.steps, &a.collectives, 0};
+    RankPathInput input{a.rank, &a.path, &a.steps, &a.collectives, 0, &a.messages, nullptr};
     for (const HostClock& host : clock.hosts) {
       if (std::find(host.ranks.begin(), host.ranks.end(), a.rank) != host.ranks.end()) input.clock_offset_ns = host.offset_ns;
     }
@@ -339,6 +339,9 @@ CriticalPathSummary MeasurePaths(const std::vector<RankResult>& ranks, const Ste
       if (index < records.size()) ids[arrival.rank_index][index] = static_cast<int64_t>(i);
     }
   }
+  // Messages: instances after the collectives'.
+  const InstanceIds message_ids = MatchMessageInstances(inputs, static_cast<int64_t>(match.matched.size()));
+  for (size_t r = 0; r < inputs.size(); ++r) inputs[r].message_instances = &message_ids[r];
   std::vector<std::pair<std::string, double>> faster;
   for (const AnalyzeOptions::FasterWorkWhatIf& w : options.what_ifs) faster.emplace_back(w.text, w.factor);
   return MeasureCriticalPaths(inputs, ids, steps.aggregated_numbers, options.top, faster);

@@ -33,24 +33,25 @@ PathCategory CategoryOf(const PathEvent& event) {
   }
 }
 
-// The instance of the rank's collective record that overlaps [start, end) the most; -1: none.
+// The instance of the rank's record (a collective or a message) that overlaps [start, end)
+// the most; -1: none.
+template <typename Record>
 class RecordFinder {
  public:
-  RecordFinder(const std::vector<CollectiveRecord>* records, const std::vector<int64_t>* ids)
-      : records_(records), ids_(ids) {
+  RecordFinder(const std::vector<Record>* records, const std::vector<int64_t>* ids) : records_(records), ids_(ids) {
     if (records_ == nullptr) return;
-    for (const CollectiveRecord& r : *records_) longest_ = std::max(longest_, r.end_ns - r.start_ns);
+    for (const Record& r : *records_) longest_ = std::max(longest_, r.end_ns - r.start_ns);
   }
   int64_t InstanceOf(int64_t start, int64_t end) const {
     if (records_ == nullptr || ids_ == nullptr || records_->empty()) return -1;
-    const std::vector<CollectiveRecord>& records = *records_;
+    const std::vector<Record>& records = *records_;
     auto it = std::lower_bound(records.begin(), records.end(), start - longest_,
-                               [](const CollectiveRecord& r, int64_t t) { return r.start_ns < t; });
+                               [](const Record& r, int64_t t) { return r.start_ns < t; });
     int64_t best = -1, best_overlap = 0;
     for (; it != records.end() && it->start_ns < end; ++it) {
       const int64_t overlap = std::min(end, it->end_ns) - std::max(start, it->start_ns);
       const size_t index = static_cast<size_t>(it - records.begin());
-      if (overlap > best_overlap && index < ids_->size()) {
+      if (overlap > best_overlap && index < ids_->size() && (*ids_)[index] >= 0) {
         best_overlap = overlap;
         best = (*ids_)[index];
       }
@@ -59,7 +60,7 @@ class RecordFinder {
   }
 
  private:
-  const std::vector<CollectiveRecord>* records_;
+  const std::vector<Record>* records_;
   const std::vector<int64_t>* ids_;
   int64_t longest_ = 0;
 };
@@ -110,7 +111,8 @@ void GraphBuilder::AddRank(const RankPathInput& rank, const std::vector<int64_t>
   std::sort(events.begin(), events.end(), [](const PathEvent* a, const PathEvent* b) {
     return std::tie(a->lane, a->start_ns, b->end_ns) < std::tie(b->lane, b->start_ns, a->end_ns);
   });
-  const RecordFinder records(rank.collectives, instance_ids);
+  const RecordFinder<CollectiveRecord> records(rank.collectives, instance_ids);
+  const RecordFinder<MessageRecord> messages(rank.messages, rank.message_instances);
   std::vector<uint32_t> nodes;         // this rank's, in lane then time order
   std::vector<uint64_t> correlations;  // per node
   std::unordered_map<uint64_t, uint32_t> launches;  // correlation → its call's node
@@ -131,7 +133,8 @@ void GraphBuilder::AddRank(const RankPathInput& rank, const std::vector<int64_t>
     node.name = e.name < rank.events->names.size() ? Name(rank.events->names[e.name]) : -1;
     node.waits = e.kind == PathEvent::Kind::kSync;
     if (node.category == PathCategory::kCommTransfer) {
-      const int64_t instance = records.InstanceOf(e.start_ns, e.end_ns);
+      int64_t instance = records.InstanceOf(e.start_ns, e.end_ns);
+      if (instance < 0) instance = messages.InstanceOf(e.start_ns, e.end_ns);
       // One member per rank and instance: a second node of it (a nested call) is only comm.
       if (instance >= 0 && instances_seen.insert(instance).second) node.instance = instance;
     }
@@ -213,6 +216,31 @@ double Median(std::vector<double> values) {
 }
 
 }  // namespace
+
+InstanceIds MatchMessageInstances(const std::vector<RankPathInput>& ranks, int64_t first_id) {
+  InstanceIds ids(ranks.size());
+  using Key = std::tuple<uint64_t, int32_t, int32_t, uint64_t>;  // (comm, sender, receiver, n)
+  std::map<Key, std::vector<std::pair<size_t, size_t>>> sides;     // → (rank index, message index)
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    if (ranks[r].messages == nullptr) continue;
+    ids[r].assign(ranks[r].messages->size(), -1);
+    std::map<std::tuple<uint64_t, int32_t, bool>, uint64_t> next;
+    for (size_t m = 0; m < ranks[r].messages->size(); ++m) {
+      const MessageRecord& message = (*ranks[r].messages)[m];
+      const uint64_t n = next[{message.comm_hash, message.peer, message.send}]++;
+      const Key key = message.send ? Key{message.comm_hash, message.comm_rank, message.peer, n}
+                                   : Key{message.comm_hash, message.peer, message.comm_rank, n};
+      sides[key].emplace_back(r, m);
+    }
+  }
+  int64_t id = first_id;
+  for (const auto& [key, pair] : sides) {
+    if (pair.size() != 2) continue;  // unmatched (or a rank recorded it twice)
+    for (const auto& [r, m] : pair) ids[r][m] = id;
+    ++id;
+  }
+  return ids;
+}
 
 StepGraph BuildStepGraph(const std::vector<RankPathInput>& ranks, const InstanceIds& instances, int64_t step) {
   GraphBuilder builder(step);

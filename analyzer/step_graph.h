@@ -20,11 +20,20 @@ struct RankPathInput {
   const std::vector<StepRange>* steps = nullptr;
   const std::vector<CollectiveRecord>* collectives = nullptr;
   int64_t clock_offset_ns = 0;  // added to the rank's times (§4 clock alignment)
+  // Point-to-point messages (sorted by start) and, per message, its instance id (its send and
+  // its receive share one; -1: unmatched): MatchMessageInstances.
+  const std::vector<MessageRecord>* messages = nullptr;
+  const std::vector<int64_t>* message_instances = nullptr;
 };
 
 // Which collective instance each of a rank's records belongs to: per input rank, per record
 // (in `collectives` order), an instance id ≥ 0 or -1 (unmatched).
 using InstanceIds = std::vector<std::vector<int64_t>>;
+
+// Each message's instance, ids from `first_id` on: a send and the receive that matches it
+// (§4 "Point to point": the n-th message from sender to receiver on a communicator) share
+// one, so the receive's end waits for the send's start and the send's for the receive's.
+InstanceIds MatchMessageInstances(const std::vector<RankPathInput>& ranks, int64_t first_id);
 
 // The graph of step number `step` over the ranks that have it.
 StepGraph BuildStepGraph(const std::vector<RankPathInput>& ranks, const InstanceIds& instances, int64_t step);

@@ -20,6 +20,7 @@ struct FakeRank {
   std::vector<StepRange> steps;
   std::vector<CollectiveRecord> collectives;
   std::vector<int64_t> instance_ids;
+  std::vector<MessageRecord> messages;
 
   uint32_t Name(const std::string& name) {
     for (size_t i = 0; i < events.names.size(); ++i) {
@@ -45,7 +46,7 @@ std::vector<RankPathInput> Inputs(const std::vector<FakeRank>& ranks, InstanceId
   std::vector<RankPathInput> inputs;
   ids->clear();
   for (const FakeRank& r : ranks) {
-    inputs.push_back({r.rank, &r.events, &r.steps, &r.collectives, 0});
+    inputs.push_back({r.rank, &r.events, &r.steps, &r.collectives, 0, &r.messages, nullptr});
     ids->push_back(r.instance_ids);
   }
   return inputs;
@@ -186,6 +187,46 @@ TEST(StepGraphTest, ASynchronousCopyIsWaitedForByItsCall) {
   // The copy 2× faster: 10-19; the call returns 2 later (21), the gap (1) and loss (4): 26.
   EXPECT_EQ(*ProjectStepTime(graph, FasterWork(graph, "copies", [](const std::string& n) { return n.empty(); }, 2)),
             26);
+}
+
+// Point to point: rank 1 posts its receive at 2; rank 0 computes until 10, then sends; the
+// message moves 10-30; rank 1 then computes 31-40. The receive waits for the send's start.
+TEST(StepGraphTest, AReceiveWaitsForItsSendOnTheOtherRank) {
+  std::vector<FakeRank> ranks(2);
+  for (int r = 0; r < 2; ++r) {
+    ranks[static_cast<size_t>(r)].rank = r;
+    ranks[static_cast<size_t>(r)].steps = {{0, 0, 40, 0}};
+  }
+  ranks[0].Add(PathEvent::Kind::kRange, 1, "forward", 0, 10, kComputeClass);
+  ranks[0].Add(PathEvent::Kind::kRange, 1, "send", 10, 30, kCommClass);
+  ranks[0].messages.push_back({true, 7, 0, 1, 10, 30, 1024, -1});
+  ranks[1].Add(PathEvent::Kind::kRange, 1, "recv", 2, 30, kCommClass);
+  ranks[1].Add(PathEvent::Kind::kRange, 1, "backward", 31, 40, kComputeClass);
+  ranks[1].messages.push_back({false, 7, 1, 0, 2, 30, 1024, -1});
+  InstanceIds ids;
+  std::vector<RankPathInput> inputs = Inputs(ranks, &ids);
+  const InstanceIds messages = MatchMessageInstances(inputs, 100);
+  ASSERT_EQ(messages[0], std::vector<int64_t>{100});
+  ASSERT_EQ(messages[1], std::vector<int64_t>{100});
+  for (size_t r = 0; r < inputs.size(); ++r) inputs[r].message_instances = &messages[r];
+  const StepGraph graph = BuildStepGraph(inputs, ids, 0);
+  Result<CriticalPath> path = FindCriticalPath(graph);
+  ASSERT_TRUE(path.ok()) << path.status().message();
+  // backward 31-40 (rank 1), its gap 30-31, the message's transfer 10-30 on rank 1, and
+  // before it rank 0's forward 0-10.
+  ASSERT_EQ(path->segments.size(), 4u);
+  EXPECT_EQ(path->segments[0].rank, 0);
+  EXPECT_EQ(path->segments[0].category, PathCategory::kCompute);
+  EXPECT_EQ(path->segments[1].category, PathCategory::kCommTransfer);
+  EXPECT_EQ(path->segments[1].start_ns, 10);
+  ASSERT_EQ(path->waits.size(), 1u);
+  EXPECT_EQ(path->waits[0].waiting_rank, 1);
+  EXPECT_EQ(path->waits[0].late_rank, 0);
+  EXPECT_EQ(path->waits[0].wait_ns, 8);
+  // An unmatched message (no receive) gets no instance.
+  ranks[0].messages.push_back({true, 7, 0, 1, 35, 36, 8, -1});
+  inputs = Inputs(ranks, &ids);
+  EXPECT_EQ(MatchMessageInstances(inputs, 0)[0], (std::vector<int64_t>{0, -1}));
 }
 
 TEST(StepGraphTest, RanksWithoutTheStepOrEventsGiveNoGraph) {
