@@ -344,7 +344,8 @@ CriticalPathSummary MeasurePaths(const std::vector<RankResult>& ranks, const Ste
   for (size_t r = 0; r < inputs.size(); ++r) inputs[r].message_instances = &message_ids[r];
   std::vector<std::pair<std::string, double>> faster;
   for (const AnalyzeOptions::FasterWorkWhatIf& w : options.what_ifs) faster.emplace_back(w.text, w.factor);
-  return MeasureCriticalPaths(inputs, ids, steps.aggregated_numbers, options.top, faster);
+  return MeasureCriticalPaths(inputs, ids, steps.aggregated_numbers, options.top, faster,
+                              options.critical_path_steps);
 }
 
 Parallelism MeasureParallelism(const std::vector<RankResult>& ranks, const ClockAlignment& clock,

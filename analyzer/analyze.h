@@ -66,6 +66,8 @@ struct AnalyzeOptions {
     double factor = 2;
   };
   std::vector<FasterWorkWhatIf> what_ifs;
+  // The most aggregated steps whose graph is built, evenly spread over them; 0: every one.
+  size_t critical_path_steps = 200;
   std::string tool_version;
   // Called on the calling thread after each rank is read: (ranks done, ranks in all).
   std::function<void(int, int)> progress;

@@ -173,15 +173,38 @@ class RankScanner::Impl {
     path_events_.push_back(
         {kind, activity_class, row.lane, row.name, row.start_ns, row.end_ns, row.correlation_id});
   }
-  RankPathEvents TakePathEvents(const std::vector<std::optional<ActivityClass>>& deferred_classes);
+  RankPathEvents TakePathEvents(const std::vector<std::optional<ActivityClass>>& deferred_classes,
+                                const std::vector<StepRange>& steps);
   int64_t events_ = 0;
   int64_t invalid_events_ = 0;
 };
 
-RankPathEvents RankScanner::Impl::TakePathEvents(const std::vector<std::optional<ActivityClass>>& deferred_classes) {
+RankPathEvents RankScanner::Impl::TakePathEvents(const std::vector<std::optional<ActivityClass>>& deferred_classes,
+                                                 const std::vector<StepRange>& steps) {
   RankPathEvents out;
   for (size_t i = 0; i < deferred_path_events_.size() && i < deferred_classes.size(); ++i) {
     if (deferred_classes[i]) path_events_[deferred_path_events_[i]].activity_class = static_cast<int8_t>(*deferred_classes[i]);
+  }
+  std::vector<size_t>().swap(deferred_path_events_);
+  if (!steps.empty()) {
+    // Group by the step each starts in (steps are sorted and disjoint); drop the rest.
+    std::vector<uint32_t> step_of(path_events_.size(), UINT32_MAX);
+    out.step_first.assign(steps.size() + 1, 0);
+    for (size_t i = 0; i < path_events_.size(); ++i) {
+      const int64_t start = path_events_[i].start_ns;
+      const auto after = std::upper_bound(steps.begin(), steps.end(), start,
+                                          [](int64_t t, const StepRange& s) { return t < s.start_ns; });
+      if (after == steps.begin() || start >= std::prev(after)->end_ns) continue;
+      step_of[i] = static_cast<uint32_t>(std::prev(after) - steps.begin());
+      ++out.step_first[step_of[i] + 1];
+    }
+    for (size_t s = 1; s < out.step_first.size(); ++s) out.step_first[s] += out.step_first[s - 1];
+    std::vector<PathEvent> grouped(out.step_first.back());
+    std::vector<uint32_t> fill(out.step_first.begin(), out.step_first.end() - 1);
+    for (size_t i = 0; i < path_events_.size(); ++i) {
+      if (step_of[i] != UINT32_MAX) grouped[fill[step_of[i]]++] = path_events_[i];
+    }
+    path_events_ = std::move(grouped);
   }
   // Only the names the events use, renumbered.
   std::unordered_map<uint32_t, uint32_t> renumbered;
@@ -191,7 +214,6 @@ RankPathEvents RankScanner::Impl::TakePathEvents(const std::vector<std::optional
     event.name = it->second;
   }
   out.events = std::move(path_events_);
-  std::vector<size_t>().swap(deferred_path_events_);
   return out;
 }
 
@@ -560,7 +582,6 @@ Result<RankActivity> RankScanner::Impl::Finish() {
     AddRange(row, *deferred_classes[i]);
   }
   std::vector<DeferredRange>().swap(deferred_ranges_);
-  if (options_.path_events) activity.path = TakePathEvents(deferred_classes);
 
   // Merge each lane, then unite the lanes of each device.
   std::map<int, std::array<IntervalSet, kClassCount>> per_device;
@@ -602,6 +623,7 @@ Result<RankActivity> RankScanner::Impl::Finish() {
 
   ChooseSteps(activity);
   ChooseCollectives(activity);
+  if (options_.path_events) activity.path = TakePathEvents(deferred_classes, activity.steps);
 
   for (size_t id = 0; id < name_totals_.size(); ++id) {
     const NameTotal& total = name_totals_[id];

@@ -40,7 +40,11 @@ struct PathEvent {
 };
 
 struct RankPathEvents {
-  std::vector<PathEvent> events;  // in no particular order
+  // With step ranges, only the events that start in a step, grouped by it: step i's (in
+  // RankActivity::steps order) are [step_first[i], step_first[i + 1]). Without (step_first
+  // empty), every event, in no particular order.
+  std::vector<PathEvent> events;
+  std::vector<uint32_t> step_first;
   std::vector<std::string> names;
 };
 

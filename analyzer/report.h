@@ -472,6 +472,7 @@ struct StepPath {
 
 struct CriticalPathSummary {
   int64_t steps = 0;               // steps measured
+  int64_t steps_aggregated = 0;    // of which they were chosen (AnalyzeOptions::critical_path_steps)
   int64_t measured_step_ns = 0;    // median of (latest rank's end − earliest rank's start)
   int64_t path_ns = 0;             // median path length
   int64_t max_mismatch_ns = 0;     // max |path − measured| over the steps (0 by construction)

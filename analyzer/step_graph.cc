@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 #include <map>
+#include <optional>
 #include <tuple>
 #include <unordered_map>
 
@@ -38,9 +39,15 @@ PathCategory CategoryOf(const PathEvent& event) {
 template <typename Record>
 class RecordFinder {
  public:
-  RecordFinder(const std::vector<Record>* records, const std::vector<int64_t>* ids) : records_(records), ids_(ids) {
-    if (records_ == nullptr) return;
-    for (const Record& r : *records_) longest_ = std::max(longest_, r.end_ns - r.start_ns);
+  // `longest`: the longest record's duration (Longest), computed once per rank.
+  RecordFinder(const std::vector<Record>* records, const std::vector<int64_t>* ids, int64_t longest)
+      : records_(records), ids_(ids), longest_(longest) {}
+  static int64_t Longest(const std::vector<Record>* records) {
+    int64_t longest = 0;
+    if (records != nullptr) {
+      for (const Record& r : *records) longest = std::max(longest, r.end_ns - r.start_ns);
+    }
+    return longest;
   }
   int64_t InstanceOf(int64_t start, int64_t end) const {
     if (records_ == nullptr || ids_ == nullptr || records_->empty()) return -1;
@@ -65,6 +72,13 @@ class RecordFinder {
   int64_t longest_ = 0;
 };
 
+// What a rank's graphs look up, computed once for all its steps.
+struct RankLookup {
+  std::unordered_map<int64_t, size_t> step_index;  // step number → index in its steps
+  int64_t longest_collective_ns = 0;
+  int64_t longest_message_ns = 0;
+};
+
 class GraphBuilder {
  public:
   explicit GraphBuilder(int64_t step) {
@@ -73,7 +87,9 @@ class GraphBuilder {
     graph_.end_ns = std::numeric_limits<int64_t>::min();
   }
 
-  void AddRank(const RankPathInput& rank, const std::vector<int64_t>* instance_ids);
+  // `step_index`: the index in rank.steps of the graph's step (nullopt: the rank lacks it).
+  void AddRank(const RankPathInput& rank, const std::vector<int64_t>* instance_ids, const RankLookup& lookup,
+               std::optional<size_t> step_index);
   StepGraph Take() {
     if (graph_.nodes.empty() && graph_.start_ns > graph_.end_ns) graph_.start_ns = graph_.end_ns = 0;
     return std::move(graph_);
@@ -91,19 +107,22 @@ class GraphBuilder {
   std::unordered_map<std::string, int32_t> names_;
 };
 
-void GraphBuilder::AddRank(const RankPathInput& rank, const std::vector<int64_t>* instance_ids) {
-  const StepRange* window = nullptr;
-  for (const StepRange& s : *rank.steps) {
-    if (s.number == graph_.step) window = &s;
-  }
-  if (window == nullptr || rank.events == nullptr) return;
+void GraphBuilder::AddRank(const RankPathInput& rank, const std::vector<int64_t>* instance_ids,
+                           const RankLookup& lookup, std::optional<size_t> step_index) {
+  if (!step_index || rank.events == nullptr || *step_index >= rank.steps->size()) return;
+  const StepRange* window = &(*rank.steps)[*step_index];
   const int64_t offset = rank.clock_offset_ns;
   graph_.start_ns = std::min(graph_.start_ns, window->start_ns + offset);
   graph_.end_ns = std::max(graph_.end_ns, window->end_ns + offset);
 
-  // The step's events: those that start in its window.
+  // The step's events: those that start in its window (grouped by step already, or not).
   std::vector<const PathEvent*> events;
-  for (const PathEvent& e : rank.events->events) {
+  const std::vector<uint32_t>& first = rank.events->step_first;
+  const bool grouped = first.size() == rank.steps->size() + 1;
+  const size_t begin = grouped ? first[*step_index] : 0;
+  const size_t end = grouped ? first[*step_index + 1] : rank.events->events.size();
+  for (size_t i = begin; i < end && i < rank.events->events.size(); ++i) {
+    const PathEvent& e = rank.events->events[i];
     if (e.start_ns >= window->start_ns && e.start_ns < window->end_ns && e.end_ns >= e.start_ns) events.push_back(&e);
   }
   // Per lane by (start, longest first): on a CPU lane only the innermost ranges are nodes (an
@@ -111,8 +130,8 @@ void GraphBuilder::AddRank(const RankPathInput& rank, const std::vector<int64_t>
   std::sort(events.begin(), events.end(), [](const PathEvent* a, const PathEvent* b) {
     return std::tie(a->lane, a->start_ns, b->end_ns) < std::tie(b->lane, b->start_ns, a->end_ns);
   });
-  const RecordFinder<CollectiveRecord> records(rank.collectives, instance_ids);
-  const RecordFinder<MessageRecord> messages(rank.messages, rank.message_instances);
+  const RecordFinder<CollectiveRecord> records(rank.collectives, instance_ids, lookup.longest_collective_ns);
+  const RecordFinder<MessageRecord> messages(rank.messages, rank.message_instances, lookup.longest_message_ns);
   std::vector<uint32_t> nodes;         // this rank's, in lane then time order
   std::vector<uint64_t> correlations;  // per node
   std::unordered_map<uint64_t, uint32_t> launches;  // correlation → its call's node
@@ -242,16 +261,57 @@ InstanceIds MatchMessageInstances(const std::vector<RankPathInput>& ranks, int64
   return ids;
 }
 
-StepGraph BuildStepGraph(const std::vector<RankPathInput>& ranks, const InstanceIds& instances, int64_t step) {
+namespace {
+
+using StepIndexes = std::vector<RankLookup>;
+
+StepIndexes IndexSteps(const std::vector<RankPathInput>& ranks) {
+  StepIndexes out(ranks.size());
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    out[r].longest_collective_ns = RecordFinder<CollectiveRecord>::Longest(ranks[r].collectives);
+    out[r].longest_message_ns = RecordFinder<MessageRecord>::Longest(ranks[r].messages);
+    if (ranks[r].steps == nullptr) continue;
+    for (size_t i = 0; i < ranks[r].steps->size(); ++i) out[r].step_index.emplace((*ranks[r].steps)[i].number, i);
+  }
+  return out;
+}
+
+std::optional<size_t> StepIndexOf(const StepIndexes& indexes, size_t rank, int64_t step) {
+  const auto found = indexes[rank].step_index.find(step);
+  return found == indexes[rank].step_index.end() ? std::nullopt : std::optional<size_t>(found->second);
+}
+
+StepGraph BuildIndexed(const std::vector<RankPathInput>& ranks, const InstanceIds& instances,
+                       const StepIndexes& indexes, int64_t step) {
   GraphBuilder builder(step);
-  for (size_t r = 0; r < ranks.size(); ++r) builder.AddRank(ranks[r], r < instances.size() ? &instances[r] : nullptr);
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    builder.AddRank(ranks[r], r < instances.size() ? &instances[r] : nullptr, indexes[r], StepIndexOf(indexes, r, step));
+  }
   return builder.Take();
 }
 
+}  // namespace
+
+StepGraph BuildStepGraph(const std::vector<RankPathInput>& ranks, const InstanceIds& instances, int64_t step) {
+  return BuildIndexed(ranks, instances, IndexSteps(ranks), step);
+}
+
 CriticalPathSummary MeasureCriticalPaths(const std::vector<RankPathInput>& ranks, const InstanceIds& instances,
-                                         const std::set<int64_t>& steps, size_t top,
-                                         const std::vector<std::pair<std::string, double>>& faster) {
+                                         const std::set<int64_t>& all_steps, size_t top,
+                                         const std::vector<std::pair<std::string, double>>& faster,
+                                         size_t most_steps) {
   CriticalPathSummary summary;
+  summary.steps_aggregated = static_cast<int64_t>(all_steps.size());
+  // Evenly spread: the first, the last, and those between at equal strides.
+  std::vector<int64_t> steps(all_steps.begin(), all_steps.end());
+  if (most_steps > 0 && steps.size() > most_steps) {
+    std::vector<int64_t> chosen;
+    for (size_t i = 0; i < most_steps; ++i) {
+      const size_t at = most_steps == 1 ? 0 : i * (steps.size() - 1) / (most_steps - 1);
+      if (chosen.empty() || chosen.back() != steps[at]) chosen.push_back(steps[at]);
+    }
+    steps = std::move(chosen);
+  }
   using ContributionKey = std::tuple<PathCategory, int, std::string>;
   std::map<ContributionKey, int64_t> contributions;
   using WaitKey = std::tuple<int, int, std::string, std::string>;
@@ -263,16 +323,20 @@ CriticalPathSummary MeasureCriticalPaths(const std::vector<RankPathInput>& ranks
   auto name_of = [](const StepGraph& g, int32_t id) {
     return id >= 0 && static_cast<size_t>(id) < g.names.size() ? g.names[static_cast<size_t>(id)] : std::string();
   };
+  const StepIndexes indexes = IndexSteps(ranks);
   for (int64_t step : steps) {
-    const StepGraph graph = BuildStepGraph(ranks, instances, step);
+    const StepGraph graph = BuildIndexed(ranks, instances, indexes, step);
     if (graph.nodes.empty()) continue;
     // Ranks whose windows of this step do not overlap on the aligned clock (clocks §4 could
     // not align, or steps numbered apart) give no one step to follow.
     int64_t longest = 0;
-    for (const RankPathInput& rank : ranks) {
-      for (const StepRange& s : *rank.steps) {
-        if (s.number == step) longest = std::max(longest, s.end_ns - s.start_ns);
-      }
+    int tail_rank = -1;  // the rank whose step ended last
+    for (size_t r = 0; r < ranks.size(); ++r) {
+      const std::optional<size_t> i = StepIndexOf(indexes, r, step);
+      if (!i) continue;
+      const StepRange& s = (*ranks[r].steps)[*i];
+      longest = std::max(longest, s.end_ns - s.start_ns);
+      if (s.end_ns + ranks[r].clock_offset_ns == graph.end_ns) tail_rank = ranks[r].rank;
     }
     if (graph.end_ns - graph.start_ns > 2 * longest) {
       if (summary.notes.size() < 5) {
@@ -293,12 +357,7 @@ CriticalPathSummary MeasureCriticalPaths(const std::vector<RankPathInput>& ranks
     // whose step ended last.
     int64_t path_end = path->end_ns;
     if (graph.end_ns > path_end && !path->segments.empty()) {
-      int tail_rank = path->segments.back().rank;
-      for (const RankPathInput& rank : ranks) {
-        for (const StepRange& s : *rank.steps) {
-          if (s.number == step && s.end_ns + rank.clock_offset_ns == graph.end_ns) tail_rank = rank.rank;
-        }
-      }
+      if (tail_rank < 0) tail_rank = path->segments.back().rank;
       contributions[{PathCategory::kHostGap, tail_rank, "(step end)"}] += graph.end_ns - path_end;
       path_end = graph.end_ns;
     }

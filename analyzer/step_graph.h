@@ -40,8 +40,10 @@ StepGraph BuildStepGraph(const std::vector<RankPathInput>& ranks, const Instance
 
 // The critical path of every step in `steps` (the aggregated ones), blamed and projected.
 // `faster`: extra what-ifs, work whose name contains the text (any case) that many times faster.
+// `most_steps`: the most steps measured, evenly spread over `steps` (0: every one).
 CriticalPathSummary MeasureCriticalPaths(const std::vector<RankPathInput>& ranks, const InstanceIds& instances,
                                          const std::set<int64_t>& steps, size_t top,
-                                         const std::vector<std::pair<std::string, double>>& faster = {});
+                                         const std::vector<std::pair<std::string, double>>& faster = {},
+                                         size_t most_steps = 0);
 
 }  // namespace rankscope::analyzer

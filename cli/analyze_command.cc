@@ -103,7 +103,14 @@ Result<analyzer::AnalyzeOptions> MakeAnalyzeOptions(const AnalyzeRequest& reques
   options.classify.comm_patterns = request.comm_patterns;
   options.classify.compute_patterns = request.compute_patterns;
   options.step_names.insert(options.step_names.end(), request.step_names.begin(), request.step_names.end());
-  options.critical_path = request.critical_path || !request.what_ifs.empty();
+  options.critical_path = request.critical_path || !request.what_ifs.empty() || request.critical_path_steps;
+  if (request.critical_path_steps) {
+    if (*request.critical_path_steps < 0) {
+      return InvalidArgument(fmt::format("--critical-path-steps {}: must be 0 (every step) or more",
+                                         *request.critical_path_steps));
+    }
+    options.critical_path_steps = static_cast<size_t>(*request.critical_path_steps);
+  }
   for (const std::string& what_if : request.what_ifs) {
     const size_t eq = what_if.rfind('=');
     const std::string text = eq == std::string::npos ? std::string() : what_if.substr(0, eq);

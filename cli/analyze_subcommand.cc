@@ -34,6 +34,10 @@ Subcommand AddAnalyzeSubcommand(CLI::App& parent) {
                   "With the critical path, also project work whose name contains NAME (any case) FACTOR times "
                   "faster; repeatable; implies --critical-path")
       ->type_name("NAME=FACTOR");
+  app->add_option("--critical-path-steps", request.critical_path_steps,
+                  "Follow at most N aggregated steps, evenly spread (default 200; 0: every step); implies "
+                  "--critical-path")
+      ->type_name("N");
   app->footer(
       "Exit status: 0 with a complete report; 1 when the report was written but ranks were missing or had\n"
       "no device activity (each named on stderr); 2 on bad options or an unusable run.");

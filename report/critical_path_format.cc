@@ -21,9 +21,11 @@ std::string CriticalPathLine(const Report& report) {
     if (share < 0.005) continue;
     shares += fmt::format("{}{} {}", shares.empty() ? "" : ", ", category, format::FormatPercent(share * 100));
   }
-  return fmt::format("critical path: {} (median of {} step(s), from the first rank's step start to the last "
+  const std::string of = path.steps_aggregated > path.steps ? fmt::format(" of {}, evenly spread", path.steps_aggregated)
+                                                            : std::string();
+  return fmt::format("critical path: {} (median of {}{} step(s), from the first rank's step start to the last "
                      "rank's step end); {}",
-                     format::FormatDuration(static_cast<double>(path.path_ns)), path.steps, shares);
+                     format::FormatDuration(static_cast<double>(path.path_ns)), path.steps, of, shares);
 }
 
 Table CriticalPathTable(const Report& report) {

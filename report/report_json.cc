@@ -606,7 +606,8 @@ Json CriticalPathToJson(const analyzer::CriticalPathSummary& path) {
   for (const analyzer::WhatIfSummary& w : path.what_ifs) {
     what_ifs.push_back({{"label", w.label}, {"projected_step_ns", w.projected_step_ns}, {"gain", w.gain}});
   }
-  return {{"steps", path.steps},           {"measured_step_ns", path.measured_step_ns},
+  return {{"steps", path.steps},           {"steps_aggregated", path.steps_aggregated},
+          {"measured_step_ns", path.measured_step_ns},
           {"path_ns", path.path_ns},       {"max_mismatch_ns", path.max_mismatch_ns},
           {"categories", categories},      {"top", top},
           {"waits", waits},                {"what_ifs", what_ifs},

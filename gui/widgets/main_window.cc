@@ -194,6 +194,7 @@ RunAnalysis Analyze(const RunSource& source, bool critical_path) {
   RunAnalysis analysis;
   analyzer::AnalyzeOptions options = ViewerAnalyzeOptions();
   options.critical_path = critical_path;
+  options.critical_path_steps = 0;  // every step: any may be selected
   auto report = analyzer::AnalyzeRun(source.run, options);
   if (report.ok()) {
     analysis.report = std::make_shared<const analyzer::Report>(std::move(report).value());

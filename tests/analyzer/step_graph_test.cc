@@ -229,6 +229,26 @@ TEST(StepGraphTest, AReceiveWaitsForItsSendOnTheOtherRank) {
   EXPECT_EQ(MatchMessageInstances(inputs, 0)[0], (std::vector<int64_t>{0, -1}));
 }
 
+TEST(StepGraphTest, AtMostTheAskedStepsAreMeasuredEvenlySpread) {
+  FakeRank rank;
+  for (int64_t step = 0; step < 5; ++step) {
+    rank.steps.push_back({step, step * 100, step * 100 + 90, 0});
+    rank.Add(PathEvent::Kind::kRange, 1, "work", step * 100 + 10, step * 100 + 80, kComputeClass);
+  }
+  std::vector<FakeRank> ranks = {rank};
+  InstanceIds ids;
+  const std::vector<RankPathInput> inputs = Inputs(ranks, &ids);
+  const CriticalPathSummary all = MeasureCriticalPaths(inputs, ids, {0, 1, 2, 3, 4}, 10);
+  EXPECT_EQ(all.steps, 5);
+  const CriticalPathSummary three = MeasureCriticalPaths(inputs, ids, {0, 1, 2, 3, 4}, 10, {}, 3);
+  EXPECT_EQ(three.steps, 3);
+  EXPECT_EQ(three.steps_aggregated, 5);
+  ASSERT_EQ(three.paths.size(), 3u);
+  EXPECT_EQ(three.paths[0].step, 0);  // the first, the middle, the last
+  EXPECT_EQ(three.paths[1].step, 2);
+  EXPECT_EQ(three.paths[2].step, 4);
+}
+
 TEST(StepGraphTest, RanksWithoutTheStepOrEventsGiveNoGraph) {
   std::vector<FakeRank> ranks = TwoCpuRanks();
   InstanceIds ids;

@@ -68,6 +68,14 @@ TEST(MakeAnalyzeOptions, WhatIfsImplyTheCriticalPathAndRefuseBadForms) {
   EXPECT_EQ(options->what_ifs[0].factor, 2);
   EXPECT_EQ(options->what_ifs[1].text, "a=b");  // the last '=' splits
   EXPECT_EQ(options->what_ifs[1].factor, 1.5);
+  request.what_ifs.clear();
+  request.critical_path_steps = 0;
+  ASSERT_TRUE(MakeAnalyzeOptions(request).ok());
+  EXPECT_TRUE(MakeAnalyzeOptions(request)->critical_path);
+  EXPECT_EQ(MakeAnalyzeOptions(request)->critical_path_steps, 0u);
+  request.critical_path_steps = -1;
+  EXPECT_FALSE(MakeAnalyzeOptions(request).ok());
+  request.critical_path_steps.reset();
   for (const char* bad : {"gemm", "=2", "gemm=", "gemm=0", "gemm=-1", "gemm=2x", "gemm=nan", "gemm=inf"}) {
     request.what_ifs = {bad};
     const Result<analyzer::AnalyzeOptions> refused = MakeAnalyzeOptions(request);
