@@ -382,7 +382,8 @@ CriticalPathSummary MeasureCriticalPaths(const std::vector<RankPathInput>& ranks
     // What-ifs: the default set, then the caller's.
     std::vector<WhatIf> changes = {RemoveStragglers(graph), OverlapCommunication(graph),
                                    FasterCommunication(graph, 2)};
-    for (const auto& [text, factor] : faster) {
+    for (const auto& [name_part, factor] : faster) {
+      const std::string& text = name_part;  // a lambda cannot capture a structured binding before C++20's clang 16
       changes.push_back(FasterWork(graph, fmt::format("work named '{}' {:g}× faster", text, factor),
                                    [&text](const std::string& name) { return ContainsIgnoringCase(name, text); },
                                    factor));
