@@ -79,7 +79,7 @@ ProcessResult AbUnderHog(const fs::path& dir, const std::string& b, const std::v
                                    "--metric",    "step_time_ns", "-o", dir.string()};
   argv.insert(argv.end(), options.begin(), options.end());
   ChildProcess ab(argv,
-                  EndToEndEnvironment(), ProcessOptions{.timeout = std::chrono::seconds(300)});
+                  EndToEndEnvironment(), ProcessOptions{.timeout = std::chrono::seconds(450)});
   std::this_thread::sleep_for(hog_after);
   CpuHog hog;
   return ab.Wait();
@@ -107,7 +107,7 @@ TEST(AbUnderLoad, AAgainstItselfRaisesNoAlarmInFiveRunsWhenAHogStartsMidRun) {
   }
 }
 
-TEST(AbUnderLoad, AThreePercentSlowdownIsCaughtWithinSixtyPairsWhenAHogStartsMidRun) {
+TEST(AbUnderLoad, AThreePercentSlowdownIsCaughtWithin150PairsWhenAHogStartsMidRun) {
   // 3% more CPU work per step (--extra-step-work-ms; a sleep would cost less under the hog,
   // which uses the time the sleeper gives up), of the quiet step time: the fastest of three.
   double step_ms = StepTimeMs();
@@ -117,16 +117,18 @@ TEST(AbUnderLoad, AThreePercentSlowdownIsCaughtWithinSixtyPairsWhenAHogStartsMid
   std::snprintf(work, sizeof work, "%.3f", step_ms * 0.03);
   // The typical ratio lands within about half a percent of 3%, near the default 2% tolerance's
   // edge; the tolerance is the user's choice, and 1% here tests the pairs' power rather than
-  // where 2% cuts.
+  // where 2% cuts. The bound, 150 pairs (about 4 minutes at most; the early stop usually ends
+  // the run within 10-35), is wide because a shared CI runner is noisier than this machine:
+  // one measured +2.0% [-0.5%, +4.1%] after 60 pairs, a pair's ratio spread of about 6%.
   TempDir dir;
   const ProcessResult run = AbUnderHog(dir / "ab", kTrainer + " --extra-step-work-ms " + work,
-                                       {"--pairs", "60", "--tolerance", "1%"}, std::chrono::milliseconds(2000));
+                                       {"--pairs", "150", "--tolerance", "1%"}, std::chrono::milliseconds(2000));
   ASSERT_FALSE(run.timed_out);
   EXPECT_EQ(run.exit_code, 1) << "work " << work << " ms:\n" << run.out << run.err;
   EXPECT_NE(run.out.find("regressed"), std::string::npos) << run.out;
   const int pairs = PairsRun(run.out);
   EXPECT_GE(pairs, 10) << run.out;
-  EXPECT_LE(pairs, 60) << run.out;
+  EXPECT_LE(pairs, 150) << run.out;
   std::smatch row;
   std::regex_search(run.out, row, std::regex("step_time_ns[^\n]*"));
   std::printf("3%% more work (%s ms of %.2f ms), %d pairs under the hog: %s\n", work, step_ms, pairs,
