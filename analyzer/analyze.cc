@@ -112,8 +112,15 @@ using RankEndRead = std::optional<Result<RankEnd>>;
 
 template <typename Source>
 Result<RankActivity> ScanRank(const Source& source, const AnalyzeOptions& options, RankEndRead* end) {
-  RankScanner scanner(ScanOptions{options.classify, options.step_names, options.critical_path});
-  const trace::StreamOptions stream{.host_calls = options.critical_path};
+  // The critical path follows launches and syncs (it needs no copy kinds or bytes) in the
+  // steps it follows, known from the ranges when they come first.
+  RankScanner scanner(ScanOptions{.classify = options.classify,
+                                  .step_names = options.step_names,
+                                  .path_events = options.critical_path,
+                                  .path_most_steps = options.critical_path_steps,
+                                  .ranges_first = options.critical_path});
+  const trace::StreamOptions stream{
+      .host_calls = options.critical_path, .launch_links_only = true, .ranges_first = options.critical_path};
   if constexpr (std::is_same_v<Source, trace::RankTrace>) {
     RS_RETURN_IF_ERROR(FeedRankTrace(source, scanner, stream));
   } else {
@@ -632,7 +639,10 @@ Result<Report> AnalyzeTraces(const std::vector<trace::RankTrace>& traces, const 
 
 struct StreamedRunAnalysis::Rank {
   Rank(std::filesystem::path from, const AnalyzeOptions& options)
-      : source(std::move(from)), scanner(ScanOptions{options.classify, options.step_names, options.critical_path}) {}
+      : source(std::move(from)), scanner(ScanOptions{.classify = options.classify,
+                                                  .step_names = options.step_names,
+                                                  .path_events = options.critical_path,
+                                                  .path_most_steps = options.critical_path_steps}) {}
   std::filesystem::path source;
   RankScanner scanner;
 };

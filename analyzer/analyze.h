@@ -58,7 +58,8 @@ struct AnalyzeOptions {
   int threads = 0;                      // ranks read at once; 0 = one per hardware thread
   size_t top = 10;                      // entries in Report::top_activities
   // Also each aggregated step's critical path, blame and what-ifs (Report::critical_path,
-  // docs/metrics.md §10): keeps every event of every rank until the report is built.
+  // docs/metrics.md §10): keeps the events of the steps it follows (critical_path_steps)
+  // until the report is built.
   bool critical_path = false;
   // Extra what-ifs for it: work whose name contains `text` (any case) `factor`× faster.
   struct FasterWorkWhatIf {
@@ -66,7 +67,8 @@ struct AnalyzeOptions {
     double factor = 2;
   };
   std::vector<FasterWorkWhatIf> what_ifs;
-  // The most aggregated steps whose graph is built, evenly spread over them; 0: every one.
+  // The most aggregated steps whose graph is built (rank_scan.h PathStepsKept: every
+  // 2^k-th by number); 0: every one.
   size_t critical_path_steps = 200;
   std::string tool_version;
   // Called on the calling thread after each rank is read: (ranks done, ranks in all).

@@ -7,6 +7,7 @@
 #include <array>
 #include <cctype>
 #include <map>
+#include <numeric>
 #include <unordered_map>
 
 #include "analyzer/args_internal.h"
@@ -85,6 +86,28 @@ struct LaneIntervals {
 };
 
 }  // namespace
+
+std::vector<int64_t> PathStepsKept(const std::vector<StepRange>& steps, size_t most) {
+  if (most == 0 || steps.size() <= most) return {};
+  // Numbers 0, 10, 20, ... count as 0, 1, 2: the stride is in steps, not in numbers.
+  uint64_t spacing = 0;
+  for (size_t i = 1; i < steps.size(); ++i) {
+    const int64_t difference = steps[i].number - steps[i - 1].number;
+    if (difference > 0) spacing = std::gcd(spacing, static_cast<uint64_t>(difference));
+  }
+  const auto unit = static_cast<int64_t>(std::max<uint64_t>(spacing, 1));
+  int64_t stride = 1;
+  while (steps.size() > most * static_cast<size_t>(stride)) stride *= 2;
+  std::vector<int64_t> kept;
+  for (const StepRange& step : steps) {
+    const int64_t index = step.number / unit;  // a number the others are spaced from
+    if (index % stride == 0) kept.push_back(step.number);
+  }
+  if (kept.empty()) kept.push_back(steps.front().number);  // numbers that never meet the stride
+  std::sort(kept.begin(), kept.end());
+  kept.erase(std::unique(kept.begin(), kept.end()), kept.end());
+  return kept;
+}
 
 const char* CollectiveSourceName(CollectiveSource source) {
   switch (source) {
@@ -167,53 +190,61 @@ class RankScanner::Impl {
   // Per args string: ranges of one collective often share their args.
   std::unordered_map<trace::StringId, CommRangeArgs> comm_args_;
   // With ScanOptions::path_events; names as the file's ids until Finish.
-  std::vector<PathEvent> path_events_;
-  std::vector<size_t> deferred_path_events_;  // per deferred range: its path event
-  void AddPathEvent(PathEvent::Kind kind, const trace::SpanRow& row, int8_t activity_class) {
-    path_events_.push_back(
-        {kind, activity_class, row.lane, row.name, row.start_ns, row.end_ns, row.correlation_id});
+  RankPathEvents path_events_;
+  std::vector<RankPathEvents::Ref> deferred_path_events_;  // per deferred range: its path event
+  // The windows of the steps kept for the path, sorted, once the steps are known (with
+  // ScanOptions::ranges_first, when the first row after the ranges comes; else at the end).
+  bool path_steps_known_ = false;
+  std::vector<StepRange> path_windows_;
+  RankPathEvents::Ref AddPathEvent(PathEvent::Kind kind, const trace::SpanRow& row, int8_t activity_class) {
+    return path_events_.Add({kind, activity_class, row.lane, row.name, row.start_ns, row.end_ns, row.correlation_id});
   }
+  // Ranges are kept until the steps are known; other rows only when they start in a kept step.
+  void AddPathRow(PathEvent::Kind kind, const trace::SpanRow& row, int8_t activity_class) {
+    if (!path_steps_known_ || InPathWindow(row.start_ns)) AddPathEvent(kind, row, activity_class);
+  }
+  bool InPathWindow(int64_t start_ns) const {
+    const auto after = std::upper_bound(path_windows_.begin(), path_windows_.end(), start_ns,
+                                        [](int64_t t, const StepRange& s) { return t < s.start_ns; });
+    return after != path_windows_.begin() && start_ns < std::prev(after)->end_ns;
+  }
+  void KnowPathSteps(const std::vector<StepRange>& steps);
   RankPathEvents TakePathEvents(const std::vector<std::optional<ActivityClass>>& deferred_classes,
                                 const std::vector<StepRange>& steps);
   int64_t events_ = 0;
   int64_t invalid_events_ = 0;
 };
 
+void RankScanner::Impl::KnowPathSteps(const std::vector<StepRange>& steps) {
+  path_steps_known_ = true;
+  path_events_.kept_steps = PathStepsKept(steps, options_.path_most_steps);
+  const std::vector<int64_t>& kept = path_events_.kept_steps;
+  path_windows_.clear();
+  for (const StepRange& step : steps) {
+    if (kept.empty() || std::binary_search(kept.begin(), kept.end(), step.number)) path_windows_.push_back(step);
+  }
+}
+
 RankPathEvents RankScanner::Impl::TakePathEvents(const std::vector<std::optional<ActivityClass>>& deferred_classes,
                                                  const std::vector<StepRange>& steps) {
-  RankPathEvents out;
   for (size_t i = 0; i < deferred_path_events_.size() && i < deferred_classes.size(); ++i) {
-    if (deferred_classes[i]) path_events_[deferred_path_events_[i]].activity_class = static_cast<int8_t>(*deferred_classes[i]);
+    if (deferred_classes[i]) path_events_.at(deferred_path_events_[i]).activity_class = static_cast<int8_t>(*deferred_classes[i]);
   }
-  std::vector<size_t>().swap(deferred_path_events_);
-  if (!steps.empty()) {
-    // Group by the step each starts in (steps are sorted and disjoint); drop the rest.
-    std::vector<uint32_t> step_of(path_events_.size(), UINT32_MAX);
-    out.step_first.assign(steps.size() + 1, 0);
-    for (size_t i = 0; i < path_events_.size(); ++i) {
-      const int64_t start = path_events_[i].start_ns;
-      const auto after = std::upper_bound(steps.begin(), steps.end(), start,
-                                          [](int64_t t, const StepRange& s) { return t < s.start_ns; });
-      if (after == steps.begin() || start >= std::prev(after)->end_ns) continue;
-      step_of[i] = static_cast<uint32_t>(std::prev(after) - steps.begin());
-      ++out.step_first[step_of[i] + 1];
-    }
-    for (size_t s = 1; s < out.step_first.size(); ++s) out.step_first[s] += out.step_first[s - 1];
-    std::vector<PathEvent> grouped(out.step_first.back());
-    std::vector<uint32_t> fill(out.step_first.begin(), out.step_first.end() - 1);
-    for (size_t i = 0; i < path_events_.size(); ++i) {
-      if (step_of[i] != UINT32_MAX) grouped[fill[step_of[i]]++] = path_events_[i];
-    }
-    path_events_ = std::move(grouped);
-  }
+  std::vector<RankPathEvents::Ref>().swap(deferred_path_events_);
+  if (!path_steps_known_) KnowPathSteps(steps);
+  path_events_.Retain([this](const PathEvent& e) { return InPathWindow(e.start_ns); });
+  path_events_.Seal();
   // Only the names the events use, renumbered.
-  std::unordered_map<uint32_t, uint32_t> renumbered;
-  for (PathEvent& event : path_events_) {
-    auto [it, added] = renumbered.try_emplace(event.name, static_cast<uint32_t>(out.names.size()));
-    if (added) out.names.push_back(Str(event.name));
-    event.name = it->second;
-  }
-  out.events = std::move(path_events_);
+  RankPathEvents out = std::move(path_events_);
+  std::vector<uint32_t> renumbered(header_.strings.size() + 1, UINT32_MAX);  // the last: ids beyond
+  out.ForEach([&](PathEvent& event) {
+    uint32_t& id = renumbered[std::min<size_t>(event.name, renumbered.size() - 1)];
+    if (id == UINT32_MAX) {
+      id = static_cast<uint32_t>(out.names.size());
+      out.names.push_back(Str(event.name));
+    }
+    event.name = id;
+  });
   return out;
 }
 
@@ -347,6 +378,11 @@ void RankScanner::Impl::AddCommRecord(std::vector<CollectiveRecord>& records, co
 Status RankScanner::Impl::OnSpans(trace::SpanTable table, std::span<const trace::SpanRow> rows) {
   if (!have_header_) return InternalError("rank stream sent events before its header");
   events_ += static_cast<int64_t>(rows.size());
+  if (options_.path_events && options_.ranges_first && !path_steps_known_ && table != trace::SpanTable::kNvtxRanges) {
+    RankActivity ranges_only;  // the steps, from the ranges (all of them came first)
+    ChooseSteps(ranges_only);
+    KnowPathSteps(ranges_only.steps);
+  }
   // One loop per table, so that the per-row work is only what that table needs.
   auto each_valid_row = [&](auto&& visit) {
     for (const trace::SpanRow& row : rows) {
@@ -364,7 +400,7 @@ Status RankScanner::Impl::OnSpans(trace::SpanTable table, std::span<const trace:
       each_valid_row([&](const trace::SpanRow& row, int64_t duration) {
         const auto activity_class = static_cast<int8_t>(classifier_.DeviceRowClass(table, row));
         device_lanes_[row.lane].by_class[static_cast<size_t>(activity_class)].Add({row.start_ns, row.end_ns});
-        if (options_.path_events) AddPathEvent(PathEvent::Kind::kKernel, row, activity_class);
+        if (options_.path_events) AddPathRow(PathEvent::Kind::kKernel, row, activity_class);
         CountName(row.name, activity_class, duration);
         if (activity_class == static_cast<int8_t>(ActivityClass::kComm) && kernels_are_collectives) {
           AddCommRecord(kernel_records_, row, 0);
@@ -378,7 +414,7 @@ Status RankScanner::Impl::OnSpans(trace::SpanTable table, std::span<const trace:
       each_valid_row([&](const trace::SpanRow& row, int64_t duration) {
         classifier_.DeviceRowClass(table, row);  // device activity: the CPU-side rule is off
         if (options_.path_events) {
-          AddPathEvent(PathEvent::Kind::kCopy, row, static_cast<int8_t>(ActivityClass::kMemory));
+          AddPathRow(PathEvent::Kind::kCopy, row, static_cast<int8_t>(ActivityClass::kMemory));
         }
         device_lanes_[row.lane].by_class[static_cast<size_t>(ActivityClass::kMemory)].Add(
             {row.start_ns, row.end_ns});
@@ -398,9 +434,9 @@ Status RankScanner::Impl::OnSpans(trace::SpanTable table, std::span<const trace:
         if (row.args != trace::kEmptyString) AddPipelinePass(row);
         const RangeVerdict verdict = classifier_.ClassifyRange(row);
         if (options_.path_events) {
-          if (verdict.deferred) deferred_path_events_.push_back(path_events_.size());
-          AddPathEvent(PathEvent::Kind::kRange, row,
-                       verdict.activity_class ? static_cast<int8_t>(*verdict.activity_class) : -1);
+          const RankPathEvents::Ref added = AddPathEvent(
+              PathEvent::Kind::kRange, row, verdict.activity_class ? static_cast<int8_t>(*verdict.activity_class) : -1);
+          if (verdict.deferred) deferred_path_events_.push_back(added);
         }
         if (verdict.deferred) {
           deferred_ranges_.push_back({row.lane, row.name, row.args, row.start_ns, row.end_ns});
@@ -414,7 +450,7 @@ Status RankScanner::Impl::OnSpans(trace::SpanTable table, std::span<const trace:
       // Host calls are never device time; the critical path keeps them.
       each_valid_row([&](const trace::SpanRow& row, int64_t) {
         if (options_.path_events) {
-          AddPathEvent(table == trace::SpanTable::kSyncs ? PathEvent::Kind::kSync : PathEvent::Kind::kApiCall, row, -1);
+          AddPathRow(table == trace::SpanTable::kSyncs ? PathEvent::Kind::kSync : PathEvent::Kind::kApiCall, row, -1);
         }
       });
       break;
@@ -717,6 +753,19 @@ Status FeedEventTables(const trace::EventTables& events, trace::SpanVisitor& vis
     if (options.host_calls) row.correlation_id = e.correlation_id;
     return row;
   };
+  auto feed_ranges = [&] {
+    return feed(trace::SpanTable::kNvtxRanges, events.nvtx_ranges, [&](const trace::NvtxRangeEvent& e) {
+      trace::SpanRow row = common(e, e.name);
+      row.correlation_id = 0;
+      row.domain = e.domain;
+      row.category = e.category;
+      row.args = e.args;
+      row.payload_kind = static_cast<uint32_t>(e.payload.kind);
+      row.payload_int = e.payload.int_value;
+      return row;
+    });
+  };
+  if (options.ranges_first) RS_RETURN_IF_ERROR(feed_ranges());
   RS_RETURN_IF_ERROR(feed(trace::SpanTable::kKernels, events.kernels,
                           [&](const trace::KernelEvent& e) { return common(e, e.name); }));
   RS_RETURN_IF_ERROR(feed(trace::SpanTable::kMemcpys, events.memcpys, [&](const trace::MemcpyEvent& e) {
@@ -732,16 +781,7 @@ Status FeedEventTables(const trace::EventTables& events, trace::SpanVisitor& vis
     if (options.host_calls) row.payload_int = static_cast<int64_t>(e.bytes);
     return row;
   }));
-  RS_RETURN_IF_ERROR(feed(trace::SpanTable::kNvtxRanges, events.nvtx_ranges, [&](const trace::NvtxRangeEvent& e) {
-    trace::SpanRow row = common(e, e.name);
-    row.correlation_id = 0;
-    row.domain = e.domain;
-    row.category = e.category;
-    row.args = e.args;
-    row.payload_kind = static_cast<uint32_t>(e.payload.kind);
-    row.payload_int = e.payload.int_value;
-    return row;
-  }));
+  if (!options.ranges_first) RS_RETURN_IF_ERROR(feed_ranges());
   if (!options.host_calls) return Status::Ok();
   RS_RETURN_IF_ERROR(feed(trace::SpanTable::kApiCalls, events.api_calls,
                           [&](const trace::ApiCallEvent& e) { return common(e, e.name); }));

@@ -13,6 +13,7 @@
 
 #include "analyzer/classify.h"
 #include "analyzer/memory_series.h"
+#include "analyzer/path_events.h"
 #include "analyzer/report.h"
 #include "base/status.h"
 #include "trace/reader.h"
@@ -25,27 +26,13 @@ struct ScanOptions {
   // Keep every event for the critical path (RankActivity::path); the stream must carry host
   // calls (trace::StreamOptions::host_calls) for launches and syncs.
   bool path_events = false;
-};
-
-// One event as the critical path needs it (critical_path.h, step_graph.h): 40 bytes.
-struct PathEvent {
-  enum class Kind : uint8_t { kKernel, kCopy, kRange, kApiCall, kSync };
-  Kind kind = Kind::kRange;
-  int8_t activity_class = -1;  // ActivityClass; -1: none (an annotation, a host call)
-  uint32_t lane = 0;
-  uint32_t name = 0;           // into RankPathEvents::names
-  int64_t start_ns = 0;
-  int64_t end_ns = 0;
-  uint64_t correlation_id = 0;  // launches and their kernels and copies
-};
-
-struct RankPathEvents {
-  // With step ranges, only the events that start in a step, grouped by it: step i's (in
-  // RankActivity::steps order) are [step_first[i], step_first[i + 1]). Without (step_first
-  // empty), every event, in no particular order.
-  std::vector<PathEvent> events;
-  std::vector<uint32_t> step_first;
-  std::vector<std::string> names;
+  // With path_events: keep only the events of the steps the critical path follows,
+  // PathStepsKept(steps, path_most_steps) (0: every step's).
+  size_t path_most_steps = 0;
+  // The stream sends the NVTX ranges before its other rows (trace::StreamOptions::ranges_first):
+  // the steps are then known before the other rows, and those outside the kept steps are
+  // never stored. Without it they are stored until the rank ends.
+  bool ranges_first = false;
 };
 
 struct StepRange {
@@ -54,6 +41,13 @@ struct StepRange {
   int64_t end_ns = 0;
   int64_t samples = 0;  // from the step payload; 0 when unknown
 };
+
+// The step numbers the critical path follows when it follows at most `most` (0: every step):
+// every stride-th by number, after dividing the numbers by their common spacing, the stride
+// the smallest power of two that leaves at most `most`. Ranks with the same steps keep the
+// same; ranks whose strides differ keep nested sets, so every rank keeps the steps of the
+// largest stride. Empty when every step is kept.
+std::vector<int64_t> PathStepsKept(const std::vector<StepRange>& steps, size_t most);
 
 // Where a rank's collectives come from (docs/metrics.md §4): the `collectives` table, written
 // by NCCL's profiler plugin (kPlugin) or by the PyTorch hook of `profile --pytorch` (kHook:

@@ -115,16 +115,10 @@ void GraphBuilder::AddRank(const RankPathInput& rank, const std::vector<int64_t>
   graph_.start_ns = std::min(graph_.start_ns, window->start_ns + offset);
   graph_.end_ns = std::max(graph_.end_ns, window->end_ns + offset);
 
-  // The step's events: those that start in its window (grouped by step already, or not).
+  // The step's events: those that start in its window.
   std::vector<const PathEvent*> events;
-  const std::vector<uint32_t>& first = rank.events->step_first;
-  const bool grouped = first.size() == rank.steps->size() + 1;
-  const size_t begin = grouped ? first[*step_index] : 0;
-  const size_t end = grouped ? first[*step_index + 1] : rank.events->events.size();
-  for (size_t i = begin; i < end && i < rank.events->events.size(); ++i) {
-    const PathEvent& e = rank.events->events[i];
-    if (e.start_ns >= window->start_ns && e.start_ns < window->end_ns && e.end_ns >= e.start_ns) events.push_back(&e);
-  }
+  rank.events->StartingIn(window->start_ns, window->end_ns, &events);
+  std::erase_if(events, [](const PathEvent* e) { return e->end_ns < e->start_ns; });
   // Per lane by (start, longest first): on a CPU lane only the innermost ranges are nodes (an
   // enclosing range's own time is the gaps between its children).
   std::sort(events.begin(), events.end(), [](const PathEvent* a, const PathEvent* b) {
@@ -302,8 +296,22 @@ CriticalPathSummary MeasureCriticalPaths(const std::vector<RankPathInput>& ranks
                                          size_t most_steps) {
   CriticalPathSummary summary;
   summary.steps_aggregated = static_cast<int64_t>(all_steps.size());
-  // Evenly spread: the first, the last, and those between at equal strides.
-  std::vector<int64_t> steps(all_steps.begin(), all_steps.end());
+  // The steps whose events every rank that has them kept (PathStepsKept), then evenly spread:
+  // the first, the last, and those between at equal strides.
+  const StepIndexes indexes = IndexSteps(ranks);
+  std::vector<int64_t> steps;
+  for (int64_t step : all_steps) {
+    bool kept_by_all = true;
+    for (size_t r = 0; r < ranks.size() && kept_by_all; ++r) {
+      if (ranks[r].events == nullptr || !StepIndexOf(indexes, r, step)) continue;
+      const std::vector<int64_t>& kept = ranks[r].events->kept_steps;
+      kept_by_all = kept.empty() || std::binary_search(kept.begin(), kept.end(), step);
+    }
+    if (kept_by_all) steps.push_back(step);
+  }
+  if (steps.empty() && !all_steps.empty()) {
+    summary.notes.push_back("no step's events were kept by every rank (their steps are numbered apart)");
+  }
   if (most_steps > 0 && steps.size() > most_steps) {
     std::vector<int64_t> chosen;
     for (size_t i = 0; i < most_steps; ++i) {
@@ -323,7 +331,6 @@ CriticalPathSummary MeasureCriticalPaths(const std::vector<RankPathInput>& ranks
   auto name_of = [](const StepGraph& g, int32_t id) {
     return id >= 0 && static_cast<size_t>(id) < g.names.size() ? g.names[static_cast<size_t>(id)] : std::string();
   };
-  const StepIndexes indexes = IndexSteps(ranks);
   for (int64_t step : steps) {
     const StepGraph graph = BuildIndexed(ranks, instances, indexes, step);
     if (graph.nodes.empty()) continue;

@@ -1,7 +1,8 @@
 // A run's steps as dependency graphs (critical_path.h) built from the ranks' events, and the
 // critical path measured over the aggregated steps (docs/metrics.md §10 "From a run's
 // events"). Internal to analyzer/: AnalyzeRun calls it with AnalyzeOptions::critical_path.
-// Costs: O(E log E) per rank for its E events, then linear per step.
+// Costs per step: O(lanes × runs × log E) per rank to find its events (path_events.h), then
+// O(n log n) for the step's n events.
 #pragma once
 
 #include <cstdint>
@@ -40,7 +41,8 @@ StepGraph BuildStepGraph(const std::vector<RankPathInput>& ranks, const Instance
 
 // The critical path of every step in `steps` (the aggregated ones), blamed and projected.
 // `faster`: extra what-ifs, work whose name contains the text (any case) that many times faster.
-// `most_steps`: the most steps measured, evenly spread over `steps` (0: every one).
+// Only steps whose events every rank that has them kept (RankPathEvents::kept_steps) are
+// measured; `most_steps`: then the most measured, evenly spread (0: every one).
 CriticalPathSummary MeasureCriticalPaths(const std::vector<RankPathInput>& ranks, const InstanceIds& instances,
                                          const std::set<int64_t>& steps, size_t top,
                                          const std::vector<std::pair<std::string, double>>& faster = {},

@@ -35,7 +35,7 @@ Subcommand AddAnalyzeSubcommand(CLI::App& parent) {
                   "faster; repeatable; implies --critical-path")
       ->type_name("NAME=FACTOR");
   app->add_option("--critical-path-steps", request.critical_path_steps,
-                  "Follow at most N aggregated steps, evenly spread (default 200; 0: every step); implies "
+                  "Follow at most N aggregated steps, every 2^k-th by number (default 200; 0: every step); implies "
                   "--critical-path")
       ->type_name("N");
   app->footer(

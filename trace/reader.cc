@@ -46,6 +46,8 @@ class TraceReader::Impl {
   Status ReadMeta();
   Status Fail(Status s) const { return s.WithContext(path_.string()); }
   Result<std::vector<uint64_t>> LaneRowHints(size_t lanes) const;
+  // Whether `table` holds a row (false for tables the file's version lacks).
+  Result<bool> HasRows(std::string_view table) const;
 
   // Whether the file's schema version has `table` (tables added later read as empty).
   bool HasTable(std::string_view table) const {
@@ -779,7 +781,8 @@ std::string_view SpanTableName(SpanTable table) {
 // The lean columns of each span table: lane, start, end, [name,] then the range columns,
 // with correlation ids last when asked for. No constant padding: every returned column
 // costs a decode, even a literal one.
-std::string SpanQuery(SpanTable table, bool correlation) {
+// `copy_details`: the copy kind and bytes of copies and sets (only with `correlation`).
+std::string SpanQuery(SpanTable table, bool correlation, bool copy_details) {
   const char* correlation_column = correlation ? ", correlation_id" : "";
   switch (table) {
     case SpanTable::kKernels:
@@ -787,9 +790,11 @@ std::string SpanQuery(SpanTable table, bool correlation) {
     // Copies and sets have no name; with correlation ids (the viewer's stream) their copy kind
     // (0 for sets) takes its place, and their bytes come last.
     case SpanTable::kMemcpys:
+      if (correlation && !copy_details) return "SELECT lane, start_ns, end_ns, 0, correlation_id FROM memcpys ORDER BY id";
       return correlation ? "SELECT lane, start_ns, end_ns, copy_kind, correlation_id, bytes FROM memcpys ORDER BY id"
                          : "SELECT lane, start_ns, end_ns FROM memcpys ORDER BY id";
     case SpanTable::kMemsets:
+      if (correlation && !copy_details) return "SELECT lane, start_ns, end_ns, 0, correlation_id FROM memsets ORDER BY id";
       return correlation ? "SELECT lane, start_ns, end_ns, 0, correlation_id, bytes FROM memsets ORDER BY id"
                          : "SELECT lane, start_ns, end_ns FROM memsets ORDER BY id";
     case SpanTable::kNvtxRanges:
@@ -804,6 +809,15 @@ std::string SpanQuery(SpanTable table, bool correlation) {
 }
 
 }  // namespace
+
+Result<bool> TraceReader::Impl::HasRows(std::string_view table) const {
+  if (!HasTable(table)) return false;
+  auto stmt = sql::Statement::Prepare(db_.get(), fmt::format("SELECT EXISTS (SELECT 1 FROM {})", table));
+  if (!stmt.ok()) return Fail(stmt.status());
+  const int rc = sqlite3_step(stmt->get());
+  if (rc != SQLITE_ROW) return Fail(sql::FromSqlite(db_.get(), rc, fmt::format("reading table '{}'", table)));
+  return stmt->ColumnInt(0) != 0;
+}
 
 Result<std::vector<uint64_t>> TraceReader::Impl::LaneRowHints(size_t lanes) const {
   std::vector<uint64_t> rows(lanes + 1, 0);
@@ -853,15 +867,22 @@ Status TraceReader::Stream(SpanVisitor& visitor, StreamOptions options) const {
 
   constexpr size_t kBatch = 4096;
   std::vector<SpanRow> batch(kBatch);
-  std::vector<SpanTable> tables = {SpanTable::kKernels, SpanTable::kMemcpys, SpanTable::kMemsets,
-                                   SpanTable::kNvtxRanges};
+  std::vector<SpanTable> tables = {SpanTable::kKernels, SpanTable::kMemcpys, SpanTable::kMemsets};
+  tables.insert(options.ranges_first ? tables.begin() : tables.end(), SpanTable::kNvtxRanges);
   if (options.host_calls) {
     tables.push_back(SpanTable::kApiCalls);
     tables.push_back(SpanTable::kSyncs);
   }
+  // Correlation ids link launches (API calls) to their work: without API calls, only the
+  // viewer (which shows them) reads them.
+  bool correlate = options.host_calls;
+  if (correlate && options.launch_links_only) {
+    RS_ASSIGN_OR_RETURN(correlate, impl_->HasRows("api_calls"));
+  }
+  const bool copy_details = options.host_calls && !options.launch_links_only;
   for (SpanTable table : tables) {
-    const bool correlation = options.host_calls && table != SpanTable::kNvtxRanges;
-    auto stmt = sql::Statement::Prepare(db, SpanQuery(table, correlation));
+    const bool correlation = correlate && table != SpanTable::kNvtxRanges;
+    auto stmt = sql::Statement::Prepare(db, SpanQuery(table, correlation, copy_details));
     if (!stmt.ok()) return impl_->Fail(stmt.status());
     sqlite3_stmt* raw = stmt->get();
     const std::string_view name = SpanTableName(table);
@@ -877,7 +898,7 @@ Status TraceReader::Stream(SpanVisitor& visitor, StreamOptions options) const {
       row.end_ns = sqlite3_column_int64(raw, 2);
       if (table != SpanTable::kMemcpys && table != SpanTable::kMemsets) row.name = id(3);
       if (correlation) row.correlation_id = static_cast<uint64_t>(sqlite3_column_int64(raw, 4));
-      if (correlation && (table == SpanTable::kMemcpys || table == SpanTable::kMemsets)) {
+      if (copy_details && correlation && (table == SpanTable::kMemcpys || table == SpanTable::kMemsets)) {
         row.category = static_cast<uint32_t>(sqlite3_column_int64(raw, 3));
         row.payload_int = sqlite3_column_int64(raw, 5);
       }

@@ -52,6 +52,13 @@ struct StreamOptions {
   // SpanRow::correlation_id, and the copy kind and bytes of copies and sets: what the viewer
   // needs for launch flows and copy names. Metrics need none of it.
   bool host_calls = false;
+  // With host_calls, only what links launches to their work (the critical path's): correlation
+  // ids only when the file has API calls to link them to, and no copy kinds or bytes. Each
+  // column left out is time saved on every row.
+  bool launch_links_only = false;
+  // Stream the NVTX ranges before every other table (whose order stays): a reader that
+  // learns the steps from them can then keep only the rows of the steps it wants.
+  bool ranges_first = false;
 };
 
 // What metrics need of one kernel, copy, set or NVTX range (or API call and sync, on
@@ -68,8 +75,8 @@ struct SpanRow {
   uint32_t payload_kind = 0;       // ranges only: PayloadKind of a scalar payload
   int64_t payload_int = 0;         // ranges only
   uint64_t correlation_id = 0;     // with StreamOptions::host_calls only
-  // With StreamOptions::host_calls, copies and sets also carry their copy kind in `category`
-  // (trace::CopyKind; 0 for sets) and their bytes in `payload_int`.
+  // With StreamOptions::host_calls (and not launch_links_only), copies and sets also carry
+  // their copy kind in `category` (trace::CopyKind; 0 for sets) and their bytes in `payload_int`.
 };
 
 // What a stream that learns its rank as it goes (another tool's trace read straight into an

@@ -31,7 +31,7 @@ struct FakeRank {
   }
   void Add(PathEvent::Kind kind, uint32_t lane, const std::string& name, int64_t start, int64_t end,
            int8_t activity_class = -1, uint64_t correlation = 0) {
-    events.events.push_back({kind, activity_class, lane, Name(name), start, end, correlation});
+    events.Add({kind, activity_class, lane, Name(name), start, end, correlation});
   }
   void Collective(int64_t instance, int64_t start, int64_t end) {
     CollectiveRecord record;

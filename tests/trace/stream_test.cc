@@ -58,8 +58,9 @@ struct Written {
   LaneId gpu = kNoLane, thread = kNoLane, comm = kNoLane;
 };
 
-// A closed rank file with two kernels, one copy, one set, two ranges, a mark and a collective.
-Written WriteSmallRank(const std::filesystem::path& path) {
+// A closed rank file with two kernels, one copy, one set, two ranges, a mark and a collective
+// (and, with `launch`, the API call that launched the first kernel).
+Written WriteSmallRank(const std::filesystem::path& path, bool launch = false) {
   Written w;
   auto writer = MustCreate(path, MakeIdentity("run-stream", 2, 4));
   EXPECT_NE(writer, nullptr);
@@ -152,6 +153,16 @@ Written WriteSmallRank(const std::filesystem::path& path) {
   g.bytes = 1 << 20;
   g.comm_size = 4;
   batch.collectives.push_back(g);
+
+  if (launch) {
+    ApiCallEvent call;
+    call.lane = w.thread;
+    call.name = writer->Intern("cudaLaunchKernel");
+    call.start_ns = 960;
+    call.end_ns = 990;
+    call.correlation_id = 9;
+    batch.api_calls.push_back(call);
+  }
 
   EXPECT_TRUE(writer->Submit(std::move(batch)));
   EXPECT_TRUE(writer->Close().ok());
@@ -268,6 +279,60 @@ TEST(Stream, HeaderThenEverySpanRowField) {
   // One batch per non-empty table, in the documented table order.
   const std::vector<std::pair<SpanTable, size_t>> expected_batches = {
       {SpanTable::kKernels, 2}, {SpanTable::kMemcpys, 1}, {SpanTable::kMemsets, 1}, {SpanTable::kNvtxRanges, 2}};
+  EXPECT_EQ(v.batches, expected_batches);
+}
+
+TEST(Stream, HostCallsCarryCorrelationIdsAndCopyDetails) {
+  TempDir dir;
+  WriteSmallRank(dir / "rank-2.sqlite");
+  auto reader = TraceReader::Open(dir / "rank-2.sqlite");
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  RecordingVisitor v;
+  ASSERT_TRUE((*reader)->Stream(v, StreamOptions{.host_calls = true}).ok());
+  ASSERT_EQ(v.kernels.size(), 2u);
+  EXPECT_EQ(v.kernels[0].correlation_id, 9u);  // the viewer shows it, API calls or not
+  ASSERT_EQ(v.memcpys.size(), 1u);
+  EXPECT_EQ(v.memcpys[0].payload_int, 4096);  // bytes
+  ASSERT_EQ(v.memsets.size(), 1u);
+  EXPECT_EQ(v.memsets[0].payload_int, 64);
+}
+
+TEST(Stream, LaunchLinksOnlyLeaveOutCopyDetailsAndCorrelationsWithoutApiCalls) {
+  TempDir dir;
+  WriteSmallRank(dir / "rank-2.sqlite");
+  WriteSmallRank(dir / "rank-3.sqlite", /*launch=*/true);
+  const StreamOptions options{.host_calls = true, .launch_links_only = true};
+  auto without = TraceReader::Open(dir / "rank-2.sqlite");
+  ASSERT_TRUE(without.ok()) << without.status().message();
+  RecordingVisitor v;
+  ASSERT_TRUE((*without)->Stream(v, options).ok());
+  ASSERT_EQ(v.kernels.size(), 2u);
+  EXPECT_EQ(v.kernels[0].correlation_id, 0u);  // no API call to link it to
+  EXPECT_EQ(v.memcpys.at(0).payload_int, 0);
+  EXPECT_TRUE(v.api_calls.empty());
+
+  auto with = TraceReader::Open(dir / "rank-3.sqlite");
+  ASSERT_TRUE(with.ok()) << with.status().message();
+  RecordingVisitor launched;
+  ASSERT_TRUE((*with)->Stream(launched, options).ok());
+  ASSERT_EQ(launched.api_calls.size(), 1u);
+  EXPECT_EQ(launched.api_calls[0].correlation_id, 9u);
+  EXPECT_EQ(launched.kernels.at(0).correlation_id, 9u);
+  EXPECT_EQ(launched.memcpys.at(0).payload_int, 0);  // still no bytes
+}
+
+TEST(Stream, RangesFirstSendsTheNvtxRangesBeforeTheOtherTables) {
+  TempDir dir;
+  WriteSmallRank(dir / "rank-2.sqlite", /*launch=*/true);
+  auto reader = TraceReader::Open(dir / "rank-2.sqlite");
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  RecordingVisitor v;
+  ASSERT_TRUE((*reader)->Stream(v, StreamOptions{.host_calls = true, .ranges_first = true}).ok());
+  const std::vector<std::pair<SpanTable, size_t>> expected_batches = {{SpanTable::kNvtxRanges, 2},
+                                                                      {SpanTable::kKernels, 2},
+                                                                      {SpanTable::kMemcpys, 1},
+                                                                      {SpanTable::kMemsets, 1},
+                                                                      {SpanTable::kApiCalls, 1}};
   EXPECT_EQ(v.batches, expected_batches);
 }
 
