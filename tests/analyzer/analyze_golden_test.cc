@@ -1145,6 +1145,81 @@ TEST(AnalyzeGolden, AnalyzeRunOnFilesAgreesWithAnalyzeTraces) {
   }
 }
 
+// Two ranks, `steps` steps of gemm then an all-reduce that ends when the later rank (rank 1,
+// whose gemm takes longer every third step) has arrived.
+std::vector<TraceBuilder> ManyStepsRun(int steps) {
+  std::vector<TraceBuilder> ranks;
+  for (int rank = 0; rank < 2; ++rank) {
+    TraceBuilder b(rank, 2);
+    const trace::LaneId host_thread = b.CpuThread("main");
+    const trace::LaneId compute = b.GpuStream(0);
+    const trace::LaneId comm = b.GpuStream(0);
+    const trace::LaneId world = b.Communicator(kWorldComm);
+    for (int step = 0; step < steps; ++step) {
+      const int64_t t = step * 10 * kMs;
+      b.Step(host_thread, step, t, t + 10 * kMs, 32);
+      const int64_t gemm_end = t + (rank == 1 && step % 3 == 0 ? 6 : 4) * kMs;
+      b.Kernel(compute, "gemm", t, gemm_end);
+      const int64_t last_arrival = t + (step % 3 == 0 ? 6 : 4) * kMs;
+      b.Kernel(comm, kNcclAllReduceKernel, gemm_end, last_arrival + kMs);
+      b.Collective(world, "ncclAllReduce", gemm_end, last_arrival + kMs, kWorldComm, static_cast<uint64_t>(step),
+                   trace::CollectiveOp::kAllReduce, 1 << 20, 2);
+      b.Kernel(compute, "sgd", last_arrival + kMs, last_arrival + 2 * kMs);
+    }
+    ranks.push_back(b);
+  }
+  return ranks;
+}
+
+TEST(AnalyzeGolden, TheCriticalPathKeepsOnlyTheStepsItFollowsAndFindsTheSamePathsInThem) {
+  AnalyzeOptions all = NoWarmup();
+  all.critical_path = true;
+  all.critical_path_steps = 0;
+  AnalyzeOptions some = all;
+  some.critical_path_steps = 8;
+  {
+    SCOPED_TRACE("files (NVTX ranges first) agree with memory, following 8 of 40 steps");
+    ExpectFilesAgreeWithMemory(ManyStepsRun(40), some);
+  }
+  const Report every = Analyze(ManyStepsRun(40), all);
+  const Report kept = Analyze(ManyStepsRun(40), some);
+  ASSERT_TRUE(every.critical_path.has_value());
+  ASSERT_TRUE(kept.critical_path.has_value());
+  EXPECT_EQ(every.critical_path->steps, 40);
+  // 40 steps, at most 8: the stride is 8 (the smallest power of two with 40 <= 8 x stride):
+  // steps 0, 8, 16, 24 and 32.
+  EXPECT_EQ(kept.critical_path->steps, 5);
+  EXPECT_EQ(kept.critical_path->steps_aggregated, 40);
+  ASSERT_EQ(kept.critical_path->paths.size(), 5u);
+  for (size_t i = 0; i < kept.critical_path->paths.size(); ++i) {
+    const StepPath& path = kept.critical_path->paths[i];
+    EXPECT_EQ(path.step, static_cast<int64_t>(8 * i));
+    const StepPath& same = every.critical_path->paths.at(static_cast<size_t>(path.step));
+    ASSERT_EQ(same.step, path.step);
+    EXPECT_EQ(path.start_ns, same.start_ns);
+    EXPECT_EQ(path.end_ns, same.end_ns);
+    ASSERT_EQ(path.segments.size(), same.segments.size()) << "step " << path.step;
+    for (size_t k = 0; k < path.segments.size(); ++k) {
+      EXPECT_EQ(path.segments[k].rank, same.segments[k].rank);
+      EXPECT_EQ(path.segments[k].start_ns, same.segments[k].start_ns);
+      EXPECT_EQ(path.segments[k].end_ns, same.segments[k].end_ns);
+    }
+  }
+  // Step 0 (rank 1 late): without API calls nothing ties sgd to the all-reduce on the other
+  // stream (a stream's event wait is not followed, docs/metrics.md §10), so the path is the
+  // compute stream of the rank whose sgd ends first among equals, rank 0: gemm 0-4 ms, idle
+  // 4-7 ms, sgd 7-8 ms; the step's tail 8-10 ms is the host gap "(step end)".
+  const std::vector<StepPathSegment>& segments = kept.critical_path->paths[0].segments;
+  ASSERT_EQ(segments.size(), 3u);
+  const std::array<std::array<int64_t, 2>, 3> times = {{{0, 4 * kMs}, {4 * kMs, 7 * kMs}, {7 * kMs, 8 * kMs}}};
+  for (size_t k = 0; k < 3; ++k) {
+    EXPECT_EQ(segments[k].rank, 0);
+    EXPECT_EQ(segments[k].work, k != 1);
+    EXPECT_EQ(segments[k].start_ns, times[k][0]);
+    EXPECT_EQ(segments[k].end_ns, times[k][1]);
+  }
+}
+
 // ---- Golden JSON ---------------------------------------------------------------------------
 // ReportToJson of a whole analysis against a checked-in file; RANKSCOPE_UPDATE_GOLDEN=1
 // rewrites the file (tests/golden.h; review the diff by hand against the arithmetic above).

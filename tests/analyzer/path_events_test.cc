@@ -2,6 +2,8 @@
 // the same before Seal (a scan of all) and after (binary search of each lane's sorted runs).
 #include "analyzer/path_events.h"
 
+#include "analyzer/rank_scan.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -81,6 +83,42 @@ TEST(RankPathEventsTest, AHugeLaneIdSharesOneListInsteadOfSizingATable) {
   events.Add(Event(0xFFFFFFFFu, 3, 4));
   events.Seal();
   EXPECT_EQ(StartingIn(events, 0, 10), (Found{{0x80000000u, 1, 2}, {0xFFFFFFFFu, 3, 4}}));
+}
+
+std::vector<StepRange> Steps(int64_t first, int64_t count, int64_t spacing) {
+  std::vector<StepRange> steps;
+  for (int64_t i = 0; i < count; ++i) steps.push_back({first + i * spacing, i * 100, i * 100 + 90, 0});
+  return steps;
+}
+
+TEST(PathStepsKeptTest, EveryStrideThStepThePowerOfTwoThatLeavesAtMostTheMost) {
+  EXPECT_TRUE(PathStepsKept(Steps(0, 200, 1), 200).empty());  // all of them: no list
+  EXPECT_TRUE(PathStepsKept(Steps(0, 5000, 1), 0).empty());
+  // 6,376 steps, at most 200: 6,376 / 200 = 31.9, so every 32nd: 0, 32, ..., 6,368 (200).
+  const std::vector<int64_t> kept = PathStepsKept(Steps(0, 6376, 1), 200);
+  ASSERT_EQ(kept.size(), 200u);
+  EXPECT_EQ(kept.front(), 0);
+  EXPECT_EQ(kept[1], 32);
+  EXPECT_EQ(kept.back(), 6368);
+  // Numbered 0, 10, 20, ...: the stride counts steps, not numbers (every 4th of 40 = every 40).
+  EXPECT_EQ(PathStepsKept(Steps(0, 40, 10), 10), (std::vector<int64_t>{0, 40, 80, 120, 160, 200, 240, 280, 320, 360}));
+  // Odd numbers 1, 3, 5, ...: 1/2 = 0, 3/2 = 1, ...: every 4th from 1.
+  EXPECT_EQ(PathStepsKept(Steps(1, 16, 2), 4), (std::vector<int64_t>{1, 9, 17, 25}));
+}
+
+TEST(PathStepsKeptTest, RanksWithDifferentCountsKeepNestedSets) {
+  // 6,400 steps fit every 32nd; 6,401 need every 64th, a subset of the other rank's.
+  const std::vector<int64_t> a = PathStepsKept(Steps(0, 6400, 1), 200);
+  const std::vector<int64_t> b = PathStepsKept(Steps(0, 6401, 1), 200);
+  EXPECT_EQ(a.size(), 200u);
+  EXPECT_EQ(b.size(), 101u);  // 0, 64, ..., 6,400
+  for (int64_t step : b) {
+    if (step < 6400) EXPECT_TRUE(std::binary_search(a.begin(), a.end(), step)) << step;
+  }
+  // A rank that lost its first step keeps the same numbers as the others.
+  const std::vector<int64_t> c = PathStepsKept(Steps(1, 6375, 1), 200);
+  EXPECT_EQ(c.front(), 32);
+  EXPECT_TRUE(std::includes(a.begin(), a.end(), c.begin(), c.end()));
 }
 
 }  // namespace
