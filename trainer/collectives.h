@@ -75,10 +75,17 @@ class Collectives {
   Status Recv(float* data, size_t count, int peer) { return SendRecv({}, {data, count, peer, -1}); }
 };
 
+// A network link the Gloo collectives pretend to cross (--link-gbps): each one, once its
+// data moved through memory, lasts as long again as its bytes would take at `gbps` (Gbit/s)
+// more, sleeping, as a transfer over a network keeps a GPU job's collectives off its cores.
+struct SimulatedLink {
+  double gbps = 0;  // 0: no link, only memory
+};
+
 // `members`: the world ranks of a group of some ranks (GlooGroup::Create); empty: all.
 Result<std::unique_ptr<Collectives>> MakeGlooCollectives(Rendezvous& rendezvous,
                                                          std::chrono::milliseconds timeout,
-                                                         std::vector<int> members = {});
+                                                         std::vector<int> members = {}, SimulatedLink link = {});
 // CUDA builds only; otherwise an Unsupported error.
 Result<std::unique_ptr<Collectives>> MakeNcclCollectives(Rendezvous& rendezvous, ComputeDevice& device,
                                                          int cuda_device, std::chrono::milliseconds timeout,

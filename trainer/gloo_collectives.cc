@@ -4,6 +4,8 @@
 // order the rank calls them, whatever the operation: every rank makes the same calls in the
 // same order, so the same call gets the same number everywhere. Sends and receives are
 // numbered per pair of ranks instead, with the peer in the payload.
+#include <algorithm>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -22,8 +24,11 @@ namespace {
 
 class GlooCollectives final : public Collectives {
  public:
-  explicit GlooCollectives(std::unique_ptr<GlooGroup> group)
-      : group_(std::move(group)), communicator_(group_->communicator_id()), thread_([this] { RunJobs(); }) {}
+  GlooCollectives(std::unique_ptr<GlooGroup> group, SimulatedLink link)
+      : group_(std::move(group)),
+        communicator_(group_->communicator_id()),
+        link_(link),
+        thread_([this] { RunJobs(); }) {}
 
   ~GlooCollectives() override {
     {
@@ -43,7 +48,7 @@ class GlooCollectives final : public Collectives {
       CollectiveFields fields = NextCollective(count);
       fields.root = root;
       CollectiveRange range("broadcast", fields, RangeCategory::kComm);
-      return group_->Broadcast(data, count, root);
+      return Paced(group_->Broadcast(data, count, root), static_cast<double>(count));
     });
     return WaitAll();
   }
@@ -53,7 +58,9 @@ class GlooCollectives final : public Collectives {
       CollectiveFields fields = NextCollective(count);
       fields.bucket = bucket;
       CollectiveRange range("allreduce", fields, RangeCategory::kComm);
-      return group_->AllReduceSum(data, count);
+      // A ring all-reduce sends 2 (n - 1) / n of the buffer from each rank.
+      const double n = size();
+      return Paced(group_->AllReduceSum(data, count), 2 * (n - 1) / n * static_cast<double>(count));
     });
     return Status::Ok();
   }
@@ -70,7 +77,7 @@ class GlooCollectives final : public Collectives {
       CollectiveFields fields = NextCollective(count);
       fields.bucket = layer;
       CollectiveRange range("allgather", fields, RangeCategory::kComm);
-      return group_->AllGather(in, out, count);
+      return Paced(group_->AllGather(in, out, count), (size() - 1.0) * static_cast<double>(count));
     });
   }
 
@@ -80,7 +87,7 @@ class GlooCollectives final : public Collectives {
       CollectiveFields fields = NextCollective(count);
       fields.bucket = layer;
       CollectiveRange range("reducescatter", fields, RangeCategory::kComm);
-      return group_->ReduceScatterSum(data, count);
+      return Paced(group_->ReduceScatterSum(data, count), (size() - 1.0) * static_cast<double>(count));
     });
   }
 
@@ -103,7 +110,8 @@ class GlooCollectives final : public Collectives {
       if (recv.count > 0) {
         recv_range.emplace("recv", MessageFields(recv.count, recv.peer, recv.label, received_from_), RangeCategory::kComm);
       }
-      return group_->SendRecv(send.data, send.count, send.peer, recv.data, recv.count, recv.peer);
+      return Paced(group_->SendRecv(send.data, send.count, send.peer, recv.data, recv.count, recv.peer),
+                   static_cast<double>(std::max(send.count, recv.count)));
     });
     return Wait(ticket);
   }
@@ -144,6 +152,16 @@ class GlooCollectives final : public Collectives {
     return fields;
   }
 
+  // After a collective's data moved (every rank had arrived), the time `floats` more would
+  // take on the simulated link: the collective then lasts as long as on a network link,
+  // without using the CPU, so work beside it overlaps it as it would a real transfer.
+  Status Paced(Status moved, double floats) const {
+    if (!moved.ok() || link_.gbps <= 0) return moved;
+    const double seconds = floats * sizeof(float) * 8 / (link_.gbps * 1e9);
+    std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+    return moved;
+  }
+
   void RunJobs() {
     NameThisThread("comm");
     std::unique_lock lock(mutex_);
@@ -167,6 +185,7 @@ class GlooCollectives final : public Collectives {
 
   std::unique_ptr<GlooGroup> group_;
   const uint64_t communicator_;
+  const SimulatedLink link_;
   uint64_t next_sequence_ = 0;  // the communication thread's
   std::map<int, uint64_t> sent_to_;        // messages per peer, the communication thread's
   std::map<int, uint64_t> received_from_;
@@ -186,9 +205,9 @@ class GlooCollectives final : public Collectives {
 
 Result<std::unique_ptr<Collectives>> MakeGlooCollectives(Rendezvous& rendezvous,
                                                          std::chrono::milliseconds timeout,
-                                                         std::vector<int> members) {
+                                                         std::vector<int> members, SimulatedLink link) {
   RS_ASSIGN_OR_RETURN(std::unique_ptr<GlooGroup> group, GlooGroup::Create(rendezvous, timeout, std::move(members)));
-  return std::unique_ptr<Collectives>(std::make_unique<GlooCollectives>(std::move(group)));
+  return std::unique_ptr<Collectives>(std::make_unique<GlooCollectives>(std::move(group), link));
 }
 
 #ifndef RANKSCOPE_TRAINER_CUDA

@@ -104,6 +104,10 @@ Status Validate(const TrainerOptions& o) {
   }
   if (o.extra_step_delay_ms < 0) return InvalidArgument("--extra-step-delay-ms must not be negative");
   if (o.extra_step_work_ms < 0) return InvalidArgument("--extra-step-work-ms must not be negative");
+  if (!(o.link_gbps >= 0)) return InvalidArgument("--link-gbps must be a positive number of Gbit/s");
+  if (o.link_gbps > 0 && o.backend == Backend::kNccl) {
+    return InvalidArgument("--link-gbps simulates a link for the Gloo backend; NCCL crosses a real one");
+  }
   if (o.backend == Backend::kGloo && o.precision == Precision::kBf16) {
     return InvalidArgument("--precision bf16 needs the GPU backend (the CPU kernels are fp32)");
   }
@@ -224,6 +228,10 @@ Result<CommandLine> ParseCommandLine(const std::vector<std::string>& args) {
                  "Sleep this long in every step (a planted slowdown for regression checks)")->group(ddp);
   app.add_option("--extra-step-work-ms", o.extra_step_work_ms,
                  "Spin this much CPU time in every step (a planted slowdown that a busy machine does not hide)")
+      ->group(ddp);
+  app.add_option("--link-gbps", o.link_gbps,
+                 "Gloo: each collective also lasts as long as its bytes take on a link of this many Gbit/s, "
+                 "sleeping (a network's transfer, which compute beside it overlaps; 0: off)")
       ->group(ddp);
 
   std::string slow_rank;

@@ -76,6 +76,9 @@ struct TrainerOptions {
   // step's forward pass, so the others wait for it at every all-reduce.
   int slow_rank = -1;
   double slow_rank_ms = 0.0;
+  // Gloo only: collectives last as long as on a link of this many Gbit/s (SimulatedLink),
+  // so that overlapping them with compute saves what it would on a GPU cluster; 0: off.
+  double link_gbps = 0.0;
   // Planted failures for the hang detector's tests; steps count from 0, as the "step"
   // ranges do. Rank hang_rank blocks for good at step hang_step, inside its backward pass
   // before the step's first collective. Rank mismatch_rank broadcasts (root 0) at step

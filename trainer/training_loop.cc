@@ -56,6 +56,10 @@ Result<Runtime> ChooseRuntime(const TrainerOptions& options, const World& world)
     const int threads = options.threads > 0 ? options.threads : kernels::DefaultThreadCount(world.local_world_size);
     runtime.device = MakeCpuDevice(threads);
   } else {
+    if (options.link_gbps > 0) {
+      return InvalidArgument("--link-gbps simulates a link for the Gloo backend, and this run uses NCCL "
+                             "(add --backend gloo)");
+    }
     RS_ASSIGN_OR_RETURN(runtime.device, MakeCudaDevice(world.local_rank, options.precision == Precision::kBf16));
   }
   return runtime;
@@ -236,7 +240,7 @@ Result<TrainingSummary> RunTraining(const TrainerOptions& options, const World& 
     if (runtime.backend == Backend::kNccl) {
       return MakeNcclCollectives(*rendezvous, device, world.local_rank, timeout, std::move(members));
     }
-    return MakeGlooCollectives(*rendezvous, timeout, std::move(members));
+    return MakeGlooCollectives(*rendezvous, timeout, std::move(members), SimulatedLink{options.link_gbps});
   };
   RS_ASSIGN_OR_RETURN(std::unique_ptr<Collectives> collectives, make_group({}));
   std::unique_ptr<Collectives> replica_collectives;

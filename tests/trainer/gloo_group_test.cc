@@ -414,6 +414,32 @@ TEST(GlooCollectivesTest, TicketsWaitForTheirCollectiveAndPointToPointIsInOrder)
   }));
 }
 
+// --link-gbps: an all-reduce also lasts as long as a ring's bytes take on the link. Two
+// ranks, 1M floats at 1 Gbit/s: each rank sends 2 (n - 1) / n x 4 MB = 4 MB = 32 Mbit, 32 ms.
+TEST(GlooCollectivesTest, ASimulatedLinkMakesAnAllReduceLastItsBytesOverTheLink) {
+  TempDir temp;
+  const RendezvousSpec spec = FileSpec(temp.path());
+  constexpr size_t kCount = 1 << 20;
+  InitAnnotations();
+  ExpectAllEmpty(RunRanks<std::string>(2, [&](int rank) -> std::string {
+    auto rendezvous = Rendezvous::Connect(spec, WorldOf(rank, 2), milliseconds(10000), "link-test");
+    if (!rendezvous.ok()) return rendezvous.status().message();
+    auto collectives = MakeGlooCollectives(**rendezvous, milliseconds(10000), {}, SimulatedLink{1.0});
+    if (!collectives.ok()) return collectives.status().message();
+    std::vector<float> data(kCount, static_cast<float>(rank + 1));
+    const auto started = std::chrono::steady_clock::now();
+    Status done = (*collectives)->StartAllReduce(0, data.data(), data.size());
+    if (done.ok()) done = (*collectives)->WaitAll();
+    const auto took = std::chrono::steady_clock::now() - started;
+    if (!done.ok()) return done.message();
+    if (data.front() != 3.f || data.back() != 3.f) return "the sum is wrong";
+    if (took < milliseconds(32)) {
+      return "took " + std::to_string(std::chrono::duration<double, std::milli>(took).count()) + " ms";
+    }
+    return "";
+  }));
+}
+
 TEST(GlooGroupTest, SingleRankAndBadArguments) {
   TempDir temp;
   auto member = Join(FileSpec(temp.path()), 0, 1, milliseconds(5000));

@@ -66,7 +66,7 @@ TEST(ParseCommandLineTest, EveryOptionReachesItsField) {
        "--no-overlap", "--backend", "gloo", "--precision", "fp32", "--rdzv", "file:/tmp/rdzv", "--timeout", "5",
        "--threads", "2", "--checkpoint", "/tmp/c.ckpt", "--checkpoint-every", "2", "--resume", "/tmp/r.ckpt",
        "--metrics-out", "m{rank}.json", "--log-every", "0", "--quiet", "--fault-rank", "1", "--fault-step", "3",
-       "--extra-step-delay-ms", "2.5", "--extra-step-work-ms", "1.5"});
+       "--extra-step-delay-ms", "2.5", "--extra-step-work-ms", "1.5", "--link-gbps", "8"});
   ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
   EXPECT_FALSE(parsed->exit_now);
   const TrainerOptions& o = parsed->options;
@@ -105,6 +105,7 @@ TEST(ParseCommandLineTest, EveryOptionReachesItsField) {
   EXPECT_EQ(o.fault_step, 3);
   EXPECT_DOUBLE_EQ(o.extra_step_delay_ms, 2.5);
   EXPECT_DOUBLE_EQ(o.extra_step_work_ms, 1.5);
+  EXPECT_DOUBLE_EQ(o.link_gbps, 8);
 }
 
 TEST(ParseCommandLineTest, PipelineOptionsNeedAPipelineAndSayWhatIsWrong) {
@@ -266,6 +267,8 @@ TEST(ParseCommandLineTest, EveryErrorIsOneLineNamingTheOption) {
       {{"--checkpoint-every", "-1", "--checkpoint", "c"}, "--checkpoint-every"},
       {{"--extra-step-delay-ms", "-1"}, "--extra-step-delay-ms"},
       {{"--extra-step-work-ms", "-1"}, "--extra-step-work-ms"},
+      {{"--link-gbps", "-1"}, "--link-gbps"},
+      {{"--link-gbps", "8", "--backend", "nccl"}, "--link-gbps"},
       {{"--lr", "fast"}, "--lr"},
       {{"--bogus"}, "--bogus"},
       {{"--batch"}, "--batch"},
