@@ -193,7 +193,8 @@ class RankScanner::Impl {
   RankPathEvents path_events_;
   std::vector<RankPathEvents::Ref> deferred_path_events_;  // per deferred range: its path event
   // The windows of the steps kept for the path, sorted, once the steps are known (with
-  // ScanOptions::ranges_first, when the first row after the ranges comes; else at the end).
+  // ScanOptions::ranges_first, when the first row after the ranges comes; else at the end);
+  // none when the rank has no steps, and then every event is kept.
   bool path_steps_known_ = false;
   std::vector<StepRange> path_windows_;
   RankPathEvents::Ref AddPathEvent(PathEvent::Kind kind, const trace::SpanRow& row, int8_t activity_class) {
@@ -204,6 +205,7 @@ class RankScanner::Impl {
     if (!path_steps_known_ || InPathWindow(row.start_ns)) AddPathEvent(kind, row, activity_class);
   }
   bool InPathWindow(int64_t start_ns) const {
+    if (path_windows_.empty()) return true;  // no steps: the whole trace is one (cross-rank stage)
     const auto after = std::upper_bound(path_windows_.begin(), path_windows_.end(), start_ns,
                                         [](int64_t t, const StepRange& s) { return t < s.start_ns; });
     return after != path_windows_.begin() && start_ns < std::prev(after)->end_ns;

@@ -195,22 +195,31 @@ void GraphBuilder::AddRank(const RankPathInput& rank, const std::vector<int64_t>
     }
     return -1;
   };
-  // Syncs wait for the device work that ended last before they returned; a CPU lane that
-  // resumes after a gap waited for the other lane's work that ended last within the gap.
+  // Syncs wait for the device work that ended last before they returned. A lane that resumes
+  // after a gap waited for the other lanes' work that ended last within the gap: a CPU lane
+  // for another CPU lane's (a thread handing work to another); a device stream for another
+  // stream's (a wait on an event recorded after that work, which the trace does not tie to
+  // it), the gap counted from its launch when that came later (until then the CPU was late).
   const int64_t window_start = window->start_ns + offset;
+  std::unordered_map<uint32_t, uint32_t> launch_of;  // device node → its launch call's node
+  for (const Dependency& d : graph_.dependencies) {
+    if (d.kind == DependencyKind::kLaunch) launch_of.emplace(d.to, d.from);
+  }
   for (size_t i = 0; i < nodes.size(); ++i) {
     const uint32_t id = nodes[i];
     const WorkNode& node = graph_.nodes[id];
-    if (node.device) continue;
-    if (node.waits) {
+    if (node.waits && !node.device) {
       const int64_t work = latest_in(device_by_end, node.start_ns, node.end_ns, node.lane);
       if (work >= 0) Depend(static_cast<uint32_t>(work), id, DependencyKind::kSync);
       continue;
     }
     const bool first_on_lane = i == 0 || graph_.nodes[nodes[i - 1]].lane != node.lane;
-    const int64_t free_since = first_on_lane ? window_start : graph_.nodes[nodes[i - 1]].end_ns;
+    int64_t free_since = first_on_lane ? window_start : graph_.nodes[nodes[i - 1]].end_ns;
+    if (const auto launch = launch_of.find(id); launch != launch_of.end()) {
+      free_since = std::max(free_since, graph_.nodes[launch->second].start_ns);  // launched later
+    }
     if (free_since >= node.start_ns) continue;
-    const int64_t other = latest_in(host_by_end, free_since, node.start_ns, node.lane);
+    const int64_t other = latest_in(node.device ? device_by_end : host_by_end, free_since, node.start_ns, node.lane);
     if (other >= 0) Depend(static_cast<uint32_t>(other), id, DependencyKind::kSync);
   }
 }

@@ -1205,19 +1205,50 @@ TEST(AnalyzeGolden, TheCriticalPathKeepsOnlyTheStepsItFollowsAndFindsTheSamePath
       EXPECT_EQ(path.segments[k].end_ns, same.segments[k].end_ns);
     }
   }
-  // Step 0 (rank 1 late): without API calls nothing ties sgd to the all-reduce on the other
-  // stream (a stream's event wait is not followed, docs/metrics.md §10), so the path is the
-  // compute stream of the rank whose sgd ends first among equals, rank 0: gemm 0-4 ms, idle
-  // 4-7 ms, sgd 7-8 ms; the step's tail 8-10 ms is the host gap "(step end)".
+  // Step 0 (rank 1 late): sgd resumes the compute stream after a gap in which the all-reduce
+  // on the other stream ended (the stream waited for it, §10), whose last arrival is rank 1
+  // after its 6 ms gemm: gemm 0-6 ms on rank 1, the all-reduce's last millisecond 6-7 ms,
+  // sgd 7-8 ms; the step's tail 8-10 ms is the host gap "(step end)".
   const std::vector<StepPathSegment>& segments = kept.critical_path->paths[0].segments;
   ASSERT_EQ(segments.size(), 3u);
-  const std::array<std::array<int64_t, 2>, 3> times = {{{0, 4 * kMs}, {4 * kMs, 7 * kMs}, {7 * kMs, 8 * kMs}}};
+  EXPECT_EQ(segments[0].rank, 1);
+  const std::array<std::array<int64_t, 2>, 3> times = {{{0, 6 * kMs}, {6 * kMs, 7 * kMs}, {7 * kMs, 8 * kMs}}};
   for (size_t k = 0; k < 3; ++k) {
-    EXPECT_EQ(segments[k].rank, 0);
-    EXPECT_EQ(segments[k].work, k != 1);
+    EXPECT_TRUE(segments[k].work);
     EXPECT_EQ(segments[k].start_ns, times[k][0]);
     EXPECT_EQ(segments[k].end_ns, times[k][1]);
   }
+  // Rank 1's gemm is 6 of the 10 ms in steps 0 and 24, 4 of 10 in 8, 16 and 32.
+  bool gemm_on_rank_1 = false;
+  for (const PathContribution& c : kept.critical_path->top) gemm_on_rank_1 |= c.rank == 1 && c.name == "gemm";
+  EXPECT_TRUE(gemm_on_rank_1);
+}
+
+TEST(AnalyzeGolden, WithoutStepRangesTheCriticalPathFollowsTheWholeTraceAsOneStep) {
+  std::vector<TraceBuilder> ranks;
+  for (int rank = 0; rank < 2; ++rank) {
+    TraceBuilder b(rank, 2);
+    const trace::LaneId gpu = b.GpuStream(0);
+    b.Kernel(gpu, "gemm", 0, 100 * kUs);
+    b.Kernel(gpu, "softmax", 150 * kUs, 200 * kUs);
+    ranks.push_back(b);
+  }
+  AnalyzeOptions options = NoWarmup();
+  options.critical_path = true;
+  {
+    SCOPED_TRACE("files (NVTX ranges first, there are none) agree with memory");
+    ExpectFilesAgreeWithMemory(ranks, options);
+  }
+  const Report r = Analyze(ranks, options);
+  ASSERT_TRUE(r.critical_path.has_value());
+  // One step, the trace's 0-200 us: gemm 100 us, idle 50 us, softmax 50 us.
+  EXPECT_EQ(r.critical_path->steps, 1);
+  EXPECT_EQ(r.critical_path->path_ns, 200 * kUs);
+  int64_t compute = 0;
+  for (const PathContribution& c : r.critical_path->top) {
+    if (c.category == "compute") compute += c.ns_per_step;
+  }
+  EXPECT_EQ(compute, 150 * kUs);
 }
 
 // ---- Golden JSON ---------------------------------------------------------------------------

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -161,6 +162,41 @@ TEST(StepGraphTest, GpuLaunchesAndASyncFollowCorrelationAndTheLastKernel) {
   EXPECT_EQ(path->segments[3].category, PathCategory::kCompute);
   EXPECT_EQ(path->segments[4].category, PathCategory::kHost);
   EXPECT_EQ(path->length_ns(), 40);
+}
+
+// Two streams: gemm 0-10 on stream 7, the all-reduce 10-30 on stream 13, then sgd on stream 7
+// at 31, launched at 5 (before stream 7 went idle at 10): stream 7 waited for stream 13's
+// all-reduce (an event wait the trace does not tie to its work). A second sgd launched late,
+// at 42, after stream 7 went idle at 35, waited for its launch, not for stream 13.
+TEST(StepGraphTest, AStreamResumingAfterAGapWaitedForTheOtherStreamUnlessItsLaunchWasLate) {
+  FakeRank rank;
+  rank.steps = {{0, 0, 60, 0}};
+  rank.Add(PathEvent::Kind::kApiCall, 1, "cudaLaunchKernel", 0, 1, -1, 1);
+  rank.Add(PathEvent::Kind::kApiCall, 1, "cudaLaunchKernel", 2, 3, -1, 2);
+  rank.Add(PathEvent::Kind::kApiCall, 1, "cudaLaunchKernel", 5, 6, -1, 3);
+  rank.Add(PathEvent::Kind::kApiCall, 1, "cudaLaunchKernel", 42, 43, -1, 4);
+  rank.Add(PathEvent::Kind::kKernel, 7, "gemm", 1, 10, kComputeClass, 1);
+  rank.Add(PathEvent::Kind::kKernel, 13, "ncclDevKernel_AllReduce", 10, 30, kCommClass, 2);
+  rank.Add(PathEvent::Kind::kKernel, 7, "sgd", 31, 35, kComputeClass, 3);
+  rank.Add(PathEvent::Kind::kKernel, 7, "sgd_late", 44, 50, kComputeClass, 4);
+  std::vector<FakeRank> ranks = {rank};
+  InstanceIds ids;
+  const StepGraph graph = BuildStepGraph(Inputs(ranks, &ids), ids, 0);
+  std::vector<std::pair<std::string, std::string>> waits;  // (waited for, waiting), kSync only
+  for (const Dependency& d : graph.dependencies) {
+    if (d.kind != DependencyKind::kSync) continue;
+    waits.emplace_back(graph.names[static_cast<size_t>(graph.nodes[d.from].name)],
+                       graph.names[static_cast<size_t>(graph.nodes[d.to].name)]);
+  }
+  // The all-reduce also waited for gemm: stream 13 was idle from its launch (2) until 10.
+  std::sort(waits.begin(), waits.end());
+  EXPECT_EQ(waits, (std::vector<std::pair<std::string, std::string>>{{"gemm", "ncclDevKernel_AllReduce"},
+                                                                      {"ncclDevKernel_AllReduce", "sgd"}}));
+  Result<CriticalPath> path = FindCriticalPath(graph);
+  ASSERT_TRUE(path.ok()) << path.status().message();
+  // Back from sgd_late's end (50): sgd_late, released by its launch at 42, on the CPU thread
+  // back to the step's start; the path spans 0-50.
+  EXPECT_EQ(path->length_ns(), 50);
 }
 
 // A synchronous copy: the call returns after its copy ended, so it waited for it; the launch
