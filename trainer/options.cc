@@ -234,6 +234,9 @@ Result<CommandLine> ParseCommandLine(const std::vector<std::string>& args) {
                  "sleeping (a network's transfer, which compute beside it overlaps; 0: off)")
       ->group(ddp);
 
+  app.add_flag("--slow-rank-busy", o.slow_rank_busy,
+               "The --slow-rank straggler spins instead of sleeping (keeps its core busy, as more work would)")
+      ->group(ddp);
   std::string slow_rank;
   app.add_option("--slow-rank", slow_rank, "R:MS: rank R sleeps MS milliseconds before every forward pass "
                                            "(a planted straggler)")->group(ddp);

@@ -76,6 +76,9 @@ struct TrainerOptions {
   // step's forward pass, so the others wait for it at every all-reduce.
   int slow_rank = -1;
   double slow_rank_ms = 0.0;
+  // The straggler spins (busy) for those milliseconds instead of sleeping: it keeps its core
+  // busy, as a rank slowed by more work would, instead of lending it to the others.
+  bool slow_rank_busy = false;
   // Gloo only: collectives last as long as on a link of this many Gbit/s (SimulatedLink),
   // so that overlapping them with compute saves what it would on a GPU cluster; 0: off.
   double link_gbps = 0.0;

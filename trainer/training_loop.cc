@@ -381,7 +381,14 @@ Result<TrainingSummary> RunTraining(const TrainerOptions& options, const World& 
       Status status;
       if (world.rank == options.slow_rank && options.slow_rank_ms > 0) {
         ScopedRange delay("injected_delay");
-        std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(options.slow_rank_ms));
+        if (options.slow_rank_busy) {
+          const Clock::time_point until = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                                             std::chrono::duration<double, std::milli>(options.slow_rank_ms));
+          while (Clock::now() < until) {
+          }
+        } else {
+          std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(options.slow_rank_ms));
+        }
       }
       if (world.rank == options.mismatch_rank && step == options.mismatch_step) {
         std::fprintf(stderr, "rankscope-trainer: rank %d broadcasts where the others all-reduce at step %lld "

@@ -75,11 +75,13 @@ double Median(std::vector<double> values) {
 
 TEST(CriticalPathEndToEnd, AStragglerIsBlamedAndRemovingItPredictsTheRunWithoutIt) {
   TempDir dir;
-  // Three runs with the straggler and three without, alternating: one run's step time drifts
-  // by 10-20% on this shared machine, their median less.
+  // Seven runs with the straggler and seven without, alternating: one run's step time drifts
+  // by 10-25% on this shared machine, their median less. The straggler spins: a sleeping one
+  // would lend its core to rank 0, whose work would then run faster than beside a busy rank.
   std::vector<double> predicted, actual;
-  for (int round = 0; round < 3; ++round) {
-    const json slow = ProfileAndAnalyze(dir / ("slow-" + std::to_string(round)), {"--slow-rank", "1:15"});
+  for (int round = 0; round < 7; ++round) {
+    const json slow =
+        ProfileAndAnalyze(dir / ("slow-" + std::to_string(round)), {"--slow-rank", "1:15", "--slow-rank-busy"});
     const json plain = ProfileAndAnalyze(dir / ("plain-" + std::to_string(round)), {});
     ASSERT_FALSE(slow.is_discarded());
     ASSERT_FALSE(plain.is_discarded());
@@ -105,15 +107,15 @@ TEST(CriticalPathEndToEnd, AStragglerIsBlamedAndRemovingItPredictsTheRunWithoutI
   }
   const double p = Median(predicted), a = Median(actual);
   std::printf("median: predicted %.2f ms, measured %.2f ms (%+.1f%%)\n", p / 1e6, a / 1e6, 100 * (p - a) / a);
-  // Issue 28 asks for 10%. On a quiet machine the medians land within 6% (docs/metrics.md §10),
-  // but under CI's load a plain run drifts by up to 25% and the prediction, made from the slow
-  // run's own durations, does not follow: CI's run missed 10% once (-13.9%). 20% here.
+  // Issue 28 asks for 10%. On a quiet machine the medians land within 10% in 5 of 6 runs
+  // (-3.0% to +12.5%, docs/metrics.md §10), but under CI's load a plain run drifts by up to
+  // 25% and the prediction, made from the slow run's own durations, does not follow: 20% here.
   EXPECT_LE(std::abs(p - a) / a, 0.20) << p << " vs " << a;
 }
 
 TEST(CriticalPathEndToEnd, WithoutOverlapTheTransferIsOnThePathAndFullOverlapPredictsTheOverlappedRun) {
   std::vector<double> predicted, actual;
-  for (int round = 0; round < 3; ++round) {
+  for (int round = 0; round < 5; ++round) {
     TempDir dir;
     const json serial = ProfileAndAnalyze(dir / "no-overlap", {"--no-overlap"}, kOverlapWorkload);
     const json overlapped = ProfileAndAnalyze(dir / "overlap", {}, kOverlapWorkload);

@@ -66,7 +66,7 @@ TEST(ParseCommandLineTest, EveryOptionReachesItsField) {
        "--no-overlap", "--backend", "gloo", "--precision", "fp32", "--rdzv", "file:/tmp/rdzv", "--timeout", "5",
        "--threads", "2", "--checkpoint", "/tmp/c.ckpt", "--checkpoint-every", "2", "--resume", "/tmp/r.ckpt",
        "--metrics-out", "m{rank}.json", "--log-every", "0", "--quiet", "--fault-rank", "1", "--fault-step", "3",
-       "--extra-step-delay-ms", "2.5", "--extra-step-work-ms", "1.5", "--link-gbps", "8"});
+       "--extra-step-delay-ms", "2.5", "--extra-step-work-ms", "1.5", "--link-gbps", "8", "--slow-rank", "1:15", "--slow-rank-busy"});
   ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
   EXPECT_FALSE(parsed->exit_now);
   const TrainerOptions& o = parsed->options;
@@ -106,6 +106,9 @@ TEST(ParseCommandLineTest, EveryOptionReachesItsField) {
   EXPECT_DOUBLE_EQ(o.extra_step_delay_ms, 2.5);
   EXPECT_DOUBLE_EQ(o.extra_step_work_ms, 1.5);
   EXPECT_DOUBLE_EQ(o.link_gbps, 8);
+  EXPECT_EQ(o.slow_rank, 1);
+  EXPECT_DOUBLE_EQ(o.slow_rank_ms, 15);
+  EXPECT_TRUE(o.slow_rank_busy);
 }
 
 TEST(ParseCommandLineTest, PipelineOptionsNeedAPipelineAndSayWhatIsWrong) {
