@@ -352,7 +352,7 @@ CriticalPathSummary MeasurePaths(const std::vector<RankResult>& ranks, const Ste
   std::vector<std::pair<std::string, double>> faster;
   for (const AnalyzeOptions::FasterWorkWhatIf& w : options.what_ifs) faster.emplace_back(w.text, w.factor);
   return MeasureCriticalPaths(inputs, ids, steps.aggregated_numbers, options.top, faster,
-                              options.critical_path_steps);
+                              options.critical_path_steps, options.bandwidth_what_ifs);
 }
 
 Parallelism MeasureParallelism(const std::vector<RankResult>& ranks, const ClockAlignment& clock,

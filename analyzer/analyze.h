@@ -67,6 +67,8 @@ struct AnalyzeOptions {
     double factor = 2;
   };
   std::vector<FasterWorkWhatIf> what_ifs;
+  // And communication bandwidth this many times higher (beside the default ×2).
+  std::vector<double> bandwidth_what_ifs;
   // The most aggregated steps whose graph is built (rank_scan.h PathStepsKept: every
   // 2^k-th by number); 0: every one.
   size_t critical_path_steps = 200;

@@ -302,7 +302,7 @@ StepGraph BuildStepGraph(const std::vector<RankPathInput>& ranks, const Instance
 CriticalPathSummary MeasureCriticalPaths(const std::vector<RankPathInput>& ranks, const InstanceIds& instances,
                                          const std::set<int64_t>& all_steps, size_t top,
                                          const std::vector<std::pair<std::string, double>>& faster,
-                                         size_t most_steps) {
+                                         size_t most_steps, const std::vector<double>& bandwidth) {
   CriticalPathSummary summary;
   summary.steps_aggregated = static_cast<int64_t>(all_steps.size());
   // The steps whose events every rank that has them kept (PathStepsKept), then evenly spread:
@@ -398,6 +398,9 @@ CriticalPathSummary MeasureCriticalPaths(const std::vector<RankPathInput>& ranks
     // What-ifs: the default set, then the caller's.
     std::vector<WhatIf> changes = {RemoveStragglers(graph), OverlapCommunication(graph),
                                    FasterCommunication(graph, 2)};
+    for (double factor : bandwidth) {
+      if (factor != 2) changes.push_back(FasterCommunication(graph, factor));
+    }
     for (const auto& [name_part, factor] : faster) {
       const std::string& text = name_part;  // a lambda cannot capture a structured binding before C++20's clang 16
       changes.push_back(FasterWork(graph, fmt::format("work named '{}' {:g}× faster", text, factor),

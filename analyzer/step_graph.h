@@ -40,12 +40,13 @@ InstanceIds MatchMessageInstances(const std::vector<RankPathInput>& ranks, int64
 StepGraph BuildStepGraph(const std::vector<RankPathInput>& ranks, const InstanceIds& instances, int64_t step);
 
 // The critical path of every step in `steps` (the aggregated ones), blamed and projected.
-// `faster`: extra what-ifs, work whose name contains the text (any case) that many times faster.
+// `faster`: extra what-ifs, work whose name contains the text (any case) that many times faster;
+// `bandwidth`: communication bandwidth that many times higher (×2 is always projected).
 // Only steps whose events every rank that has them kept (RankPathEvents::kept_steps) are
 // measured; `most_steps`: then the most measured, evenly spread (0: every one).
 CriticalPathSummary MeasureCriticalPaths(const std::vector<RankPathInput>& ranks, const InstanceIds& instances,
                                          const std::set<int64_t>& steps, size_t top,
                                          const std::vector<std::pair<std::string, double>>& faster = {},
-                                         size_t most_steps = 0);
+                                         size_t most_steps = 0, const std::vector<double>& bandwidth = {});
 
 }  // namespace rankscope::analyzer

@@ -103,7 +103,16 @@ Result<analyzer::AnalyzeOptions> MakeAnalyzeOptions(const AnalyzeRequest& reques
   options.classify.comm_patterns = request.comm_patterns;
   options.classify.compute_patterns = request.compute_patterns;
   options.step_names.insert(options.step_names.end(), request.step_names.begin(), request.step_names.end());
-  options.critical_path = request.critical_path || !request.what_ifs.empty() || request.critical_path_steps;
+  options.critical_path = request.critical_path || !request.what_ifs.empty() ||
+                          !request.bandwidth_what_ifs.empty() || request.critical_path_steps;
+  for (double factor : request.bandwidth_what_ifs) {
+    if (!(factor > 0) || !std::isfinite(factor)) {
+      return InvalidArgument(fmt::format("--what-if-bandwidth {}: expected a factor above 0 (e.g. 4: four times the "
+                                         "bandwidth)",
+                                         factor));
+    }
+    options.bandwidth_what_ifs.push_back(factor);
+  }
   if (request.critical_path_steps) {
     if (*request.critical_path_steps < 0) {
       return InvalidArgument(fmt::format("--critical-path-steps {}: must be 0 (every step) or more",

@@ -32,6 +32,7 @@ struct AnalyzeRequest {
   int threads = 0;
   bool critical_path = false;           // --critical-path
   std::vector<std::string> what_ifs;    // --what-if TEXT=FACTOR (implies --critical-path)
+  std::vector<double> bandwidth_what_ifs;  // --what-if-bandwidth FACTOR (implies --critical-path)
   std::optional<int64_t> critical_path_steps;  // --critical-path-steps N (0: every step)
 };
 

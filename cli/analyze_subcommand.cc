@@ -29,11 +29,15 @@ Subcommand AddAnalyzeSubcommand(CLI::App& parent) {
   AddAnalysisOptions(*app, *flags);
   app->add_flag("--critical-path", request.critical_path,
                 "Also follow each step's critical path across ranks: what set the step time, who waited for "
-                "whom, and what-if projections (keeps every event in memory)");
+                "whom, and what-if projections (keeps the events of the steps it follows in memory)");
   app->add_option("--what-if", request.what_ifs,
                   "With the critical path, also project work whose name contains NAME (any case) FACTOR times "
                   "faster; repeatable; implies --critical-path")
       ->type_name("NAME=FACTOR");
+  app->add_option("--what-if-bandwidth", request.bandwidth_what_ifs,
+                  "With the critical path, also project communication bandwidth FACTOR times higher (x2 is always "
+                  "projected); repeatable; implies --critical-path")
+      ->type_name("FACTOR");
   app->add_option("--critical-path-steps", request.critical_path_steps,
                   "Follow at most N aggregated steps, every 2^k-th by number (default 200; 0: every step); implies "
                   "--critical-path")

@@ -199,6 +199,26 @@ TEST(StepGraphTest, AStreamResumingAfterAGapWaitedForTheOtherStreamUnlessItsLaun
   EXPECT_EQ(path->length_ns(), 50);
 }
 
+// --what-if-bandwidth: each factor is one more projection (×2, always made, only once); the
+// all-reduce's transfer is on TwoCpuRanks' path, so more bandwidth projects a shorter step.
+TEST(StepGraphTest, BandwidthWhatIfsAddAProjectionPerFactor) {
+  const std::vector<FakeRank> ranks = TwoCpuRanks();
+  InstanceIds ids;
+  const CriticalPathSummary summary = MeasureCriticalPaths(Inputs(ranks, &ids), ids, {5}, 10, {}, 0, {2, 4});
+  std::vector<std::string> labels;
+  int64_t times_two = 0, times_four = 0;
+  for (const WhatIfSummary& w : summary.what_ifs) {
+    labels.push_back(w.label);
+    if (w.label == "communication bandwidth ×2") times_two = w.projected_step_ns;
+    if (w.label == "communication bandwidth ×4") times_four = w.projected_step_ns;
+  }
+  EXPECT_EQ(std::count(labels.begin(), labels.end(), "communication bandwidth ×2"), 1) << ::testing::PrintToString(labels);
+  EXPECT_EQ(std::count(labels.begin(), labels.end(), "communication bandwidth ×4"), 1) << ::testing::PrintToString(labels);
+  EXPECT_GT(times_two, 0);
+  EXPECT_LT(times_four, times_two);
+  EXPECT_LT(times_two, summary.measured_step_ns);
+}
+
 // A synchronous copy: the call returns after its copy ended, so it waited for it; the launch
 // (call start → copy) and the wait (copy end → call end) are not a cycle.
 TEST(StepGraphTest, ASynchronousCopyIsWaitedForByItsCall) {

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 
 #include "cli/analyze_command.h"
 #include "cli/output_file.h"
@@ -69,6 +70,17 @@ TEST(MakeAnalyzeOptions, WhatIfsImplyTheCriticalPathAndRefuseBadForms) {
   EXPECT_EQ(options->what_ifs[1].text, "a=b");  // the last '=' splits
   EXPECT_EQ(options->what_ifs[1].factor, 1.5);
   request.what_ifs.clear();
+  request.bandwidth_what_ifs = {4};
+  ASSERT_TRUE(MakeAnalyzeOptions(request).ok());
+  EXPECT_TRUE(MakeAnalyzeOptions(request)->critical_path);
+  EXPECT_EQ(MakeAnalyzeOptions(request)->bandwidth_what_ifs, std::vector<double>{4});
+  for (double bad : {0.0, -2.0, std::numeric_limits<double>::infinity()}) {
+    request.bandwidth_what_ifs = {bad};
+    const auto refused = MakeAnalyzeOptions(request);
+    ASSERT_FALSE(refused.ok()) << bad;
+    EXPECT_NE(refused.status().message().find("--what-if-bandwidth"), std::string::npos);
+  }
+  request.bandwidth_what_ifs.clear();
   request.critical_path_steps = 0;
   ASSERT_TRUE(MakeAnalyzeOptions(request).ok());
   EXPECT_TRUE(MakeAnalyzeOptions(request)->critical_path);
