@@ -100,7 +100,7 @@ std::vector<int64_t> PathStepsKept(const std::vector<StepRange>& steps, size_t m
   while (steps.size() > most * static_cast<size_t>(stride)) stride *= 2;
   std::vector<int64_t> kept;
   for (const StepRange& step : steps) {
-    const int64_t index = step.number / unit;  // a number the others are spaced from
+    const int64_t index = step.number / unit;  // its place in the spacing: 1, 3, 5 (spacing 2) are 0, 1, 2
     if (index % stride == 0) kept.push_back(step.number);
   }
   if (kept.empty()) kept.push_back(steps.front().number);  // numbers that never meet the stride
