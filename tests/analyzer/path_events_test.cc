@@ -113,7 +113,9 @@ TEST(PathStepsKeptTest, RanksWithDifferentCountsKeepNestedSets) {
   EXPECT_EQ(a.size(), 200u);
   EXPECT_EQ(b.size(), 101u);  // 0, 64, ..., 6,400
   for (int64_t step : b) {
-    if (step < 6400) EXPECT_TRUE(std::binary_search(a.begin(), a.end(), step)) << step;
+    if (step < 6400) {
+      EXPECT_TRUE(std::binary_search(a.begin(), a.end(), step)) << step;
+    }
   }
   // A rank that lost its first step keeps the same numbers as the others.
   const std::vector<int64_t> c = PathStepsKept(Steps(1, 6375, 1), 200);
